@@ -1,0 +1,70 @@
+// Sweep files and single-run files: YAML -> validated protos, and grid expansion.
+//
+// Pure logic: no server, no torch, no file system (callers read the file and pass its text).
+// Every error names the file, the line and the field, e.g.
+//   "sweep.yaml:7: grid.n_head: n_embd (256) is not divisible by n_head (3)".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ablate::spec {
+
+// One grid axis: a RunConfig setting (or "seed") and its values in file order.
+struct Axis {
+  std::string name;
+  std::vector<std::string> values;  // canonical text of each value, e.g. "0.001", "layernorm"
+  int line = 0;                     // 1-based line of the axis in the file
+};
+
+enum class Order { kGrid, kCoarseToFine };
+
+struct SweepSpec {
+  std::string name;
+  std::string file_name;
+  std::string description;
+  ablate::v1::DataSpec data;
+  ablate::v1::RunConfig fixed;  // settings as written under `fixed:` (defaults not applied)
+  std::vector<Axis> grid;       // file order
+  Order order = Order::kGrid;
+  ablate::v1::DivergenceSpec divergence;
+  ablate::v1::ThresholdSpec threshold;
+  int max_attempts = 3;
+  int priority = 0;
+};
+
+struct Limits {
+  int64_t max_runs = 100000;  // a grid larger than this is refused
+};
+
+// Parses and validates a sweep file. Expansion is also checked (size, per-run validity).
+absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view file_name,
+                                     const Limits& limits = {});
+
+// Expands the grid into run specs in the sweep's order: defaults applied, cell keys and
+// grid_values set, run_id/sweep_id left 0. Fails if any run's config is invalid.
+absl::StatusOr<std::vector<ablate::v1::RunSpec>> Expand(const SweepSpec& sweep,
+                                                        const Limits& limits = {});
+
+// Parses a single-run file (`ablate-worker train RUN.yaml`): a sweep file with one value per
+// setting, model and optimizer settings as top-level keys. Defaults applied, validated.
+absl::StatusOr<ablate::v1::RunSpec> ParseRunFile(std::string_view yaml, std::string_view file_name);
+
+// Fills every unset RunConfig field with its default (nanoGPT's train.py where it has one).
+void ApplyDefaults(ablate::v1::RunConfig* config);
+
+// Checks a complete config (after ApplyDefaults): ranges, enums, n_embd % n_head, ...
+// Messages name the field; callers add file and line.
+absl::Status ValidateConfig(const ablate::v1::RunConfig& config);
+
+// The stable key of a cell: every grid value but the seed, "axis=value" joined by ",", axes in
+// sorted order, so the same cell gets the same key whatever the file's axis order.
+std::string CellKey(const google::protobuf::Map<std::string, std::string>& grid_values);
+
+}  // namespace ablate::spec

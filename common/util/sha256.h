@@ -1,0 +1,31 @@
+// SHA-256 of bytes and files (content addressing of data sets and checkpoints, token hashing).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace ablate {
+
+// Lower-case hex digest of `data`.
+std::string Sha256Hex(std::string_view data);
+
+// Lower-case hex digest of the file at `path`, streamed.
+absl::StatusOr<std::string> Sha256File(const std::string& path);
+
+// Incremental hashing for streams (chunked uploads).
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  void Update(std::string_view data);
+  std::string HexDigest();  // finalises; call once
+
+ private:
+  void* ctx_;
+};
+
+}  // namespace ablate
