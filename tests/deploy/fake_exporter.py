@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Serves every metric name of DESIGN.md §7 (server and worker) on loopback, with values that move.
+
+  fake_exporter.py PORT_FILE
+
+Binds 127.0.0.1 on a free port, writes the port to PORT_FILE, serves /metrics until killed.
+It stands in for ablate-server and ablate-worker when testing the dashboards and recording
+rules against a real Prometheus without building or running the C++ services; the end-to-end
+test repeats the dashboard check against the real server after a real sweep. The label sets
+here must match what the server exports, so a renamed label breaks this test as well as the
+dashboards.
+"""
+
+import http.server
+import itertools
+import math
+import sys
+import time
+
+SWEEP = "smoke"
+STATES = ("queued", "leased", "running", "succeeded", "diverged", "failed", "cancelled")
+RUNS = [
+    dict(run=f"r{i:02d}", qk_norm=q, lr=lr, n_layer=L, seed=s)
+    for i, (q, lr, L, s) in enumerate(
+        itertools.product(("none", "layernorm"), ("0.001", "0.01", "0.1"), ("2", "4"), ("0", "1")))
+]
+START = time.time()
+
+
+def labels(**kv):
+    return "{" + ",".join(f'{k}="{v}"' for k, v in kv.items()) + "}"
+
+
+def render():
+    t = time.time() - START
+    step = int(t * 10)
+    out = []
+
+    def gauge(name, value, **kv):
+        out.append(f"{name}{labels(**kv) if kv else ''} {value}")
+
+    for name in ("ablate_runs", "ablate_workers", "ablate_run_step", "ablate_run_train_loss",
+                 "ablate_run_val_loss", "ablate_run_tokens_per_second", "ablate_run_max_attn_logit",
+                 "ablate_sweep_progress_ratio", "ablate_sweep_eta_seconds", "ablate_worker_info",
+                 "ablate_worker_busy", "ablate_worker_step_seconds", "ablate_worker_tokens_per_second",
+                 "ablate_worker_device_memory_used_bytes", "ablate_worker_current_run",
+                 "ablate_worker_spooled_points"):
+        out.append(f"# TYPE {name} gauge")
+    counts = dict(queued=10, leased=1, running=1, succeeded=10, diverged=2, failed=0, cancelled=0)
+    for state in STATES:
+        gauge("ablate_runs", counts[state], sweep=SWEEP, state=state)
+    for state, n in (("idle", 1), ("busy", 2), ("offline", 0)):
+        gauge("ablate_workers", n, state=state, device="cpu")
+    for r in RUNS:
+        lr, depth = float(r["lr"]), int(r["n_layer"])
+        loss = 2.0 + 6.0 * math.exp(-step / 200) + (3.0 * lr * depth if r["qk_norm"] == "none" else 0.0)
+        gauge("ablate_run_step", step, sweep=SWEEP, **r)
+        gauge("ablate_run_train_loss", round(loss, 4), sweep=SWEEP, **r)
+        gauge("ablate_run_val_loss", round(loss + 0.05, 4), sweep=SWEEP, **r)
+        gauge("ablate_run_tokens_per_second", 12000 + 100 * depth, sweep=SWEEP, **r)
+        gauge("ablate_run_max_attn_logit", round(5 + (lr * 1000 * depth if r["qk_norm"] == "none" else 2), 2),
+              sweep=SWEEP, **r)
+    gauge("ablate_sweep_progress_ratio", round(min(1.0, t / 600), 4), sweep=SWEEP)
+    gauge("ablate_sweep_eta_seconds", max(0.0, 600 - t), sweep=SWEEP)
+    for name, value in (("ablate_leases_granted_total", 14 + step // 10),
+                        ("ablate_leases_expired_total", 0),
+                        ("ablate_metric_points_total", step * 24)):
+        out.append(f"# TYPE {name} counter")
+        gauge(name, value)
+    out.append("# TYPE ablate_rpc_duration_seconds histogram")
+    for method in ("Lease", "Heartbeat", "ReportMetrics", "Complete"):
+        calls = step + 1
+        cumulative = 0
+        for le, share in (("0.001", 0.5), ("0.01", 0.3), ("0.1", 0.15), ("1", 0.05), ("+Inf", 0.0)):
+            cumulative += int(calls * share)
+            gauge("ablate_rpc_duration_seconds_bucket", calls if le == "+Inf" else cumulative,
+                  method=method, le=le)
+        gauge("ablate_rpc_duration_seconds_sum", round(calls * 0.01, 4), method=method)
+        gauge("ablate_rpc_duration_seconds_count", calls, method=method)
+    w = "fake-cpu-0"
+    gauge("ablate_worker_info", 1, worker=w, device_kind="cpu", device_name="fake", torch_version="2.1.2")
+    gauge("ablate_worker_busy", 1, worker=w)
+    gauge("ablate_worker_step_seconds", 0.08, worker=w)
+    gauge("ablate_worker_tokens_per_second", 12200, worker=w)
+    gauge("ablate_worker_device_memory_used_bytes", 512 * 1024 * 1024, worker=w)
+    gauge("ablate_worker_current_run", 1, worker=w, run=RUNS[0]["run"])
+    gauge("ablate_worker_spooled_points", 0, worker=w)
+    return ("\n".join(out) + "\n").encode()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        if self.path != "/metrics":
+            self.send_error(404)
+            return
+        body = render()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: fake_exporter.py PORT_FILE")
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    with open(sys.argv[1], "w") as f:
+        f.write(str(server.server_address[1]))
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
