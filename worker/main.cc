@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "spdlog/spdlog.h"
+#include "worker/daemon.h"
 #include "worker/train/commands.h"
 
 namespace {
@@ -23,8 +25,34 @@ std::string DefaultCacheDir() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"ablate-worker: trains ablation-sweep runs with LibTorch (CUDA, MPS or CPU)"};
-  app.require_subcommand(1);
+  CLI::App app{
+      "ablate-worker: trains ablation-sweep runs with LibTorch (CUDA, MPS or CPU).\n"
+      "Without a subcommand it is the daemon: it leases runs from ablate-server and trains them."};
+  app.require_subcommand(0, 1);
+
+  ablate::worker::DaemonOptions daemon;
+  daemon.client.server = EnvOr("ABLATE_SERVER", "127.0.0.1:7070");
+  daemon.client.token = EnvOr("ABLATE_TOKEN", "");
+  daemon.client.tls_ca = EnvOr("ABLATE_TLS_CA", "");
+  daemon.work_dir = EnvOr("ABLATE_WORK_DIR", DefaultCacheDir() + "/worker");
+  app.add_option("--server", daemon.client.server, "Server address HOST:PORT (env ABLATE_SERVER)");
+  app.add_option("--token", daemon.client.token, "Worker token (env ABLATE_TOKEN)");
+  app.add_option("--tls-ca", daemon.client.tls_ca,
+                 "CA certificate (PEM) for TLS (env ABLATE_TLS_CA)");
+  app.add_flag("--tls", daemon.client.tls, "Use TLS with the system's root certificates");
+  app.add_option("--device", daemon.device, "auto | cpu | cuda | mps")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "mps"}));
+  app.add_option("--work-dir", daemon.work_dir, "Data sets, cache, spool (env ABLATE_WORK_DIR)");
+  app.add_option("--name", daemon.name,
+                 "Worker name shown by `ablate workers` (default: hostname)");
+  app.add_option("--metrics-listen", daemon.metrics_listen,
+                 "Serve Prometheus /metrics on HOST:PORT");
+  app.add_option("--threads", daemon.threads, "CPU threads for training (0: all cores)");
+  app.add_option("--lease-wait", daemon.lease_wait_seconds, "Long-poll seconds per Lease call");
+  app.add_option("--max-runs", daemon.max_runs, "Exit after this many runs (0: never)");
+  app.add_flag("--exit-when-idle", daemon.exit_when_idle, "Exit when no run is left to lease");
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace | debug | info | warn | error");
 
   ablate::train::TrainCommandArgs train;
   train.cache_dir = DefaultCacheDir();
@@ -51,7 +79,9 @@ int main(int argc, char** argv) {
   prep_cmd->add_option("--out", prep.out_dir, "Also copy the tokenizer and token files here");
 
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (*train_cmd) return ablate::train::RunTrainCommand(train);
   if (*prep_cmd) return ablate::train::RunDataPrepareCommand(prep);
-  return 2;
+  return ablate::worker::RunDaemon(daemon);
 }

@@ -52,8 +52,9 @@ absl::Status ToAbsl(const grpc::Status& status, std::string_view what, std::stri
       }
       break;
     case grpc::StatusCode::UNAUTHENTICATED:
-      absl::StrAppend(&msg, " (pass a valid token with --token or ABLATE_TOKEN; create one with "
-                            "`ablate-server token create --role user`)");
+      absl::StrAppend(&msg,
+                      " (pass a valid token with --token or ABLATE_TOKEN; create one with "
+                      "`ablate-server token create --role user`)");
       break;
     default:
       break;

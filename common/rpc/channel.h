@@ -14,9 +14,9 @@ namespace ablate::rpc {
 
 struct ClientConfig {
   std::string server = "127.0.0.1:7070";  // host:port
-  std::string token;                       // bearer token; empty sends none
-  std::string tls_ca;                      // PEM file of the CA; set => TLS
-  bool tls = false;                        // TLS with the system roots when tls_ca is empty
+  std::string token;                      // bearer token; empty sends none
+  std::string tls_ca;                     // PEM file of the CA; set => TLS
+  bool tls = false;                       // TLS with the system roots when tls_ca is empty
 };
 
 // Creates a channel to `config.server`. Reads the CA file, so it can fail.
@@ -27,7 +27,8 @@ void Authorize(grpc::ClientContext* context, const std::string& token);
 
 // Maps a gRPC status to absl, prefixing what was being done. UNAVAILABLE gets a hint that names
 // the server address, UNAUTHENTICATED one about tokens.
-absl::Status ToAbsl(const grpc::Status& status, std::string_view what, std::string_view server = "");
+absl::Status ToAbsl(const grpc::Status& status, std::string_view what,
+                    std::string_view server = "");
 
 // True for errors worth retrying later (server down, network blip, deadline).
 bool IsTransient(const absl::Status& status);

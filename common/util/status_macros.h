@@ -8,10 +8,10 @@
 #define ABLATE_CONCAT(a, b) ABLATE_CONCAT_INNER(a, b)
 
 // RETURN_IF_ERROR(expr): returns the status of `expr` from the enclosing function if not ok.
-#define RETURN_IF_ERROR(expr)                          \
-  do {                                                 \
-    ::absl::Status ablate_status_ = (expr);            \
-    if (!ablate_status_.ok()) return ablate_status_;   \
+#define RETURN_IF_ERROR(expr)                        \
+  do {                                               \
+    ::absl::Status ablate_status_ = (expr);          \
+    if (!ablate_status_.ok()) return ablate_status_; \
   } while (0)
 
 // ASSIGN_OR_RETURN(lhs, expr): evaluates a StatusOr, returns its status on error, else assigns.

@@ -1,0 +1,207 @@
+#include "worker/coordinator.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/sha256.h"
+
+namespace ablate::worker {
+namespace {
+
+constexpr double kCallDeadlineSeconds = 30;
+constexpr size_t kChunkBytes = 1 << 20;
+
+// Writes a streamed download to `path` only once it is complete and verified, so a reader never
+// sees half a checkpoint or data set.
+template <typename Reader, typename Message>
+absl::Status DownloadTo(Reader* reader, Message* chunk, const std::string& path,
+                        const std::string& want_sha256, std::string_view what) {
+  const std::string tmp = path + ".part";
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  Sha256 hash;
+  while (reader->Read(chunk)) {
+    out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
+    hash.Update(chunk->data());
+  }
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("write failed: ", tmp));
+  const std::string got = hash.HexDigest();
+  if (!want_sha256.empty() && got != want_sha256) {
+    std::filesystem::remove(tmp);
+    return absl::DataLossError(absl::StrCat(std::string(what), ": sha256 mismatch (got ", got,
+                                            ", want ", want_sha256, ")"));
+  }
+  std::filesystem::rename(tmp, path);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Connect(const rpc::ClientConfig& config) {
+  auto channel = rpc::MakeChannel(config);
+  if (!channel.ok()) return channel.status();
+  return std::unique_ptr<Coordinator>(new Coordinator(config, *std::move(channel)));
+}
+
+Coordinator::Coordinator(rpc::ClientConfig config, std::shared_ptr<grpc::Channel> channel)
+    : config_(std::move(config)),
+      channel_(std::move(channel)),
+      stub_(v1::WorkerService::NewStub(channel_)) {}
+
+void Coordinator::Prepare(grpc::ClientContext* context, double deadline_seconds) const {
+  rpc::Authorize(context, config_.token);
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)));
+}
+
+absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::WorkerInfo& info) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, kCallDeadlineSeconds);
+  v1::RegisterRequest req;
+  *req.mutable_info() = info;
+  v1::RegisterResponse resp;
+  auto s = rpc::ToAbsl(stub_->Register(&ctx, req, &resp), "register", config_.server);
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::LeaseResponse> Coordinator::Lease(int64_t worker_id, double wait_seconds) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, wait_seconds + kCallDeadlineSeconds);
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    if (poll_cancelled_) return absl::CancelledError("shutting down");
+    poll_context_ = &ctx;
+  }
+  v1::LeaseRequest req;
+  req.set_worker_id(worker_id);
+  req.set_wait_seconds(wait_seconds);
+  v1::LeaseResponse resp;
+  grpc::Status status = stub_->Lease(&ctx, req, &resp);
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    poll_context_ = nullptr;
+  }
+  auto s = rpc::ToAbsl(status, "lease", config_.server);
+  if (!s.ok()) return s;
+  return resp;
+}
+
+void Coordinator::CancelLongPoll() {
+  std::lock_guard<std::mutex> lock(poll_mu_);
+  poll_cancelled_ = true;
+  if (poll_context_ != nullptr) poll_context_->TryCancel();
+}
+
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 10);
+  v1::HeartbeatResponse resp;
+  auto s = rpc::ToAbsl(stub_->Heartbeat(&ctx, request, &resp), "heartbeat", config_.server);
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::Status Coordinator::ReportMetrics(int64_t run_id, int32_t attempt,
+                                        const std::vector<v1::MetricPoint>& points) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, kCallDeadlineSeconds);
+  v1::ReportMetricsRequest req;
+  req.set_run_id(run_id);
+  req.set_attempt(attempt);
+  for (const auto& p : points) *req.add_points() = p;
+  v1::ReportMetricsResponse resp;
+  return rpc::ToAbsl(stub_->ReportMetrics(&ctx, req, &resp), "report metrics", config_.server);
+}
+
+absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt, int64_t step,
+                                        const std::string& path) {
+  auto sha = Sha256File(path);
+  if (!sha.ok()) return sha.status();
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(path, ": ", ec.message()));
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 600);
+  v1::PutCheckpointResponse resp;
+  auto writer = stub_->PutCheckpoint(&ctx, &resp);
+  v1::CheckpointChunk header;
+  header.set_run_id(run_id);
+  header.set_attempt(attempt);
+  header.mutable_ref()->set_step(step);
+  header.mutable_ref()->set_sha256(*sha);
+  header.mutable_ref()->set_size_bytes(static_cast<int64_t>(size));
+  bool ok = writer->Write(header);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buf(kChunkBytes);
+  while (ok && in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (in.gcount() == 0) break;
+    v1::CheckpointChunk chunk;
+    chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
+    ok = writer->Write(chunk);
+  }
+  writer->WritesDone();
+  return rpc::ToAbsl(writer->Finish(), "upload checkpoint", config_.server);
+}
+
+absl::Status Coordinator::GetCheckpoint(int64_t run_id, int32_t attempt,
+                                        const v1::CheckpointRef& ref, const std::string& path) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 600);
+  v1::GetCheckpointRequest req;
+  req.set_run_id(run_id);
+  req.set_attempt(attempt);
+  req.set_sha256(ref.sha256());
+  auto reader = stub_->GetCheckpoint(&ctx, req);
+  v1::CheckpointChunk chunk;
+  auto s = DownloadTo(reader.get(), &chunk, path, ref.sha256(), "checkpoint");
+  auto fin = rpc::ToAbsl(reader->Finish(), "download checkpoint", config_.server);
+  if (!fin.ok()) {
+    std::filesystem::remove(path);
+    return fin;
+  }
+  return s;
+}
+
+absl::Status Coordinator::GetDataset(const std::string& sha256, const std::string& path) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 3600);
+  v1::GetDatasetRequest req;
+  req.set_sha256(sha256);
+  auto reader = stub_->GetDataset(&ctx, req);
+  v1::DataChunk chunk;
+  auto s = DownloadTo(reader.get(), &chunk, path, sha256, "data set");
+  auto fin = rpc::ToAbsl(reader->Finish(), "download data set", config_.server);
+  if (!fin.ok()) {
+    std::filesystem::remove(path);
+    return fin;
+  }
+  return s;
+}
+
+absl::Status Coordinator::Complete(const v1::CompleteRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, kCallDeadlineSeconds);
+  v1::CompleteResponse resp;
+  return rpc::ToAbsl(stub_->Complete(&ctx, request, &resp), "complete", config_.server);
+}
+
+absl::Status Coordinator::Release(int64_t run_id, int32_t attempt, const std::string& reason) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 10);
+  v1::ReleaseRequest req;
+  req.set_run_id(run_id);
+  req.set_attempt(attempt);
+  req.set_reason(reason);
+  v1::ReleaseResponse resp;
+  return rpc::ToAbsl(stub_->Release(&ctx, req, &resp), "release", config_.server);
+}
+
+}  // namespace ablate::worker

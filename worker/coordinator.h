@@ -1,0 +1,55 @@
+// The worker's view of ablate-server: one method per WorkerService RPC, each returning
+// absl::Status so the daemon can tell "server unreachable, keep going" (IsTransient) from
+// "fenced, stop this run" (FailedPrecondition) from real errors.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ablate/v1/ablate.grpc.pb.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/rpc/channel.h"
+
+namespace ablate::worker {
+
+class Coordinator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Connect(const rpc::ClientConfig& config);
+
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::WorkerInfo& info);
+  // Long-polls up to `wait_seconds`. Cancel() from another thread ends the wait early.
+  absl::StatusOr<v1::LeaseResponse> Lease(int64_t worker_id, double wait_seconds);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::Status ReportMetrics(int64_t run_id, int32_t attempt,
+                             const std::vector<v1::MetricPoint>& points);
+  absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, int64_t step,
+                             const std::string& path);
+  // Streams the checkpoint into `path` (atomically) and checks its SHA-256.
+  absl::Status GetCheckpoint(int64_t run_id, int32_t attempt, const v1::CheckpointRef& ref,
+                             const std::string& path);
+  absl::Status GetDataset(const std::string& sha256, const std::string& path);
+  absl::Status Complete(const v1::CompleteRequest& request);
+  absl::Status Release(int64_t run_id, int32_t attempt, const std::string& reason);
+
+  // Ends a Lease long-poll in flight (shutdown).
+  void CancelLongPoll();
+  const std::string& server() const { return config_.server; }
+
+ private:
+  Coordinator(rpc::ClientConfig config, std::shared_ptr<grpc::Channel> channel);
+  void Prepare(grpc::ClientContext* context, double deadline_seconds) const;
+
+  rpc::ClientConfig config_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::WorkerService::Stub> stub_;
+  std::mutex poll_mu_;
+  grpc::ClientContext* poll_context_ = nullptr;  // guarded by poll_mu_
+  bool poll_cancelled_ = false;                  // guarded by poll_mu_
+};
+
+}  // namespace ablate::worker

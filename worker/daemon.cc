@@ -1,0 +1,176 @@
+#include "worker/daemon.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/log.h"
+#include "worker/coordinator.h"
+#include "worker/run_session.h"
+#include "worker/train/trainer.h"
+#include "worker/worker_metrics.h"
+
+namespace ablate::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_shutdown{false};
+
+void OnSignal(int) { g_shutdown = true; }
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "worker";
+  return buf;
+}
+
+void Sleep(double seconds) {
+  const auto until = Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  while (!g_shutdown && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Registers, retrying while the server is unreachable. Permanent errors (bad token) end the daemon.
+absl::StatusOr<v1::RegisterResponse> RegisterWithRetry(Coordinator* c, const v1::WorkerInfo& info) {
+  double backoff = 0.5;
+  while (!g_shutdown) {
+    auto resp = c->Register(info);
+    if (resp.ok() || !rpc::IsTransient(resp.status())) return resp;
+    spdlog::warn("{}; retrying in {:.0f}s", resp.status().message(), backoff);
+    Sleep(backoff);
+    backoff = std::min(backoff * 2, 30.0);
+  }
+  return absl::CancelledError("shutting down");
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& options) {
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+
+  auto device = train::ProbeDevice(options.device);
+  if (!device.ok()) {
+    spdlog::error("device: {}", device.status().message());
+    return 2;
+  }
+  v1::WorkerInfo info;
+  info.set_name(options.name.empty() ? Hostname() : options.name);
+  info.set_hostname(Hostname());
+  info.set_device_kind(device->kind);
+  info.set_device_name(device->name);
+  info.set_device_memory_bytes(device->memory_bytes);
+  info.set_cpu_cores(int32_t(std::thread::hardware_concurrency()));
+  info.set_torch_version(device->torch_version);
+  info.set_version(ABLATE_VERSION);
+
+  std::error_code ec;
+  std::filesystem::create_directories(options.work_dir, ec);
+  if (ec) {
+    spdlog::error("--work-dir {}: {}", options.work_dir, ec.message());
+    return 2;
+  }
+  auto coordinator = Coordinator::Connect(options.client);
+  if (!coordinator.ok()) {
+    spdlog::error("{}", coordinator.status().message());
+    return 2;
+  }
+  Coordinator* c = coordinator->get();
+
+  SessionStats stats;
+  std::unique_ptr<WorkerMetrics> metrics;
+  if (!options.metrics_listen.empty()) {
+    auto m = WorkerMetrics::Start(
+        options.metrics_listen,
+        {info.name(), info.device_kind(), info.device_name(), info.torch_version()}, &stats);
+    if (!m.ok()) {
+      spdlog::error("{}", m.status().message());
+      return 2;
+    }
+    metrics = *std::move(m);
+  }
+  // Ends a long-poll as soon as a signal arrives rather than at its deadline.
+  std::thread watcher([c] {
+    while (!g_shutdown) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c->CancelLongPoll();
+  });
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() {
+      g_shutdown = true;
+      t.join();
+    }
+  } joiner{watcher};
+
+  spdlog::info("ablate-worker {} on {} ({}), server {}", info.name(), info.device_name(),
+               info.device_kind(), options.client.server);
+  auto reg = RegisterWithRetry(c, info);
+  if (!reg.ok()) {
+    if (absl::IsCancelled(reg.status())) return 0;
+    spdlog::error("{}", reg.status().message());
+    return absl::IsUnauthenticated(reg.status()) || absl::IsPermissionDenied(reg.status()) ? 3 : 1;
+  }
+  int64_t worker_id = reg->worker_id();
+  SessionOptions sopts;
+  sopts.work_dir = options.work_dir;
+  sopts.device = options.device;
+  sopts.threads = options.threads;
+  sopts.heartbeat_seconds =
+      std::max(0.2, (reg->lease_seconds() > 0 ? reg->lease_seconds() : 60) / 4);
+  sopts.shutdown = &g_shutdown;
+  spdlog::info("registered as worker {} (lease {}s)", worker_id, reg->lease_seconds());
+
+  int runs = 0;
+  double backoff = 0.5;
+  Clock::time_point last_end{};
+  while (!g_shutdown && (options.max_runs == 0 || runs < options.max_runs)) {
+    auto lease = c->Lease(worker_id, options.lease_wait_seconds);
+    if (!lease.ok()) {
+      if (g_shutdown) break;
+      if (absl::IsNotFound(lease.status())) {  // the server forgot us (e.g. pruned): register again
+        auto again = RegisterWithRetry(c, info);
+        if (again.ok()) worker_id = again->worker_id();
+        continue;
+      }
+      if (!rpc::IsTransient(lease.status())) {
+        spdlog::error("{}", lease.status().message());
+        return absl::IsUnauthenticated(lease.status()) || absl::IsPermissionDenied(lease.status())
+                   ? 3
+                   : 1;
+      }
+      spdlog::warn("{}; retrying in {:.0f}s", lease.status().message(), backoff);
+      Sleep(backoff);
+      backoff = std::min(backoff * 2, 30.0);
+      continue;
+    }
+    backoff = 0.5;
+    if (!lease->has_run()) {
+      if (options.exit_when_idle) break;
+      continue;
+    }
+    SessionOutcome out = RunSession(c, worker_id, *lease, sopts, &stats);
+    ++runs;
+    const double wall = out.train_seconds + out.overhead_seconds;
+    std::string gap;
+    if (last_end != Clock::time_point{} && out.train_started != Clock::time_point{}) {
+      gap = absl::StrCat(
+          ", dispatch gap ",
+          std::chrono::duration<double, std::milli>(out.train_started - last_end).count(), " ms");
+    }
+    spdlog::info("run {}: {} — train {:.2f}s, worker overhead {:.3f}s ({:.2f}%){}",
+                 lease->spec().run_id(), out.detail, out.train_seconds, out.overhead_seconds,
+                 wall > 0 ? 100.0 * out.overhead_seconds / wall : 0.0, gap);
+    last_end = out.ended;
+  }
+  spdlog::info("ablate-worker stopping after {} run(s)", runs);
+  return 0;
+}
+
+}  // namespace ablate::worker

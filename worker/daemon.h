@@ -1,0 +1,27 @@
+// The ablate-worker daemon: register, long-poll for runs this device can run, run them one at a
+// time, repeat. Survives the server going away (it keeps training and retries), and on
+// SIGTERM/SIGINT finishes the current step, checkpoints and hands the run back.
+#pragma once
+
+#include <string>
+
+#include "common/rpc/channel.h"
+
+namespace ablate::worker {
+
+struct DaemonOptions {
+  rpc::ClientConfig client;
+  std::string device = "auto";
+  std::string work_dir;
+  std::string name;            // default: hostname
+  std::string metrics_listen;  // empty: no /metrics
+  int threads = 0;
+  double lease_wait_seconds = 30;
+  int max_runs = 0;             // stop after this many runs (0: never); for scripts and benches
+  bool exit_when_idle = false;  // stop when a long-poll returns no run
+};
+
+// Returns the process exit code.
+int RunDaemon(const DaemonOptions& options);
+
+}  // namespace ablate::worker

@@ -1,0 +1,56 @@
+// Runs one leased run to its end: fetches what it lacks (data sets, the checkpoint to resume
+// from), trains, and keeps the server informed — heartbeats, metrics through the on-disk spool,
+// checkpoint uploads — on two background threads so the training thread never waits on the
+// network. Everything it writes carries (run, attempt); when the server says the attempt is no
+// longer current (fenced) the run stops within one step and nothing more is sent for it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "ablate/v1/ablate.pb.h"
+#include "worker/coordinator.h"
+
+namespace ablate::worker {
+
+struct SessionOptions {
+  std::string work_dir;  // datasets/, cache/, runs/, spool/
+  std::string device = "auto";
+  int threads = 0;
+  double heartbeat_seconds = 10;
+  const std::atomic<bool>* shutdown = nullptr;  // SIGTERM/SIGINT: checkpoint, hand back, stop
+};
+
+// Live figures of the session, read by the worker's /metrics and heartbeats.
+struct SessionStats {
+  std::atomic<int64_t> run_id{0};
+  std::atomic<int64_t> step{0};
+  std::atomic<double> tokens_per_second{0};
+  std::atomic<double> step_seconds{0};
+  std::atomic<int64_t> spooled_points{0};
+};
+
+enum class SessionEnd {
+  kCompleted,  // Complete accepted (succeeded, diverged or failed)
+  kCancelled,  // the server cancelled the run
+  kLeaseLost,  // fenced: another attempt owns the run
+  kReleased,   // shutting down: checkpointed and handed back
+  kAbandoned,  // shutting down while the server was unreachable: the lease will expire
+};
+
+struct SessionOutcome {
+  SessionEnd end;
+  std::string detail;
+  double train_seconds = 0;     // inside the trainer
+  double overhead_seconds = 0;  // everything else the worker spent on this run
+  std::chrono::steady_clock::time_point train_started;  // zero if training never started
+  std::chrono::steady_clock::time_point ended;
+};
+
+SessionOutcome RunSession(Coordinator* coordinator, int64_t worker_id,
+                          const v1::LeaseResponse& lease, const SessionOptions& options,
+                          SessionStats* stats);
+
+}  // namespace ablate::worker
