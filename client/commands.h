@@ -1,0 +1,47 @@
+// The CLI's commands. Each returns the process exit code and prints its own errors.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "client/context.h"
+
+namespace ablate::cli {
+
+struct SubmitArgs {
+  std::string file;
+  bool dry_run = false;
+  bool watch = false;
+  int priority = 0;
+};
+int Submit(Context& ctx, const SubmitArgs& args);  // --dry-run works without a server
+int ListSweeps(Context& ctx, bool active_only, int limit);
+int Status(Context& ctx, const std::string& sweep);
+int Watch(Context& ctx, const std::string& sweep, double interval);
+int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states, int limit);
+int Metrics(Context& ctx, int64_t run, const std::vector<std::string>& names, bool follow);
+int Logs(Context& ctx, int64_t run);
+int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs);
+int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,
+          const std::vector<std::string>& states);
+int Workers(Context& ctx, bool include_offline);
+
+struct ReportArgs {
+  std::string sweep;  // or
+  std::string from;   // an `ablate export` directory
+  std::string out_dir;
+  std::string lr_range;  // "A:B"
+  double delta = 0.02;
+  double tau = 0.2;
+  std::string variant = "qk_norm";
+  std::string by = "n_layer";
+  std::string format = "table";  // table | md | json
+};
+int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics);
+int Report(Context& ctx, const ReportArgs& args);
+
+// Shared by commands: a finished-or-not sweep with all its runs.
+absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);
+int Fail(const absl::Status& status);  // prints "ablate: <message>" and returns ExitCode
+
+}  // namespace ablate::cli

@@ -1,0 +1,142 @@
+// ablate: the command line for sweeps. Talks to ablate-server over gRPC; never links torch.
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "client/commands.h"
+#include "client/config.h"
+
+int main(int argc, char** argv) {
+  using namespace ablate::cli;
+  CLI::App app{"ablate: submit ablation sweeps of small GPT models, watch them, report on them"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Help for every command");
+
+  ConnectionFlags conn;
+  std::string output = "table";
+  app.add_option("--server", conn.server,
+                 "Server HOST:PORT (env ABLATE_SERVER; default 127.0.0.1:7070)");
+  app.add_option("--token", conn.token, "Bearer token (env ABLATE_TOKEN)");
+  app.add_option("--tls-ca", conn.tls_ca, "CA certificate (PEM) for TLS (env ABLATE_TLS_CA)");
+  app.add_flag("--tls", conn.tls, "Use TLS with the system's root certificates");
+  app.add_option("--config", conn.config_file,
+                 "Config file (default ~/.config/ablate/config.yaml)");
+  app.add_option("-o,--output", output, "table | json")->check(CLI::IsMember({"table", "json"}));
+
+  SubmitArgs submit;
+  auto* c_submit = app.add_subcommand("submit", "Validate a sweep file and queue its runs");
+  c_submit->add_option("file", submit.file, "Sweep file (YAML)")->required();
+  c_submit->add_flag("--dry-run", submit.dry_run,
+                     "Validate and print the expanded grid only (no server)");
+  c_submit->add_flag("--watch", submit.watch, "Watch the sweep after submitting");
+  c_submit->add_option("--priority", submit.priority, "Higher runs first (default 0)");
+
+  bool active_only = false;
+  int limit = 50;
+  auto* c_ls = app.add_subcommand("ls", "List sweeps");
+  c_ls->add_flag("--active", active_only, "Only sweeps with unfinished runs");
+  c_ls->add_option("--limit", limit, "At most this many (newest first)");
+
+  std::string sweep;
+  auto* c_status = app.add_subcommand("status", "A sweep's grid: cells x run states, losses");
+  c_status->add_option("sweep", sweep, "Sweep id or name")->required();
+
+  double interval = 1;
+  auto* c_watch = app.add_subcommand("watch", "Live progress of a sweep; exits when it ends");
+  c_watch->add_option("sweep", sweep, "Sweep id or name")->required();
+  c_watch->add_option("--interval", interval, "Seconds between updates");
+
+  std::vector<std::string> states;
+  auto* c_runs = app.add_subcommand("runs", "List runs");
+  c_runs->add_option("sweep", sweep, "Sweep id or name (default: all sweeps)");
+  c_runs->add_option("--state", states, "Only runs in these states")->delimiter(',');
+  c_runs->add_option("--limit", limit, "At most this many");
+
+  int64_t run = 0;
+  std::vector<std::string> names;
+  bool follow = false;
+  auto* c_metrics = app.add_subcommand("metrics", "A run's metric points (step, name, value)");
+  c_metrics->add_option("run", run, "Run id")->required();
+  c_metrics->add_option("--name", names, "Only these metrics (e.g. train_loss,val_loss)")
+      ->delimiter(',');
+  c_metrics->add_flag("-f,--follow", follow, "Keep streaming until the run ends");
+
+  auto* c_logs =
+      app.add_subcommand("logs", "A run's event history: leases, expiries, fencing, results");
+  c_logs->add_option("run", run, "Run id")->required();
+
+  std::vector<int64_t> run_ids;
+  auto* c_cancel =
+      app.add_subcommand("cancel", "Cancel a sweep's unfinished runs (or some of them)");
+  c_cancel->add_option("sweep", sweep, "Sweep id or name")->required();
+  c_cancel->add_option("--run", run_ids, "Only these run ids")->delimiter(',');
+
+  auto* c_retry = app.add_subcommand("retry", "Requeue failed or cancelled runs");
+  c_retry->add_option("sweep", sweep, "Sweep id or name")->required();
+  c_retry->add_option("--run", run_ids, "Only these run ids")->delimiter(',');
+  c_retry->add_option("--state", states, "Runs in these states (default failed,cancelled)")
+      ->delimiter(',');
+
+  bool all_workers = false;
+  auto* c_workers = app.add_subcommand("workers", "The fleet: devices, state, current run");
+  c_workers->add_flag("-a,--all", all_workers, "Include offline workers");
+
+  std::string out_dir;
+  bool with_metrics = true;
+  auto* c_export = app.add_subcommand("export", "Write a sweep's runs and metrics to a directory");
+  c_export->add_option("sweep", sweep, "Sweep id or name")->required();
+  c_export
+      ->add_option("--out", out_dir, "Directory (sweep.json, runs.jsonl, runs.csv, metrics.csv)")
+      ->required();
+  c_export->add_flag("!--no-metrics", with_metrics, "Skip the metric series");
+
+  ReportArgs report;
+  auto* c_report =
+      app.add_subcommand("report", "Answer the study's questions: tables, CSV, figures");
+  c_report->add_option("sweep", report.sweep, "Sweep id or name");
+  c_report->add_option("--from", report.from,
+                       "Analyse an `ablate export` directory instead (no server)");
+  c_report->add_option("--out", report.out_dir, "Write report.md, CSVs and figures here");
+  c_report->add_option("--lr-range", report.lr_range,
+                       "LR range A:B for LR sensitivity (default 3e-4:3e-1)");
+  c_report->add_option("--delta", report.delta, "Necessity-threshold floor in nats (default 0.02)");
+  c_report->add_option("--tau", report.tau, "Max-good-LR tolerance (default 0.2)");
+  c_report->add_option("--variant", report.variant, "Axis compared (default qk_norm)");
+  c_report->add_option("--by", report.by, "Moderator axis (default n_layer)");
+  c_report->add_option("--format", report.format, "table | md | json")
+      ->check(CLI::IsMember({"table", "md", "json"}));
+
+  CLI11_PARSE(app, argc, argv);
+
+  Context ctx;
+  ctx.json = output == "json";
+  auto resolved = ResolveConnection(conn);
+  if (!resolved.ok()) return Fail(resolved.status());
+  ctx.conn = *resolved;
+  // Offline commands need no channel; everything else dials lazily (gRPC connects on first call).
+  const bool offline = (*c_submit && submit.dry_run) || (*c_report && !report.from.empty());
+  if (!offline) {
+    auto channel = ablate::rpc::MakeChannel(ctx.conn);
+    if (!channel.ok()) return Fail(channel.status());
+    ctx.stub = ablate::v1::SweepService::NewStub(*channel);
+  }
+
+  if (*c_submit) return Submit(ctx, submit);
+  if (*c_ls) return ListSweeps(ctx, active_only, limit);
+  if (*c_status) return Status(ctx, sweep);
+  if (*c_watch) return Watch(ctx, sweep, interval);
+  if (*c_runs) return Runs(ctx, sweep, states, limit);
+  if (*c_metrics) return Metrics(ctx, run, names, follow);
+  if (*c_logs) return Logs(ctx, run);
+  if (*c_cancel) return Cancel(ctx, sweep, run_ids);
+  if (*c_retry) return Retry(ctx, sweep, run_ids, states);
+  if (*c_workers) return Workers(ctx, all_workers);
+  if (*c_export) return Export(ctx, sweep, out_dir, with_metrics);
+  if (*c_report) {
+    if (report.sweep.empty() == report.from.empty()) {
+      return Fail(
+          absl::InvalidArgumentError("report: give a sweep id/name or --from DIR (one of them)"));
+    }
+    return Report(ctx, report);
+  }
+  return 2;
+}
