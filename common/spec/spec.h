@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,9 @@ struct SweepSpec {
   ablate::v1::ThresholdSpec threshold;
   int max_attempts = 3;
   int priority = 0;
+  // Where things were written, so Expand's errors can name a line (0 = not from a file).
+  std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
+  int grid_line = 0;                       // the `grid:` key (or 1 when absent)
 };
 
 struct Limits {
@@ -51,6 +55,11 @@ absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view fil
 // grid_values set, run_id/sweep_id left 0. Fails if any run's config is invalid.
 absl::StatusOr<std::vector<ablate::v1::RunSpec>> Expand(const SweepSpec& sweep,
                                                         const Limits& limits = {});
+
+// The order in which `order: coarse_to_fine` visits the n values of the lr axis: both ends,
+// the middle, then bisection level by level, rounding towards the nearer end so the sequence is
+// symmetric; e.g. n = 7 -> 0, 6, 3, 1, 5, 2, 4.
+std::vector<int> CoarseToFineOrder(int n);
 
 // Parses a single-run file (`ablate-worker train RUN.yaml`): a sweep file with one value per
 // setting, model and optimizer settings as top-level keys. Defaults applied, validated.

@@ -1,0 +1,172 @@
+// Grid expansion: the cartesian product of the axes, in the sweep's order.
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/spec/config_check.h"
+#include "common/spec/config_fields.h"
+#include "common/spec/spec.h"
+
+namespace ablate::spec {
+namespace {
+
+using ablate::v1::RunSpec;
+
+// Axis visiting order (outermost first) and, per axis, the order of its value indices.
+struct Traversal {
+  std::vector<size_t> axes;
+  std::vector<std::vector<int>> value_order;  // indexed by axis position in the file
+};
+
+Traversal MakeTraversal(const SweepSpec& sweep) {
+  Traversal t;
+  const size_t n = sweep.grid.size();
+  t.value_order.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const int count = static_cast<int>(sweep.grid[i].values.size());
+    for (int v = 0; v < count; ++v) t.value_order[i].push_back(v);
+  }
+  if (sweep.order == Order::kGrid) {
+    for (size_t i = 0; i < n; ++i) t.axes.push_back(i);
+    return t;
+  }
+  // coarse_to_fine: every seed-0 run before any seed-1 run, and within a seed the LRs spread
+  // first, so a sweep stopped early still has a rough loss-vs-LR curve for every other cell.
+  auto position = [&](const char* name) -> int {
+    for (size_t i = 0; i < n; ++i) {
+      if (sweep.grid[i].name == name) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  const int seed = position("seed");
+  const int lr = position("lr");
+  if (seed >= 0) t.axes.push_back(seed);
+  if (lr >= 0) {
+    t.axes.push_back(lr);
+    t.value_order[lr] = CoarseToFineOrder(static_cast<int>(sweep.grid[lr].values.size()));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (static_cast<int>(i) != seed && static_cast<int>(i) != lr) t.axes.push_back(i);
+  }
+  return t;
+}
+
+// "FILE:LINE: grid.n_head: ..." for a run that fails validation: blame the first involved
+// setting the file varies, else one it fixes, else the setting's default (no line of its own).
+absl::Status LocateProblem(const SweepSpec& sweep, const ConfigProblem& problem) {
+  const std::string prefix = sweep.file_name.empty() ? "sweep" : sweep.file_name;
+  for (const auto& field : problem.fields) {
+    for (const auto& axis : sweep.grid) {
+      if (axis.name == field) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(prefix, ":", axis.line, ": grid.", field, ": ", problem.message));
+      }
+    }
+  }
+  for (const auto& field : problem.fields) {
+    auto it = sweep.fixed_lines.find(field);
+    if (it != sweep.fixed_lines.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, ":", it->second, ": fixed.", field, ": ", problem.message));
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(prefix, ":", std::max(1, sweep.grid_line), ": ",
+                                                 problem.fields[0],
+                                                 " (default): ", problem.message));
+}
+
+}  // namespace
+
+std::vector<int> CoarseToFineOrder(int n) {
+  std::vector<int> order;
+  if (n <= 0) return order;
+  order.push_back(0);
+  if (n == 1) return order;
+  order.push_back(n - 1);
+  // Breadth-first bisection: each level halves every gap, left to right.
+  std::deque<std::pair<int, int>> gaps = {{0, n - 1}};
+  while (!gaps.empty()) {
+    std::deque<std::pair<int, int>> next;
+    for (const auto& [lo, hi] : gaps) {
+      if (hi - lo < 2) continue;
+      int mid = (lo + hi) / 2;
+      // Odd gaps round towards the nearer end of the whole range, keeping the order symmetric.
+      if ((lo + hi) % 2 != 0 && lo + hi > n - 1) mid += 1;
+      order.push_back(mid);
+      next.emplace_back(lo, mid);
+      next.emplace_back(mid, hi);
+    }
+    gaps = std::move(next);
+  }
+  return order;
+}
+
+std::string CellKey(const google::protobuf::Map<std::string, std::string>& grid_values) {
+  std::vector<std::pair<std::string, std::string>> sorted;
+  for (const auto& [axis, value] : grid_values) {
+    if (axis != "seed") sorted.emplace_back(axis, value);
+  }
+  std::sort(sorted.begin(), sorted.end());
+  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
+absl::StatusOr<std::vector<RunSpec>> Expand(const SweepSpec& sweep, const Limits& limits) {
+  const std::string prefix = sweep.file_name.empty() ? "sweep" : sweep.file_name;
+  int64_t total = 1;
+  for (const auto& axis : sweep.grid) {
+    if (axis.values.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, ":", axis.line, ": grid.", axis.name, ": empty axis"));
+    }
+    if (FindSetting(axis.name) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ":", axis.line, ": grid.", axis.name,
+                                                     ": unknown setting '", axis.name, "'"));
+    }
+    total *= static_cast<int64_t>(axis.values.size());
+    if (total > limits.max_runs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, ":", std::max(1, sweep.grid_line), ": grid: expands to more than ",
+          limits.max_runs, " runs (the server's limit); split the sweep or drop values"));
+    }
+  }
+
+  const Traversal traversal = MakeTraversal(sweep);
+  const size_t n = sweep.grid.size();
+  bool has_seed_axis = false;
+  for (const auto& axis : sweep.grid) has_seed_axis |= axis.name == "seed";
+
+  std::vector<RunSpec> runs;
+  runs.reserve(static_cast<size_t>(total));
+  // Odometer over traversal positions; the last axis in traversal order turns fastest.
+  std::vector<size_t> digit(n, 0);
+  for (int64_t r = 0; r < total; ++r) {
+    RunSpec run;
+    run.set_sweep_name(sweep.name);
+    *run.mutable_config() = sweep.fixed;
+    for (size_t i = 0; i < n; ++i) {
+      const Axis& axis = sweep.grid[i];
+      const auto& value = axis.values[traversal.value_order[i][digit[i]]];
+      SetSetting(run.mutable_config(), FindSetting(axis.name), value);
+      (*run.mutable_grid_values())[axis.name] = value;
+    }
+    ApplyDefaults(run.mutable_config());
+    if (!has_seed_axis) (*run.mutable_grid_values())["seed"] = absl::StrCat(run.config().seed());
+    if (auto problem = FindConfigProblem(run.config())) return LocateProblem(sweep, *problem);
+    run.set_cell(CellKey(run.grid_values()));
+    *run.mutable_data() = sweep.data;
+    *run.mutable_divergence() = sweep.divergence;
+    *run.mutable_threshold() = sweep.threshold;
+    runs.push_back(std::move(run));
+
+    for (size_t k = traversal.axes.size(); k-- > 0;) {
+      const size_t axis = traversal.axes[k];
+      if (++digit[axis] < sweep.grid[axis].values.size()) break;
+      digit[axis] = 0;
+    }
+  }
+  return runs;
+}
+
+}  // namespace ablate::spec

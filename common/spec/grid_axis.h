@@ -1,0 +1,15 @@
+// One `grid:` entry -> an Axis: a list of values, or a logspace/linspace generator.
+#pragma once
+
+#include "common/spec/spec.h"
+#include "common/spec/yaml_source.h"
+#include "yaml-cpp/yaml.h"
+
+namespace ablate::spec {
+
+// `key` is the axis name node, `value` its values. Checks the name is a setting, values have its
+// type, the axis is non-empty, values are distinct (after canonical formatting) and LRs positive.
+absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
+                               const YAML::Node& value);
+
+}  // namespace ablate::spec

@@ -1,0 +1,305 @@
+// Sweep files and single-run files: the YAML layer over config_fields, grid_axis and expand.
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/spec/config_check.h"
+#include "common/spec/config_fields.h"
+#include "common/spec/grid_axis.h"
+#include "common/spec/spec.h"
+#include "common/spec/yaml_source.h"
+#include "common/util/status_macros.h"
+
+namespace ablate::spec {
+namespace {
+
+using ablate::v1::DataSpec;
+using ablate::v1::DivergenceSpec;
+using ablate::v1::RunSpec;
+using ablate::v1::ThresholdSpec;
+
+const std::vector<std::string> kSweepKeys = {
+    "name",  "description", "data",      "fixed",        "grid",
+    "order", "divergence",  "threshold", "max_attempts", "priority"};
+const std::vector<std::string> kRunFileSections = {"name", "description", "data", "divergence",
+                                                   "threshold"};
+
+absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const std::string& field,
+                        const std::vector<std::string>& candidates) {
+  return source.Error(
+      key, field,
+      absl::StrCat("unknown key '", key.Scalar(), "'", DidYouMean(key.Scalar(), candidates)));
+}
+
+absl::Status CheckName(const YamlSource& source, const YAML::Node& node, const std::string& name) {
+  const bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+  });
+  if (ok) return absl::OkStatus();
+  return source.Error(node, "name",
+                      absl::StrCat("'", name, "' may only contain letters, digits, '.', '_', '-'"));
+}
+
+// data: {train, val, tokenizer: {type: bpe, vocab}}
+absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& node) {
+  RETURN_IF_ERROR(source.Mapping(node, "data"));
+  DataSpec data;
+  data.mutable_tokenizer()->set_type("bpe");
+  data.mutable_tokenizer()->set_vocab(4096);
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("data.", key);
+    if (key == "train") {
+      ASSIGN_OR_RETURN(*data.mutable_train(), source.Scalar(entry.second, field));
+    } else if (key == "val") {
+      ASSIGN_OR_RETURN(*data.mutable_val(), source.Scalar(entry.second, field));
+    } else if (key == "tokenizer") {
+      RETURN_IF_ERROR(source.Mapping(entry.second, field));
+      for (const auto& t : entry.second) {
+        const auto tkey = t.first.Scalar();
+        const auto tfield = absl::StrCat(field, ".", tkey);
+        if (tkey == "type") {
+          ASSIGN_OR_RETURN(const std::string type, source.Scalar(t.second, tfield));
+          if (type != "bpe") {
+            return source.Error(t.second, tfield, absl::StrCat("'", type, "' is not one of bpe"));
+          }
+        } else if (tkey == "vocab") {
+          ASSIGN_OR_RETURN(const int64_t vocab, source.Int(t.second, tfield));
+          // Tokens are stored as uint16; below a few dozen, BPE cannot even hold the alphabet.
+          if (vocab < 32 || vocab > 65536) {
+            return source.Error(t.second, tfield,
+                                absl::StrCat("must be between 32 and 65536, got ", vocab));
+          }
+          data.mutable_tokenizer()->set_vocab(static_cast<int32_t>(vocab));
+        } else {
+          return UnknownKey(source, t.first, tfield, {"type", "vocab"});
+        }
+      }
+    } else {
+      return UnknownKey(source, entry.first, field, {"train", "val", "tokenizer"});
+    }
+  }
+  if (data.train().empty()) return source.Error(node, "data.train", "missing (the training text)");
+  if (data.val().empty()) return source.Error(node, "data.val", "missing (the validation text)");
+  return data;
+}
+
+DivergenceSpec DefaultDivergence() {
+  DivergenceSpec d;
+  d.set_loss_above_init_by(1.0);
+  d.set_patience(50);
+  return d;
+}
+
+absl::StatusOr<DivergenceSpec> ParseDivergence(const YamlSource& source, const YAML::Node& node) {
+  RETURN_IF_ERROR(source.Mapping(node, "divergence"));
+  DivergenceSpec d = DefaultDivergence();
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("divergence.", key);
+    if (key == "loss_above_init_by") {
+      ASSIGN_OR_RETURN(const double margin, source.Double(entry.second, field));
+      if (margin <= 0) return source.Error(entry.second, field, "must be positive");
+      d.set_loss_above_init_by(margin);
+    } else if (key == "patience") {
+      ASSIGN_OR_RETURN(const int64_t patience, source.Int(entry.second, field));
+      if (patience < 1) return source.Error(entry.second, field, "must be at least 1");
+      d.set_patience(patience);
+    } else {
+      return UnknownKey(source, entry.first, field, {"loss_above_init_by", "patience"});
+    }
+  }
+  return d;
+}
+
+absl::StatusOr<ThresholdSpec> ParseThreshold(const YamlSource& source, const YAML::Node& node) {
+  RETURN_IF_ERROR(source.Mapping(node, "threshold"));
+  ThresholdSpec t;
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("threshold.", key);
+    if (key != "train_loss") return UnknownKey(source, entry.first, field, {"train_loss"});
+    ASSIGN_OR_RETURN(const double loss, source.Double(entry.second, field));
+    if (loss <= 0) return source.Error(entry.second, field, "must be positive");
+    t.set_train_loss(loss);
+  }
+  return t;
+}
+
+// One `setting: value` (under fixed:, or top level in a run file) into `config`.
+absl::Status ParseSetting(const YamlSource& source, const YAML::Node& key, const YAML::Node& value,
+                          const std::string& prefix, ablate::v1::RunConfig* config) {
+  const auto name = key.Scalar();
+  const auto field = absl::StrCat(prefix, name);
+  const auto* setting = FindSetting(name);
+  if (setting == nullptr) {
+    return source.Error(
+        key, field, absl::StrCat("unknown setting '", name, "'", DidYouMean(name, SettingNames())));
+  }
+  if (value.IsSequence() || value.IsMap()) {
+    return source.Error(value, field,
+                        prefix.empty() ? "a single-run file takes one value per setting (grids "
+                                         "belong in a sweep file)"
+                                       : "expected a single value (lists belong under grid:)");
+  }
+  ASSIGN_OR_RETURN(const std::string text, source.Scalar(value, field));
+  auto canonical = CanonicalValue(setting, text);
+  if (!canonical.ok()) return source.Error(value, field, canonical.status().message());
+  SetSetting(config, setting, *canonical);
+  return absl::OkStatus();
+}
+
+absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, const Limits& limits,
+                            SweepSpec* sweep) {
+  if (!root.IsMap()) {
+    return source.Error(root, "",
+                        "a sweep file is a mapping with keys name, data, fixed, grid, ...");
+  }
+  RETURN_IF_ERROR(source.Mapping(root, ""));
+  sweep->data.Clear();
+  sweep->divergence = DefaultDivergence();
+  sweep->grid_line = 1;
+  bool has_name = false, has_data = false;
+  for (const auto& entry : root) {
+    const auto key = entry.first.Scalar();
+    const YAML::Node& value = entry.second;
+    if (key == "name") {
+      ASSIGN_OR_RETURN(sweep->name, source.Scalar(value, key));
+      RETURN_IF_ERROR(CheckName(source, value, sweep->name));
+      has_name = true;
+    } else if (key == "description") {
+      ASSIGN_OR_RETURN(sweep->description, source.Scalar(value, key));
+    } else if (key == "data") {
+      ASSIGN_OR_RETURN(sweep->data, ParseData(source, value));
+      has_data = true;
+    } else if (key == "fixed") {
+      if (value.IsNull()) continue;
+      RETURN_IF_ERROR(source.Mapping(value, key));
+      for (const auto& setting : value) {
+        RETURN_IF_ERROR(
+            ParseSetting(source, setting.first, setting.second, "fixed.", &sweep->fixed));
+        sweep->fixed_lines[setting.first.Scalar()] = YamlSource::Line(setting.first);
+      }
+    } else if (key == "grid") {
+      sweep->grid_line = YamlSource::Line(entry.first);
+      if (value.IsNull()) continue;
+      RETURN_IF_ERROR(source.Mapping(value, key));
+      for (const auto& axis : value) {
+        ASSIGN_OR_RETURN(Axis parsed, ParseAxis(source, axis.first, axis.second));
+        sweep->grid.push_back(std::move(parsed));
+      }
+    } else if (key == "order") {
+      ASSIGN_OR_RETURN(const std::string order, source.Scalar(value, key));
+      if (order == "grid") {
+        sweep->order = Order::kGrid;
+      } else if (order == "coarse_to_fine") {
+        sweep->order = Order::kCoarseToFine;
+      } else {
+        return source.Error(value, key,
+                            absl::StrCat("'", order, "' is not one of grid|coarse_to_fine",
+                                         DidYouMean(order, {"grid", "coarse_to_fine"})));
+      }
+    } else if (key == "divergence") {
+      ASSIGN_OR_RETURN(sweep->divergence, ParseDivergence(source, value));
+    } else if (key == "threshold") {
+      ASSIGN_OR_RETURN(sweep->threshold, ParseThreshold(source, value));
+    } else if (key == "max_attempts") {
+      ASSIGN_OR_RETURN(const int64_t attempts, source.Int(value, key));
+      if (attempts < 1 || attempts > 100) {
+        return source.Error(value, key, "must be between 1 and 100");
+      }
+      sweep->max_attempts = static_cast<int>(attempts);
+    } else if (key == "priority") {
+      ASSIGN_OR_RETURN(const int64_t priority, source.Int(value, key));
+      if (priority < -1000000 || priority > 1000000) {
+        return source.Error(value, key, "must be between -1000000 and 1000000");
+      }
+      sweep->priority = static_cast<int>(priority);
+    } else if (FindSetting(key) != nullptr) {
+      return source.Error(
+          entry.first, key,
+          absl::StrCat("'", key, "' is a run setting: put it under fixed: or grid:"));
+    } else {
+      return UnknownKey(source, entry.first, key, kSweepKeys);
+    }
+  }
+  if (!has_name) return source.Error(root, "name", "missing (every sweep needs a name)");
+  if (!has_data) return source.Error(root, "data", "missing (data: {train: ..., val: ...})");
+  for (const auto& axis : sweep->grid) {
+    auto it = sweep->fixed_lines.find(axis.name);
+    if (it != sweep->fixed_lines.end()) {
+      return source.Error(
+          axis.line, absl::StrCat("grid.", axis.name),
+          absl::StrCat("also set under fixed: (line ", it->second, "); give it in one place"));
+    }
+  }
+  // Expansion is where per-run problems (n_embd % n_head, warmup > steps) surface; do it now so
+  // a bad file is refused at submit, not when a worker picks up the bad run.
+  return Expand(*sweep, limits).status();
+}
+
+}  // namespace
+
+absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view file_name,
+                                     const Limits& limits) {
+  const YamlSource source{std::string(file_name)};
+  ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
+  SweepSpec sweep;
+  sweep.file_name = std::string(file_name);
+  RETURN_IF_ERROR(source.CatchYaml([&] { return ParseSweepBody(source, root, limits, &sweep); }));
+  return sweep;
+}
+
+absl::StatusOr<RunSpec> ParseRunFile(std::string_view yaml, std::string_view file_name) {
+  const YamlSource source{std::string(file_name)};
+  ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
+  RunSpec run;
+  RETURN_IF_ERROR(source.CatchYaml([&]() -> absl::Status {
+    if (!root.IsMap()) {
+      return source.Error(root, "", "a run file is a mapping of settings (lr: 0.001, ...)");
+    }
+    RETURN_IF_ERROR(source.Mapping(root, ""));
+    *run.mutable_divergence() = DefaultDivergence();
+    std::map<std::string, int> lines;
+    bool has_data = false;
+    for (const auto& entry : root) {
+      const auto key = entry.first.Scalar();
+      lines[key] = YamlSource::Line(entry.first);
+      if (key == "name") {
+        ASSIGN_OR_RETURN(*run.mutable_sweep_name(), source.Scalar(entry.second, key));
+        RETURN_IF_ERROR(CheckName(source, entry.second, run.sweep_name()));
+      } else if (key == "description") {
+        RETURN_IF_ERROR(source.Scalar(entry.second, key).status());
+      } else if (key == "data") {
+        ASSIGN_OR_RETURN(*run.mutable_data(), ParseData(source, entry.second));
+        has_data = true;
+      } else if (key == "divergence") {
+        ASSIGN_OR_RETURN(*run.mutable_divergence(), ParseDivergence(source, entry.second));
+      } else if (key == "threshold") {
+        ASSIGN_OR_RETURN(*run.mutable_threshold(), ParseThreshold(source, entry.second));
+      } else if (FindSetting(key) != nullptr) {
+        RETURN_IF_ERROR(ParseSetting(source, entry.first, entry.second, "", run.mutable_config()));
+      } else {
+        std::vector<std::string> candidates = kRunFileSections;
+        candidates.insert(candidates.end(), SettingNames().begin(), SettingNames().end());
+        return UnknownKey(source, entry.first, key, candidates);
+      }
+    }
+    if (!has_data) return source.Error(root, "data", "missing (data: {train: ..., val: ...})");
+    ApplyDefaults(run.mutable_config());
+    if (auto problem = FindConfigProblem(run.config())) {
+      for (const auto& field : problem->fields) {
+        auto it = lines.find(field);
+        if (it != lines.end()) return source.Error(it->second, field, problem->message);
+      }
+      return source.Error(1, absl::StrCat(problem->fields[0], " (default)"), problem->message);
+    }
+    (*run.mutable_grid_values())["seed"] = absl::StrCat(run.config().seed());
+    run.set_cell(CellKey(run.grid_values()));
+    return absl::OkStatus();
+  }));
+  return run;
+}
+
+}  // namespace ablate::spec

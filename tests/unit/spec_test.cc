@@ -1,0 +1,410 @@
+// Sweep files and run files: parsing, every rejection path (message checked), expansion, order.
+#include "common/spec/spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+namespace ablate::spec {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kData[] = "data: {train: a.txt, val: b.txt}\n";
+
+// A sweep file with `body` after name and data (so error lines are body lines + 2).
+std::string Sweep(const std::string& body) { return std::string("name: t\n") + kData + body; }
+
+std::string ErrorOf(const std::string& yaml) {
+  auto s = ParseSweep(yaml, "s.yaml");
+  return s.ok() ? "OK" : std::string(s.status().message());
+}
+
+std::string RunFileErrorOf(const std::string& yaml) {
+  auto s = ParseRunFile(yaml, "r.yaml");
+  return s.ok() ? "OK" : std::string(s.status().message());
+}
+
+TEST(ParseSweep, DesignExampleParsesAndExpands) {
+  const std::string yaml = R"(name: qknorm-lr-depth
+data: {train: tinystories_train.txt, val: tinystories_valid.txt, tokenizer: {type: bpe, vocab: 4096}}
+fixed:  {n_embd: 256, n_head: 4, block_size: 256, batch_size: 32, steps: 5000, warmup: 500,
+         weight_decay: 0.1, grad_clip: 1.0, eval_every: 250, probe_every: 100}
+grid:
+  qk_norm: [none, layernorm]
+  lr: {logspace: {min: 1.0e-4, max: 3.0e-1, per_decade: 3}}
+  n_layer: [2, 4, 8]
+  seed: [0, 1]
+order: coarse_to_fine
+divergence: {loss_above_init_by: 1.0, patience: 50}
+threshold: {train_loss: 2.0}
+)";
+  auto sweep = ParseSweep(yaml, "q.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->name, "qknorm-lr-depth");
+  EXPECT_EQ(sweep->order, Order::kCoarseToFine);
+  ASSERT_EQ(sweep->grid.size(), 4u);
+  EXPECT_EQ(sweep->grid[1].name, "lr");
+  // 1e-4 * 10^(k/3) up to 0.3: k = 0..10 (k = 10 gives 0.215; k = 11 gives 0.464 > 0.3).
+  EXPECT_EQ(sweep->grid[1].values,
+            (std::vector<std::string>{"0.0001", "0.000215443", "0.000464159", "0.001", "0.00215443",
+                                      "0.00464159", "0.01", "0.0215443", "0.0464159", "0.1",
+                                      "0.215443"}));
+  EXPECT_EQ(sweep->grid[1].line, 7);
+  EXPECT_EQ(sweep->threshold.train_loss(), 2.0);
+  EXPECT_EQ(sweep->data.tokenizer().vocab(), 4096);
+
+  auto runs = Expand(*sweep);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 2u * 11 * 3 * 2);
+  const auto& first = (*runs)[0];
+  EXPECT_EQ(first.sweep_name(), "qknorm-lr-depth");
+  EXPECT_EQ(first.config().n_embd(), 256);
+  EXPECT_EQ(first.config().steps(), 5000);
+  EXPECT_EQ(first.config().beta2(), 0.95);  // default
+  EXPECT_EQ(first.data().train(), "tinystories_train.txt");
+  EXPECT_EQ(first.divergence().patience(), 50);
+  EXPECT_EQ(first.threshold().train_loss(), 2.0);
+  // Seeds outermost: the whole first half is seed 0.
+  for (size_t i = 0; i < runs->size(); ++i) {
+    EXPECT_EQ(runs->at(i).grid_values().at("seed"), i < runs->size() / 2 ? "0" : "1");
+  }
+  // Within seed 0: LR ends, then the middle, each over every (qk_norm, n_layer) cell.
+  EXPECT_EQ(runs->at(0).grid_values().at("lr"), "0.0001");
+  EXPECT_EQ(runs->at(5).grid_values().at("lr"), "0.0001");
+  EXPECT_EQ(runs->at(6).grid_values().at("lr"), "0.215443");
+  EXPECT_EQ(runs->at(12).grid_values().at("lr"), "0.00464159");
+  EXPECT_EQ(runs->at(1).grid_values().at("n_layer"), "4");
+  EXPECT_EQ(runs->at(3).grid_values().at("qk_norm"), "layernorm");
+  // Every (cell, seed) pair is unique, and a run's config matches its grid values.
+  std::set<std::string> keys;
+  for (const auto& r : *runs) {
+    EXPECT_TRUE(keys.insert(r.cell() + "|" + r.grid_values().at("seed")).second);
+    EXPECT_EQ(r.config().qk_norm(), r.grid_values().at("qk_norm"));
+    EXPECT_EQ(std::to_string(r.config().n_layer()), r.grid_values().at("n_layer"));
+    EXPECT_NEAR(r.config().min_lr(), r.config().lr() * 0.1, 1e-15);
+  }
+  EXPECT_EQ(first.cell(), "lr=0.0001,n_layer=2,qk_norm=none");
+}
+
+TEST(Expand, GridOrderIsNestedLoopsInFileOrder) {
+  auto sweep = ParseSweep(Sweep("grid:\n  n_layer: [1, 2]\n  lr: [0.1, 0.2, 0.3]\n"), "s.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  auto runs = Expand(*sweep);
+  ASSERT_TRUE(runs.ok());
+  std::vector<std::string> seen;
+  for (const auto& r : *runs) seen.push_back(r.cell());
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"lr=0.1,n_layer=1", "lr=0.2,n_layer=1", "lr=0.3,n_layer=1",
+                                      "lr=0.1,n_layer=2", "lr=0.2,n_layer=2", "lr=0.3,n_layer=2"}));
+  // No seed axis: the (default) seed still appears in grid_values, not in the cell key.
+  EXPECT_EQ(runs->at(0).grid_values().at("seed"), "0");
+  EXPECT_EQ(runs->at(0).config().seed(), 0);
+}
+
+TEST(Expand, FixedSeedWithoutSeedAxisIsRecorded) {
+  auto sweep = ParseSweep(Sweep("fixed: {seed: 7}\ngrid: {lr: [0.01]}\n"), "s.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  auto runs = Expand(*sweep);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_EQ(runs->at(0).grid_values().at("seed"), "7");
+  EXPECT_EQ(runs->at(0).config().seed(), 7);
+}
+
+TEST(Expand, CoarseToFineWithoutLrAxisPutsSeedsFirst) {
+  auto sweep = ParseSweep(
+      Sweep("grid:\n  n_layer: [1, 2]\n  seed: [0, 1]\norder: coarse_to_fine\n"), "s.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  auto runs = Expand(*sweep);
+  ASSERT_TRUE(runs.ok());
+  std::vector<std::string> seen;
+  for (const auto& r : *runs) seen.push_back(r.cell() + "/" + r.grid_values().at("seed"));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"n_layer=1/0", "n_layer=2/0", "n_layer=1/1", "n_layer=2/1"}));
+}
+
+TEST(CoarseToFineOrder, EndsMiddleThenBisection) {
+  EXPECT_EQ(CoarseToFineOrder(7), (std::vector<int>{0, 6, 3, 1, 5, 2, 4}));
+  EXPECT_EQ(CoarseToFineOrder(1), (std::vector<int>{0}));
+  EXPECT_EQ(CoarseToFineOrder(2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(CoarseToFineOrder(3), (std::vector<int>{0, 2, 1}));
+  EXPECT_TRUE(CoarseToFineOrder(0).empty());
+  for (int n = 1; n < 40; ++n) {
+    auto order = CoarseToFineOrder(n);
+    std::set<int> unique(order.begin(), order.end());
+    EXPECT_EQ(static_cast<int>(order.size()), n);
+    EXPECT_EQ(static_cast<int>(unique.size()), n);
+    EXPECT_EQ(*unique.begin(), 0);
+    EXPECT_EQ(*unique.rbegin(), n - 1);
+  }
+}
+
+TEST(CellKey, SortedAndSeedless) {
+  google::protobuf::Map<std::string, std::string> a, b;
+  a["qk_norm"] = "none";
+  a["lr"] = "0.001";
+  a["seed"] = "3";
+  b["lr"] = "0.001";
+  b["qk_norm"] = "none";
+  EXPECT_EQ(CellKey(a), "lr=0.001,qk_norm=none");
+  EXPECT_EQ(CellKey(a), CellKey(b));
+  // Axis order in the file does not change keys.
+  auto s1 = ParseSweep(Sweep("grid: {lr: [0.1], n_layer: [2]}\n"), "s.yaml");
+  auto s2 = ParseSweep(Sweep("grid: {n_layer: [2], lr: [0.1]}\n"), "s.yaml");
+  ASSERT_TRUE(s1.ok() && s2.ok());
+  EXPECT_EQ(Expand(*s1)->at(0).cell(), Expand(*s2)->at(0).cell());
+}
+
+TEST(Axes, LogspaceNumLinspaceAndCanonicalText) {
+  auto sweep = ParseSweep(Sweep("grid:\n"
+                                "  lr: {logspace: {min: 0.001, max: 0.1, num: 3}}\n"
+                                "  dropout: {linspace: {min: 0, max: 0.2, num: 3}}\n"
+                                "  n_layer: {linspace: {min: 2, max: 6, num: 3}}\n"
+                                "  beta2: [0.950, 9.9e-1]\n"),
+                          "s.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->grid[0].values, (std::vector<std::string>{"0.001", "0.01", "0.1"}));
+  EXPECT_EQ(sweep->grid[1].values, (std::vector<std::string>{"0", "0.1", "0.2"}));
+  EXPECT_EQ(sweep->grid[2].values, (std::vector<std::string>{"2", "4", "6"}));
+  EXPECT_EQ(sweep->grid[3].values, (std::vector<std::string>{"0.95", "0.99"}));
+}
+
+TEST(Axes, LogspacePerDecadeIncludesMaxWithinRounding) {
+  auto sweep =
+      ParseSweep(Sweep("grid: {lr: {logspace: {min: 1e-4, max: 1e-2, per_decade: 2}}}\n"), "s");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  EXPECT_EQ(sweep->grid[0].values,
+            (std::vector<std::string>{"0.0001", "0.000316228", "0.001", "0.00316228", "0.01"}));
+}
+
+TEST(Rejections, EveryPathNamesFileLineAndField) {
+  struct Case {
+    std::string yaml;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {Sweep("fixed: {fool: 1}\n"), "s.yaml:3: fixed.fool: unknown setting 'fool'"},
+      {Sweep("fixed:\n  n_layers: 2\n"),
+       "s.yaml:4: fixed.n_layers: unknown setting 'n_layers' (did you mean 'n_layer'?)"},
+      {Sweep("grid:\n  qknorm: [none]\n"),
+       "s.yaml:4: grid.qknorm: unknown setting 'qknorm' (did you mean 'qk_norm'?)"},
+      {Sweep("colour: red\n"), "s.yaml:3: colour: unknown key 'colour'"},
+      {Sweep("gird: {}\n"), "s.yaml:3: gird: unknown key 'gird' (did you mean 'grid'?)"},
+      {Sweep("lr: 0.1\n"), "s.yaml:3: lr: 'lr' is a run setting: put it under fixed: or grid:"},
+      {Sweep("grid:\n  lr: []\n"), "s.yaml:4: grid.lr: empty axis"},
+      {Sweep("grid:\n  lr: [0.1, -0.1]\n"),
+       "s.yaml:4: grid.lr: learning rates must be positive, got -0.1"},
+      {Sweep("grid:\n  lr: [0, 0.1]\n"), "s.yaml:4: grid.lr: learning rates must be positive"},
+      {Sweep("grid:\n  lr: [0.1, 0.10]\n"), "s.yaml:4: grid.lr: duplicate value 0.1"},
+      {Sweep("fixed:\n  lr: 0.1\ngrid:\n  lr: [0.2]\n"),
+       "s.yaml:6: grid.lr: also set under fixed: (line 4)"},
+      {Sweep("grid:\n  n_head: [4, 3]\n"),
+       "s.yaml:4: grid.n_head: n_embd (256) is not divisible by n_head (3)"},
+      {Sweep("fixed:\n  n_embd: 100\ngrid:\n  n_head: [3]\n"),
+       "s.yaml:6: grid.n_head: n_embd (100) is not divisible by n_head (3)"},
+      {Sweep("fixed:\n  n_embd: 100\n  n_head: 3\n"),
+       "s.yaml:5: fixed.n_head: n_embd (100) is not divisible by n_head (3)"},
+      {Sweep("fixed:\n  n_embd: 12\n  n_head: 4\n  pos: rope\n"),
+       "s.yaml:6: fixed.pos: rope needs an even head dimension, but n_embd/n_head = 3"},
+      {Sweep("fixed: {warmup: 2000}\n"),
+       "s.yaml:3: fixed.warmup: warmup (2000) is longer than steps (1000)"},
+      {Sweep("fixed: {beta2: 1.0}\n"), "s.yaml:3: fixed.beta2: must be in [0, 1), got 1"},
+      {Sweep("fixed: {min_lr_ratio: 1.5}\n"), "fixed.min_lr_ratio: must be in [0, 1], got 1.5"},
+      {Sweep("fixed: {block_size: 1}\n"), "fixed.block_size: must be at least 2, got 1"},
+      {Sweep("fixed: {eval_every: 0}\n"), "fixed.eval_every: must be at least 1, got 0"},
+      {Sweep("fixed: {n_layer: 2.5}\n"), "s.yaml:3: fixed.n_layer: expected an integer, got '2.5'"},
+      {Sweep("fixed: {lr: fast}\n"), "s.yaml:3: fixed.lr: expected a number, got 'fast'"},
+      {Sweep("fixed: {bias: maybe}\n"), "fixed.bias: expected true or false, got 'maybe'"},
+      {Sweep("fixed: {qk_norm: layrnorm}\n"),
+       "fixed.qk_norm: 'layrnorm' is not one of none|layernorm|rmsnorm (did you mean "
+       "'layernorm'?)"},
+      {Sweep("fixed: {pos: alibi}\n"), "fixed.pos: 'alibi' is not one of learned|rope|none"},
+      {Sweep("fixed: {init: xavier}\n"), "fixed.init: 'xavier' is not one of nanogpt|wortsman"},
+      {Sweep("fixed: {weight_decay_mode: decoupled}\n"),
+       "'decoupled' is not one of coupled|independent"},
+      {Sweep("fixed: {device: tpu}\n"), "fixed.device: 'tpu' is not one of auto|cpu|cuda|mps"},
+      {Sweep("fixed: {dtype: fp16}\n"), "fixed.dtype: 'fp16' is not one of float32|bfloat16"},
+      {Sweep("fixed: {dtype: bfloat16, device: cpu}\n"),
+       "fixed.dtype: bfloat16 needs device cuda or auto, not cpu"},
+      {Sweep("fixed: {lr: [0.1, 0.2]}\n"),
+       "s.yaml:3: fixed.lr: expected a single value (lists belong under grid:)"},
+      {Sweep("grid:\n  lr: 0.1\n"), "s.yaml:4: grid.lr: expected a list of values"},
+      {Sweep("grid:\n  n_layer: {logspace: {min: 1, max: 10, num: 3}}\n"),
+       "grid.n_layer: generates 3.16228, but n_layer takes integers"},
+      {Sweep("grid:\n  qk_norm: {linspace: {min: 1, max: 2, num: 2}}\n"),
+       "grid.qk_norm: logspace/linspace need a numeric setting"},
+      {Sweep("grid:\n  lr: {logspace: {min: 0, max: 1, num: 3}}\n"),
+       "s.yaml:4: grid.lr.logspace.min: logspace needs min > 0"},
+      {Sweep("grid:\n  lr: {logspace: {min: 1, max: 0.1, num: 3}}\n"),
+       "grid.lr.logspace.max: max (0.1) is below min (1)"},
+      {Sweep("grid:\n  lr: {logspace: {min: 0.1, max: 1, num: 3, per_decade: 2}}\n"),
+       "grid.lr.logspace: give per_decade or num, not both"},
+      {Sweep("grid:\n  lr: {logspace: {min: 0.1, max: 1}}\n"),
+       "grid.lr.logspace: needs num or per_decade"},
+      {Sweep("grid:\n  lr: {logspace: {min: 0.1, max: 1, nmu: 3}}\n"),
+       "grid.lr.logspace.nmu: unknown key 'nmu' (did you mean 'num'?)"},
+      {Sweep("grid:\n  lr: {linspace: {min: 0.1, max: 1, per_decade: 3}}\n"),
+       "grid.lr.linspace.per_decade: unknown key 'per_decade'"},
+      {Sweep("grid:\n  lr: {linspace: {min: 0.1, max: 1, num: 0}}\n"),
+       "grid.lr.linspace.num: must be between 1 and 100000"},
+      {Sweep("grid:\n  lr: {range: [1, 2]}\n"),
+       "grid.lr: expected a list of values, {logspace: {...}} or {linspace: {...}}"},
+      {Sweep("order: random\n"), "s.yaml:3: order: 'random' is not one of grid|coarse_to_fine"},
+      {Sweep("divergence: {patience: 0}\n"), "s.yaml:3: divergence.patience: must be at least 1"},
+      {Sweep("divergence: {loss_above_init_by: -1}\n"),
+       "divergence.loss_above_init_by: must be positive"},
+      {Sweep("divergence: {patients: 3}\n"),
+       "divergence.patients: unknown key 'patients' (did you mean 'patience'?)"},
+      {Sweep("threshold: {train_loss: 0}\n"), "threshold.train_loss: must be positive"},
+      {Sweep("threshold: {val_loss: 2}\n"), "threshold.val_loss: unknown key 'val_loss'"},
+      {Sweep("max_attempts: 0\n"), "s.yaml:3: max_attempts: must be between 1 and 100"},
+      {Sweep("priority: high\n"), "s.yaml:3: priority: expected an integer, got 'high'"},
+      {Sweep("fixed:\n  lr: 0.1\n  lr: 0.2\n"), "s.yaml:5: fixed.lr: duplicate key"},
+      {Sweep("fixed: {lr: }\n"), "s.yaml:3: fixed.lr: missing value"},
+      {std::string("name: bad name!\n") + kData, "s.yaml:1: name: 'bad name!' may only contain"},
+      {std::string(kData) + "grid: {lr: [0.1]}\n", "s.yaml:1: name: missing"},
+      {"name: t\ngrid: {lr: [0.1]}\n", "s.yaml:1: data: missing"},
+      {"name: t\ndata: {train: a.txt}\n", "data.val: missing"},
+      {"name: t\ndata: {train: a, val: b, tokenizer: {type: wordpiece}}\n",
+       "s.yaml:2: data.tokenizer.type: 'wordpiece' is not one of bpe"},
+      {"name: t\ndata: {train: a, val: b, tokenizer: {vocab: 70000}}\n",
+       "data.tokenizer.vocab: must be between 32 and 65536, got 70000"},
+      {"name: t\ndata: {train: a, val: b, test: c}\n", "s.yaml:2: data.test: unknown key 'test'"},
+      {"name: t\ndata: [a, b]\n", "s.yaml:2: data: expected a mapping of keys"},
+      {"name: t\n  data: {\n", "s.yaml:"},
+      {"- just\n- a list\n", "s.yaml:1: a sweep file is a mapping"},
+  };
+  for (const auto& c : cases) {
+    const std::string got = ErrorOf(c.yaml);
+    EXPECT_THAT(got, HasSubstr(c.message)) << "for:\n" << c.yaml;
+  }
+}
+
+TEST(Rejections, GridOverTheLimit) {
+  Limits limits;
+  limits.max_runs = 10;
+  auto sweep = ParseSweep(Sweep("grid:\n  lr: {logspace: {min: 1e-4, max: 1, num: 4}}\n"
+                                "  seed: [0, 1, 2]\n"),
+                          "s.yaml", limits);
+  ASSERT_FALSE(sweep.ok());
+  EXPECT_THAT(std::string(sweep.status().message()),
+              HasSubstr("s.yaml:3: grid: expands to more than 10 runs"));
+  // 4 * 2 = 8 fits.
+  EXPECT_TRUE(ParseSweep(Sweep("grid:\n  lr: {logspace: {min: 1e-4, max: 1, num: 4}}\n"
+                               "  seed: [0, 1]\n"),
+                         "s.yaml", limits)
+                  .ok());
+}
+
+TEST(Rejections, ExpandChecksHandBuiltSpecs) {
+  SweepSpec spec;
+  spec.name = "x";
+  spec.file_name = "api";
+  spec.grid.push_back({"lr", {}, 9});
+  EXPECT_THAT(std::string(Expand(spec).status().message()), HasSubstr("api:9: grid.lr: empty"));
+  spec.grid[0] = {"n_head", {"3"}, 4};
+  EXPECT_THAT(std::string(Expand(spec).status().message()),
+              HasSubstr("api:4: grid.n_head: n_embd (256) is not divisible by n_head (3)"));
+}
+
+TEST(ApplyDefaults, FillsEverySettingAndValidates) {
+  ablate::v1::RunConfig c;
+  c.set_lr(0.01);
+  ApplyDefaults(&c);
+  EXPECT_TRUE(ValidateConfig(c).ok()) << ValidateConfig(c);
+  EXPECT_EQ(c.n_layer(), 4);
+  EXPECT_EQ(c.n_head(), 4);
+  EXPECT_EQ(c.n_embd(), 256);
+  EXPECT_EQ(c.block_size(), 256);
+  EXPECT_EQ(c.dropout(), 0.0);
+  EXPECT_FALSE(c.bias());
+  EXPECT_TRUE(c.tie_embeddings());
+  EXPECT_EQ(c.qk_norm(), "none");
+  EXPECT_EQ(c.pos(), "learned");
+  EXPECT_EQ(c.init(), "nanogpt");
+  EXPECT_EQ(c.qk_norm_eps(), 1e-6);
+  EXPECT_EQ(c.norm_eps(), 1e-5);
+  EXPECT_DOUBLE_EQ(c.min_lr(), 0.001);
+  EXPECT_EQ(c.beta1(), 0.9);
+  EXPECT_EQ(c.beta2(), 0.95);
+  EXPECT_EQ(c.eps(), 1e-8);
+  EXPECT_EQ(c.weight_decay(), 0.1);
+  EXPECT_EQ(c.weight_decay_mode(), "coupled");
+  EXPECT_EQ(c.warmup(), 100);
+  EXPECT_EQ(c.steps(), 1000);
+  EXPECT_EQ(c.grad_clip(), 1.0);
+  EXPECT_EQ(c.batch_size(), 16);
+  EXPECT_EQ(c.grad_accum(), 1);
+  EXPECT_EQ(c.seed(), 0);
+  EXPECT_EQ(c.eval_every(), 100);
+  EXPECT_EQ(c.eval_batches(), 8);
+  EXPECT_EQ(c.probe_every(), 50);
+  EXPECT_EQ(c.log_every(), 10);
+  EXPECT_EQ(c.checkpoint_every(), 250);
+  EXPECT_EQ(c.device(), "auto");
+  EXPECT_EQ(c.dtype(), "float32");
+  // Explicit zero values are kept, not overwritten by defaults.
+  ablate::v1::RunConfig z;
+  z.set_weight_decay(0);
+  z.set_tie_embeddings(false);
+  ApplyDefaults(&z);
+  EXPECT_EQ(z.weight_decay(), 0);
+  EXPECT_FALSE(z.tie_embeddings());
+}
+
+TEST(ValidateConfig, NamesTheField) {
+  ablate::v1::RunConfig c;
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), HasSubstr("n_layer: is not set"));
+  ApplyDefaults(&c);
+  c.set_n_head(5);
+  EXPECT_EQ(ValidateConfig(c).message(), "n_head: n_embd (256) is not divisible by n_head (5)");
+  c.set_n_head(4);
+  c.set_qk_norm("bogus");
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), HasSubstr("qk_norm: 'bogus'"));
+  c.set_qk_norm("rmsnorm");
+  c.set_min_lr(1.0);
+  EXPECT_THAT(std::string(ValidateConfig(c).message()), HasSubstr("min_lr: min_lr (1) is above"));
+}
+
+TEST(ParseRunFile, TopLevelSettingsWithDefaults) {
+  auto run = ParseRunFile(R"(name: one
+data: {train: synthetic:100, val: synthetic:20, tokenizer: {vocab: 512}}
+lr: 3e-3
+n_layer: 2
+qk_norm: rmsnorm
+steps: 5e2
+threshold: {train_loss: 3.5}
+)",
+                          "r.yaml");
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(run->sweep_name(), "one");
+  EXPECT_EQ(run->config().lr(), 0.003);
+  EXPECT_EQ(run->config().n_layer(), 2);
+  EXPECT_EQ(run->config().steps(), 500);
+  EXPECT_EQ(run->config().qk_norm(), "rmsnorm");
+  EXPECT_EQ(run->config().n_embd(), 256);
+  EXPECT_EQ(run->data().tokenizer().vocab(), 512);
+  EXPECT_EQ(run->data().tokenizer().type(), "bpe");
+  EXPECT_EQ(run->divergence().loss_above_init_by(), 1.0);
+  EXPECT_EQ(run->threshold().train_loss(), 3.5);
+  EXPECT_TRUE(ValidateConfig(run->config()).ok());
+}
+
+TEST(ParseRunFile, Rejections) {
+  const std::string data = "data: {train: a, val: b}\n";
+  EXPECT_THAT(RunFileErrorOf(data + "lr: [0.1, 0.2]\n"),
+              HasSubstr("r.yaml:2: lr: a single-run file takes one value per setting"));
+  EXPECT_THAT(RunFileErrorOf(data + "n_layr: 2\n"),
+              HasSubstr("r.yaml:2: n_layr: unknown key 'n_layr' (did you mean 'n_layer'?)"));
+  EXPECT_THAT(RunFileErrorOf(data + "n_head: 7\n"),
+              HasSubstr("r.yaml:2: n_head: n_embd (256) is not divisible by n_head (7)"));
+  EXPECT_THAT(RunFileErrorOf(data + "grid: {lr: [1]}\n"), HasSubstr("r.yaml:2: grid: unknown key"));
+  EXPECT_THAT(RunFileErrorOf("lr: 0.1\n"), HasSubstr("r.yaml:1: data: missing"));
+  EXPECT_THAT(RunFileErrorOf(data + "warmup: 5000\n"),
+              HasSubstr("r.yaml:2: warmup: warmup (5000) is longer than steps (1000)"));
+}
+
+}  // namespace
+}  // namespace ablate::spec
