@@ -1,0 +1,277 @@
+"""End-to-end harness: real binaries, a real PostgreSQL, real gRPC on loopback.
+
+A Stack owns a temp directory, a fresh database inside the PostgreSQL that ctest started
+(ABLATE_TEST_PG_DIR) or ABLATE_TEST_DATABASE_URL, an ablate-server, workers, and optionally a
+TCP proxy between workers and server (to cut the network) and a Prometheus server.
+Everything it starts it stops, even when a test fails.
+"""
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+SRC = os.environ.get("ABLATE_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BIN = os.environ.get("ABLATE_BINARY_DIR", os.path.join(SRC, "build"))
+SERVER = os.path.join(BIN, "server", "ablate-server")
+WORKER = os.path.join(BIN, "worker", "ablate-worker")
+CLI = os.path.join(BIN, "client", "ablate")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(pred, timeout, what, interval=0.1):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = pred()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def admin_url():
+    url = os.environ.get("ABLATE_TEST_DATABASE_URL")
+    if url:
+        return url
+    pg_dir = os.environ.get("ABLATE_TEST_PG_DIR")
+    if not pg_dir:
+        raise unittest.SkipTest("no database: run through ctest (it starts PostgreSQL) or set ABLATE_TEST_DATABASE_URL")
+    return subprocess.check_output([os.path.join(SRC, "scripts", "dev-postgres"), "url", pg_dir], text=True).strip()
+
+
+class Proxy:
+    """A TCP relay that can be cut (listener closed, connections dropped) and restored."""
+
+    def __init__(self, target_port):
+        self.target = ("127.0.0.1", target_port)
+        self.port = free_port()
+        self._lock = threading.Lock()
+        self._conns = []
+        self._listener = None
+        self._stop = threading.Event()
+        self.restore()
+
+    def _accept_loop(self, listener):
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                self._conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        with self._lock:
+            if self._listener:
+                self._listener.close()
+                self._listener = None
+            for c in self._conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                    c.close()
+                except OSError:
+                    pass
+            self._conns = []
+
+    def restore(self):
+        with self._lock:
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", self.port))
+            listener.listen(64)
+            self._listener = listener
+        threading.Thread(target=self._accept_loop, args=(listener,), daemon=True).start()
+
+
+class Stack:
+    def __init__(self, lease_seconds=3, data_dir=None):
+        self.dir = tempfile.mkdtemp(prefix="ablate-e2e-")
+        self.lease_seconds = lease_seconds
+        self.data_dir = data_dir or self.dir
+        self.procs = {}
+        self.logs = {}
+        base = admin_url()
+        self.db_name = "e2e_" + "".join(random.choices(string.ascii_lowercase, k=10))
+        subprocess.check_call(["psql", base, "-qAt", "-c", f"CREATE DATABASE {self.db_name}"],
+                              stdout=subprocess.DEVNULL)
+        self.admin = base
+        self.db_url = base.rsplit("/", 1)[0] + "/" + self.db_name
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.server_addr = f"127.0.0.1:{self.port}"
+        self.store_dir = os.path.join(self.dir, "store")
+        self.proxy = None
+        self.worker_token = None
+        self.user_token = None
+
+    # -- processes ---------------------------------------------------------------------------
+    def _spawn(self, name, argv, env=None):
+        log = open(os.path.join(self.dir, name + ".log"), "ab")
+        self.logs[name] = log.name
+        e = dict(os.environ)
+        e.update(env or {})
+        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        self.procs[name] = p
+        return p
+
+    def log(self, name):
+        with open(self.logs[name], errors="replace") as f:
+            return f.read()
+
+    def token(self, role):
+        out = subprocess.check_output([SERVER, "token", "create", "--role", role, "--name", f"e2e-{role}",
+                                       "--database-url", self.db_url], text=True, stderr=subprocess.STDOUT)
+        lines = [l.strip() for l in out.splitlines() if l.strip()]
+        # The token is the only whitespace-free line of 20+ characters.
+        cands = [l for l in lines if " " not in l and len(l) >= 20]
+        assert cands, f"no token in output of token create: {out!r}"
+        return cands[-1]
+
+    def start_server(self, name="server", extra=()):
+        argv = [SERVER, "serve", "--database-url", self.db_url, "--listen", self.server_addr,
+                "--metrics-listen", f"127.0.0.1:{self.metrics_port}", "--lease-seconds",
+                str(self.lease_seconds), "--data-dir", self.data_dir, "--store-dir", self.store_dir, *extra]
+        self._spawn(name, argv)
+        wait_for(lambda: self._port_open(self.port), 20, f"{name} to listen")
+        if self.worker_token is None:
+            self.worker_token = self.token("worker")
+            self.user_token = self.token("user")
+
+    def stop(self, name, sig=signal.SIGTERM, timeout=30):
+        p = self.procs.get(name)
+        if p is None or p.poll() is not None:
+            return p.returncode if p else None
+        p.send_signal(sig)
+        try:
+            return p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            return p.wait()
+
+    def start_worker(self, name, via_proxy=False, extra=()):
+        addr = f"127.0.0.1:{self.proxy.port}" if via_proxy else self.server_addr
+        work = os.path.join(self.dir, name)
+        argv = [WORKER, "--server", addr, "--token", self.worker_token, "--device", "cpu", "--work-dir", work,
+                "--name", name, "--threads", "1", "--lease-wait", "5", *extra]
+        return self._spawn(name, argv, env={"BLIS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+
+    def start_proxy(self):
+        self.proxy = Proxy(self.port)
+        return self.proxy
+
+    @staticmethod
+    def _port_open(port):
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    # -- CLI ---------------------------------------------------------------------------------
+    def cli(self, *args, token=None, server=None, check=True, timeout=120):
+        argv = [CLI, "--server", server or self.server_addr, "--token",
+                self.user_token if token is None else token, *args]
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)} exited {p.returncode}\nstdout:{p.stdout}\nstderr:{p.stderr}")
+        return p
+
+    def cli_json(self, *args, **kw):
+        out = self.cli("--output", "json", *args, **kw).stdout
+        return [json.loads(l) for l in out.splitlines() if l.strip()]
+
+    def submit(self, path):
+        rec = self.cli_json("submit", path)[0]
+        return int(rec["sweep"]["id"])
+
+    def runs(self, sweep):
+        return self.cli_json("runs", str(sweep), "--limit", "10000")
+
+    def sweep(self, sweep):
+        return self.cli_json("status", str(sweep))[0]
+
+    def wait_sweep_done(self, sweep, timeout):
+        terminal = {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}
+
+        def done():
+            rs = self.runs(sweep)
+            return rs if rs and all(r["state"] in terminal for r in rs) else None
+        return wait_for(done, timeout, f"sweep {sweep} to finish", interval=0.5)
+
+    def metrics(self, run, names=()):
+        args = ["metrics", str(run)]
+        if names:
+            args += ["--name", ",".join(names)]
+        return self.cli_json(*args)
+
+    def sql(self, query):
+        return subprocess.check_output(["psql", self.db_url, "-qAt", "-c", query], text=True).strip()
+
+    # -- teardown ----------------------------------------------------------------------------
+    def close(self, keep_logs_on_failure=True):
+        for name in list(self.procs):
+            self.stop(name, signal.SIGKILL if name.startswith("prometheus") else signal.SIGTERM, timeout=10)
+        if self.proxy:
+            self.proxy.cut()
+        try:
+            subprocess.call(["psql", self.admin, "-qAt", "-c", f"DROP DATABASE IF EXISTS {self.db_name} WITH (FORCE)"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def dump_logs(self):
+        out = []
+        for name, path in self.logs.items():
+            try:
+                with open(path, errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                continue
+            out.append(f"===== {name} (last 60 lines) =====\n" + "\n".join(text.splitlines()[-60:]))
+        return "\n".join(out)
+
+
+def write_sweep(directory, name, body):
+    path = os.path.join(directory, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(body)
+    return path

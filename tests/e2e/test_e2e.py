@@ -1,0 +1,226 @@
+"""End to end with the real binaries: PostgreSQL + ablate-server + ablate-worker(s) + the CLI.
+
+Run through ctest (tests/e2e/CMakeLists.txt), which provides the PostgreSQL and the build paths.
+"""
+import collections
+import os
+import signal
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from harness import CLI, SRC, Stack, wait_for, write_sweep  # noqa: E402
+
+# A tiny model on the generated corpus, so the test needs no downloaded data.
+TINY = """
+data: {{train: "synthetic:3000", val: "synthetic:300", tokenizer: {{type: bpe, vocab: 512}}}}
+fixed: {{n_embd: 48, n_head: 2, block_size: 48, batch_size: 8, steps: {steps}, warmup: 10,
+        eval_every: {eval_every}, eval_batches: 2, probe_every: 20, log_every: 1,
+        checkpoint_every: {ckpt}}}
+"""
+
+
+def sweep_file(stack, name, grid, steps=60, ckpt=20, eval_every=20, extra=""):
+    body = f"name: {name}\n" + TINY.format(steps=steps, ckpt=ckpt, eval_every=eval_every) + "grid:\n"
+    for k, v in grid.items():
+        body += f"  {k}: {v}\n"
+    return write_sweep(stack.dir, name, body + extra)
+
+
+def assert_series_whole(test, stack, run, name="train_loss", first=1, last=None):
+    """A run's series has every step exactly once: no gap, no duplicate, whatever happened."""
+    pts = stack.metrics(run, [name])
+    steps = [int(p["step"]) for p in pts]
+    dup = [s for s, n in collections.Counter(steps).items() if n > 1]
+    test.assertEqual(dup, [], f"run {run}: duplicate {name} steps")
+    if last is None:
+        last = max(steps)
+    missing = sorted(set(range(first, last + 1)) - set(steps))
+    test.assertEqual(missing, [], f"run {run}: missing {name} steps")
+    return steps
+
+
+class E2E(unittest.TestCase):
+    lease_seconds = 3
+
+    def setUp(self):
+        self.stack = Stack(lease_seconds=self.lease_seconds)
+
+    def tearDown(self):
+        failed = any(err for _, err in (self._outcome.result.errors + self._outcome.result.failures)
+                     if err) if hasattr(self._outcome, "result") else False
+        if failed:
+            print(self.stack.dump_logs(), file=sys.stderr)
+        self.stack.close()
+
+    def run_step(self, run_id):
+        for r in self.stack.runs(self.sweep_id):
+            if int(r["id"]) == run_id:
+                return int(r.get("step", 0)), r
+        return 0, None
+
+    def first_running(self):
+        for r in self.stack.runs(self.sweep_id):
+            if r["state"] == "RUNNING" and int(r.get("step", 0)) > 0:
+                return r
+        return None
+
+
+class SweepLifecycle(E2E):
+    def test_two_workers_finish_a_sweep_and_report_on_it(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        s.start_worker("w2")
+        path = sweep_file(s, "e2e-grid", {"qk_norm": "[none, layernorm]", "lr": "[1.0e-3, 3.0e-2]",
+                                          "n_layer": "[1, 2]"}, steps=40)
+        self.sweep_id = s.submit(path)
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(len(runs), 8)
+        states = collections.Counter(r["state"] for r in runs)
+        self.assertEqual(set(states) - {"SUCCEEDED", "DIVERGED"}, set(), states)
+        workers = {r.get("worker") for r in runs}
+        self.assertEqual(workers, {"w1", "w2"}, "both workers should have taken runs")
+        for r in runs:
+            if r["state"] == "SUCCEEDED":
+                assert_series_whole(self, s, int(r["id"]), first=1, last=40)
+                self.assertGreater(float(r["result"]["final_val_loss"]), 0)
+        # The report: files exist, PNGs are images, CSV rows match the runs.
+        out = os.path.join(s.dir, "report")
+        p = s.cli("report", str(self.sweep_id), "--out", out)
+        self.assertIn("qk_norm", p.stdout)
+        for f in ("report.md", "runs.csv", "cells.csv"):
+            self.assertTrue(os.path.exists(os.path.join(out, f)), f)
+        with open(os.path.join(out, "runs.csv")) as f:
+            rows = [l for l in f.read().splitlines() if l.strip()]
+        self.assertEqual(len(rows) - 1, len(runs))
+        pngs = [f for f in os.listdir(out) if f.endswith(".png")]
+        if pngs or os.path.exists("/usr/bin/gnuplot"):
+            self.assertTrue(pngs, "gnuplot is installed but no PNG was written")
+        for f in pngs:
+            with open(os.path.join(out, f), "rb") as fh:
+                self.assertEqual(fh.read(8), b"\x89PNG\r\n\x1a\n", f)
+        # Offline: the same report from an export.
+        exp = os.path.join(s.dir, "export")
+        s.cli("export", str(self.sweep_id), "--out", exp)
+        p = s.cli("report", "--from", exp, "--format", "json")
+        self.assertIn("qk_norm", p.stdout)
+
+    def test_cancel_stops_running_runs(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-cancel", {"seed": "[0, 1, 2]"}, steps=100000,
+                                            ckpt=1000, eval_every=1000))
+        wait_for(self.first_running, 120, "a run to start")
+        s.cli("cancel", str(self.sweep_id))
+        runs = s.wait_sweep_done(self.sweep_id, 30)
+        self.assertEqual({r["state"] for r in runs}, {"CANCELLED"})
+        wait_for(lambda: "cancelled by the server" in s.log("w1"), 30, "the worker to stop the run")
+        self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
+
+
+class Failures(E2E):
+    def test_worker_killed_midrun_resumes_elsewhere_without_gaps(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-kill", {"seed": "[0]"}, steps=1500, ckpt=100,
+                                            eval_every=250))
+        run = wait_for(self.first_running, 120, "the run to start")
+        run_id = int(run["id"])
+        wait_for(lambda: self.run_step(run_id)[0] >= 350, 300, "the run to pass step 350")
+        s.stop("w1", signal.SIGKILL)
+        s.start_worker("w2")
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        r = runs[0]
+        self.assertEqual(r["state"], "SUCCEEDED")
+        self.assertEqual(int(r["attempt"]), 2)
+        self.assertEqual(r["worker"], "w2")
+        self.assertRegex(s.log("w2"), r"resuming at step [1-9]\d*00\b")
+        assert_series_whole(self, s, run_id, first=1, last=1500)
+
+    def test_sigterm_hands_the_run_back_at_once(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-term", {"seed": "[0]"}, steps=1200, ckpt=400,
+                                            eval_every=400))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        wait_for(lambda: self.run_step(run_id)[0] >= 50, 300, "the run to pass step 50")
+        rc = s.stop("w1", signal.SIGTERM)
+        self.assertEqual(rc, 0)
+        self.assertIn("handed back", s.log("w1"))
+        _, r = self.run_step(run_id)
+        self.assertEqual(r["state"], "QUEUED", "a handed-back run is queued at once, not after the lease")
+        s.start_worker("w2")
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(runs[0]["state"], "SUCCEEDED")
+        assert_series_whole(self, s, run_id, first=1, last=1200)
+
+    def test_server_restart_loses_no_run_and_no_metric(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-restart", {"seed": "[0, 1]"}, steps=600, ckpt=100,
+                                            eval_every=200))
+        run_id = int(wait_for(self.first_running, 120, "a run to start")["id"])
+        wait_for(lambda: self.run_step(run_id)[0] >= 100, 300, "the run to pass step 100")
+        s.stop("server", signal.SIGTERM)
+        time.sleep(2)
+        s.start_server(name="server2")
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual([r["state"] for r in runs], ["SUCCEEDED", "SUCCEEDED"])
+        for r in runs:
+            assert_series_whole(self, s, int(r["id"]), first=1, last=600)
+
+
+class NetworkCut(E2E):
+    lease_seconds = 15  # longer than the cut: the worker keeps its lease and replays its spool
+
+    def test_worker_cut_off_replays_its_spool(self):
+        s = self.stack
+        s.start_server()
+        s.start_proxy()
+        s.start_worker("w1", via_proxy=True)
+        self.sweep_id = s.submit(sweep_file(s, "e2e-cut", {"seed": "[0]"}, steps=1500, ckpt=500,
+                                            eval_every=500))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        wait_for(lambda: self.run_step(run_id)[0] >= 100, 300, "the run to pass step 100")
+        s.proxy.cut()
+        time.sleep(5)
+        s.proxy.restore()
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(runs[0]["state"], "SUCCEEDED")
+        self.assertEqual(int(runs[0]["attempt"]), 1, "the lease outlived the cut")
+        self.assertIn("training continues", s.log("w1"))
+        assert_series_whole(self, s, run_id, first=1, last=1500)
+
+
+class CliErrors(E2E):
+    def test_bad_sweep_file_names_file_line_and_field(self):
+        s = self.stack
+        path = write_sweep(s.dir, "bad", "name: bad\nfixed: {n_embd: 64, n_head: 2}\ngrid:\n  qk_nrom: [none]\n")
+        p = s.cli("submit", path, server="127.0.0.1:1", check=False)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("bad.yaml:4", p.stderr)
+        self.assertIn("qk_nrom", p.stderr)
+        self.assertIn("qk_norm", p.stderr, "should suggest the setting meant")
+
+    def test_wrong_token_is_refused_clearly(self):
+        s = self.stack
+        s.start_server()
+        p = s.cli("ls", token="not-a-token", check=False)
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertIn("token", p.stderr.lower())
+
+    def test_unreachable_server_is_named(self):
+        s = self.stack
+        p = s.cli("ls", server="127.0.0.1:9", check=False, timeout=60)
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertIn("127.0.0.1:9", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
