@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Runs on the rented box: keeps /usr/local/bin/ablate-worker running, restarting it on failure.
+#
+#   remote-service.sh start | stop | status | loop
+#
+# With systemd (a VM or bare metal): installs deploy/systemd/ablate-worker.service, with a drop-in
+# that runs it as the ssh user, whose home may hold the PyTorch it was built against; secrets go
+# to /etc/ablate/worker.env (0600). Without systemd (most rented "GPU containers"): a restart
+# loop in its own session under nohup, logging to ~/.ablate/worker.log. That loop does not
+# survive a reboot of the box; attach.sh again after one.
+# Input: ~/.ablate/worker.env (ABLATE_SERVER, ABLATE_TOKEN, ABLATE_WORKER_ARGS) and, when the
+# server uses a private CA, ~/.ablate/ca.crt.
+set -euo pipefail
+
+state="$HOME/.ablate"
+here=$(cd "$(dirname "$0")" && pwd)
+sudo=""
+[[ $(id -u) -eq 0 ]] || sudo="sudo"
+has_systemd() { [[ -d /run/systemd/system ]]; }
+
+# The env file the worker reads: attach.sh's, plus where the CA ended up.
+compose_env() {
+  cat "$state/worker.env"
+  if [[ -f $state/ca.crt ]]; then echo "ABLATE_TLS_CA=$1"; fi
+}
+
+start_systemd() {
+  $sudo install -d -m 0755 /etc/ablate
+  if [[ -f $state/ca.crt ]]; then $sudo install -m 0644 "$state/ca.crt" /etc/ablate/ca.crt; fi
+  compose_env /etc/ablate/ca.crt | $sudo install -m 0600 /dev/stdin /etc/ablate/worker.env
+  $sudo install -m 0644 "$here/../systemd/ablate-worker.service" /etc/systemd/system/ablate-worker.service
+  $sudo install -d -m 0755 /etc/systemd/system/ablate-worker.service.d
+  printf '[Service]\nUser=%s\nGroup=%s\nProtectHome=read-only\n' "$(id -un)" "$(id -gn)" |
+    $sudo install -m 0644 /dev/stdin /etc/systemd/system/ablate-worker.service.d/attach.conf
+  $sudo systemctl daemon-reload
+  $sudo systemctl enable ablate-worker.service
+  $sudo systemctl restart ablate-worker.service
+}
+
+loop() {
+  local child=""
+  # SIGTERM reaches the worker, which hands its lease back before exiting; then the loop ends.
+  trap 'if [[ -n $child ]]; then kill -TERM "$child" 2>/dev/null; wait "$child"; fi; exit 0' TERM INT
+  while true; do
+    set -a
+    # shellcheck disable=SC1091
+    . "$state/worker.run.env"
+    set +a
+    # shellcheck disable=SC2086  # ABLATE_WORKER_ARGS is a word list by design
+    ablate-worker $ABLATE_WORKER_ARGS &
+    child=$!
+    rc=0
+    wait "$child" || rc=$?
+    child=""
+    echo "$(date -Is) remote-service.sh: ablate-worker exited with $rc; restarting in 10 s"
+    sleep 10
+  done
+}
+
+stop_loop() {
+  [[ -f $state/worker.pid ]] || return 0
+  local pid
+  pid=$(cat "$state/worker.pid")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM "$pid"
+    # The worker finishes its step and hands the lease back; give it the heartbeat window.
+    for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -f "$state/worker.pid"
+}
+
+case ${1:-} in
+  start)
+    [[ -f $state/worker.env ]] || { echo "remote-service.sh: $state/worker.env missing (run attach.sh)" >&2; exit 1; }
+    if has_systemd; then
+      start_systemd
+    else
+      stop_loop
+      (umask 077; compose_env "$state/ca.crt" >"$state/worker.run.env")
+      setsid nohup bash "$here/remote-service.sh" loop >>"$state/worker.log" 2>&1 </dev/null &
+      echo $! >"$state/worker.pid"
+    fi
+    ;;
+  stop)
+    if has_systemd && [[ -f /etc/systemd/system/ablate-worker.service ]]; then
+      $sudo systemctl disable --now ablate-worker.service
+    fi
+    stop_loop
+    ;;
+  status)
+    if has_systemd && [[ -f /etc/systemd/system/ablate-worker.service ]]; then
+      systemctl is-active ablate-worker.service
+      $sudo journalctl -u ablate-worker.service -n 20 --no-pager
+    elif [[ -f $state/worker.pid ]] && kill -0 "$(cat "$state/worker.pid")" 2>/dev/null; then
+      echo "running (restart loop, pid $(cat "$state/worker.pid"))"
+      tail -n 20 "$state/worker.log"
+    else
+      echo "not running" >&2
+      exit 1
+    fi
+    ;;
+  loop) loop ;;
+  *) echo "usage: remote-service.sh start|stop|status" >&2; exit 2 ;;
+esac
