@@ -14,7 +14,7 @@ REPO = os.environ.get("ABLATE_SOURCE_DIR") or os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ATTACH = os.path.join(REPO, "deploy", "gpu", "attach.sh")
 STOP = os.path.join(REPO, "deploy", "gpu", "stop.sh")
-TOKEN = "wkr_3q9ZL0s8TOKENxYz"
+TOKEN = "ablt_" + "5f" * 32  # the server's format: prefix + 64 hex digits
 HOST = "root@203.0.113.9"
 SERVER = "198.51.100.1:7070"
 
