@@ -1,0 +1,123 @@
+// The study's analysis (DESIGN.md §6): per variant x moderator, loss vs LR and the figures
+// derived from it; per moderator the necessity threshold eta-dagger; H1/H2/H3 verdicts.
+//
+// Pure functions over ablate.v1.Run protos: no I/O, no server, no torch. The "variant" is any
+// grid axis (qk_norm by default; attn_softcap, pos, ...), the "moderator" any other (n_layer by
+// default). Grid axes other than variant, moderator, lr and seed form a "context": each context
+// is analysed separately, never averaged over.
+//
+// Conventions: a figure that does not exist ("no max stable LR: the smallest LR diverged") is
+// std::nullopt, never a sentinel number. Losses are in nats.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/statusor.h"
+
+namespace ablate::analysis {
+
+struct Options {
+  std::string variant_axis = "qk_norm";
+  std::string moderator_axis = "n_layer";
+  std::string lr_axis = "lr";
+  // The variant that means "off" (the reference η† compares against). Empty: "none", else "0",
+  // else "false", else the first value in sorted order.
+  std::string baseline;
+  // LR sensitivity averages over the grid's LRs within [lr_min, lr_max].
+  double lr_min = 3e-4;
+  double lr_max = 3e-1;
+  double delta_floor = 0.02;  // η†'s δ = max(delta_floor, 2 x seed std)
+  double tau = 0.2;           // max good LR keeps (1 - tau) of the achievable improvement
+  // ℓ0 fallback when no run of a cell reports an initial loss: ln(vocab). 0 = no fallback.
+  int vocab = 0;
+};
+
+// One (curve, LR) cell: its runs summarised over seeds.
+struct Point {
+  double lr = 0;
+  std::string lr_text;       // as in grid_values
+  std::optional<double> l0;  // mean initial loss of the cell's runs (else the curve's, ln vocab)
+  // ℓ(η): final validation loss, diverged runs counted as ℓ0, over finished seeds.
+  std::optional<double> loss;
+  std::optional<double> loss_std;    // sample std; nullopt with fewer than 2 finished seeds
+  std::optional<double> train_loss;  // mean final train loss over succeeded runs
+  std::optional<double> perplexity;  // exp(loss)
+  // Median over finished seeds; a seed that never reached the target counts as infinitely slow,
+  // so the median is nullopt ("never") when half or more never got there.
+  std::optional<double> steps_to_threshold;
+  int n = 0;  // finished seeds (succeeded + diverged)
+  int n_diverged = 0;
+  int n_pending = 0;  // queued, leased or running
+  int n_failed = 0;   // failed or cancelled
+  int n_absent = 0;   // seeds seen elsewhere in the sweep but with no run here
+  std::vector<int64_t> run_ids;
+  std::map<std::string, double> probes;  // mean over finished runs of each finite final probe
+  std::map<std::string, double> probe_std;
+};
+
+struct Curve {
+  std::string context;  // "pos=rope" or ""
+  std::string variant;
+  std::string moderator;
+  std::optional<double> l0;      // mean initial loss of all the curve's runs
+  std::vector<Point> points;     // ascending LR
+  std::optional<double> opt_lr;  // η*: argmin of the seed-averaged loss
+  std::optional<double> opt_loss;
+  std::optional<double> lr_sensitivity;
+  int sensitivity_points = 0;  // LRs in [lr_min, lr_max] that entered the mean
+  std::optional<double> max_stable_lr;
+  std::optional<double> max_good_lr;
+  int seeds = 0;         // most finished seeds at any LR
+  bool complete = true;  // no pending, failed or absent run
+};
+
+// η† for one (context, moderator, treated variant) against the baseline.
+struct Necessity {
+  std::string context;
+  std::string moderator;
+  std::string baseline;
+  std::string variant;
+  std::optional<double> eta_dagger;
+  bool interpolated = false;
+  std::optional<double> cap;  // the treated variant's max stable LR (the comparison's upper end)
+  std::string detail;         // the numbers at the crossing, or why there is none
+};
+
+struct Verdict {
+  std::string hypothesis;  // "H1", "H2", "H3"
+  std::string outcome;     // supported | not supported | mixed | inconclusive
+  std::string line;        // one line with the numbers behind it
+};
+
+struct Analysis {
+  Options options;
+  std::string baseline;
+  std::vector<std::string> contexts;    // sorted
+  std::vector<std::string> variants;    // baseline first, then sorted
+  std::vector<std::string> moderators;  // numeric order when all numeric
+  std::vector<Curve> curves;            // by context, variant, moderator
+  std::vector<Necessity> necessity;     // by context, variant, moderator
+  std::vector<Verdict> verdicts;
+  int runs = 0;
+  int finished = 0;  // succeeded + diverged
+  int diverged = 0;
+  int pending = 0;
+  int failed = 0;
+  int absent = 0;
+  int max_seeds = 0;
+  bool partial = false;            // some run is pending, failed or absent
+  std::vector<std::string> notes;  // honest caveats ("no spread available: 1 seed")
+
+  const Curve* FindCurve(const std::string& context, const std::string& variant,
+                         const std::string& moderator) const;
+};
+
+// Fails only when the run set cannot be analysed at all (no runs, variant == moderator).
+absl::StatusOr<Analysis> Analyze(const std::vector<ablate::v1::Run>& runs,
+                                 const Options& options = {});
+
+}  // namespace ablate::analysis

@@ -1,0 +1,134 @@
+#include "common/analysis/curve_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/analysis/stats.h"
+
+namespace ablate::analysis {
+namespace {
+
+std::string Num(double x) { return absl::StrFormat("%.4g", x); }
+
+std::string Signed(double x) { return absl::StrFormat("%+.4g", x); }
+
+}  // namespace
+
+void ComputeCurveMetrics(const Options& options, Curve* curve) {
+  const Point* best = nullptr;
+  for (const auto& p : curve->points) {
+    curve->seeds = std::max(curve->seeds, p.n);
+    if (p.n_pending + p.n_failed + p.n_absent > 0) curve->complete = false;
+    // Seeds are averaged first, then minimised: η* is the LR with the best mean, never the
+    // luckiest single seed. Ties go to the smaller LR.
+    if (p.loss && (best == nullptr || *p.loss < *best->loss)) best = &p;
+  }
+  if (best == nullptr) return;
+  curve->opt_lr = best->lr;
+  curve->opt_loss = *best->loss;
+  const double opt = *best->loss;
+
+  // LR sensitivity: mean over the grid's LRs in [a, b] of min(ℓ(η), ℓ0) - ℓ*. Capping at ℓ0
+  // keeps one catastrophic LR from dominating: a diverged run is "as bad as not training".
+  double sum = 0;
+  int count = 0;
+  for (const auto& p : curve->points) {
+    if (!p.loss || !p.l0) continue;
+    if (!LessOrClose(options.lr_min, p.lr) || !LessOrClose(p.lr, options.lr_max)) continue;
+    sum += std::min(*p.loss, *p.l0) - opt;
+    ++count;
+  }
+  curve->sensitivity_points = count;
+  if (count > 0) curve->lr_sensitivity = sum / count;
+
+  // Max stable LR: walk up from the smallest LR; the first LR where any seed diverged ends it.
+  // LRs without a finished run are skipped: absence of evidence is not a divergence (the report
+  // marks such curves partial).
+  for (const auto& p : curve->points) {
+    if (p.n == 0) continue;
+    if (p.n_diverged > 0) break;
+    curve->max_stable_lr = p.lr;
+  }
+
+  // Max good LR: from η* up, while the loss keeps (1 - τ) of the improvement over ℓ0.
+  // A curve that never improved on ℓ0 (every run diverged or stalled) has no good LR at all,
+  // rather than "every LR is as good as the best".
+  if (curve->l0 && opt < *curve->l0) {
+    const double limit = opt + options.tau * (*curve->l0 - opt);
+    for (const auto& p : curve->points) {
+      if (p.lr < best->lr || !p.loss) continue;
+      if (*p.loss > limit) break;
+      curve->max_good_lr = p.lr;
+    }
+  }
+}
+
+double Delta(const Options& options, const Point& a, const Point& b) {
+  double spread = 0;
+  if (a.loss_std) spread = std::max(spread, *a.loss_std);
+  if (b.loss_std) spread = std::max(spread, *b.loss_std);
+  return std::max(options.delta_floor, 2 * spread);
+}
+
+Necessity ComputeNecessity(const Options& options, const Curve& baseline, const Curve& treated) {
+  Necessity n;
+  n.context = treated.context;
+  n.moderator = treated.moderator;
+  n.baseline = baseline.variant;
+  n.variant = treated.variant;
+  n.cap = treated.max_stable_lr;
+  if (!n.cap) {
+    n.detail = absl::StrCat(treated.variant, " has no stable LR to compare up to");
+    return n;
+  }
+  // g(η) = (ℓ_baseline - ℓ_treated) - δ(η): positive where leaving the variant off costs more
+  // than seed noise.
+  struct Gap {
+    double lr, diff, delta;
+  };
+  std::vector<Gap> gaps;
+  for (const auto& q : treated.points) {
+    if (!q.loss || !LessOrClose(q.lr, *n.cap)) continue;
+    for (const auto& b : baseline.points) {
+      if (b.loss && std::fabs(b.lr - q.lr) <= 1e-9 * q.lr) {
+        gaps.push_back({q.lr, *b.loss - *q.loss, Delta(options, b, q)});
+      }
+    }
+  }
+  if (gaps.empty()) {
+    n.detail = "no LR where both variants finished";
+    return n;
+  }
+  const Gap& top = gaps.back();
+  if (top.diff <= top.delta) {
+    n.detail = absl::StrCat("at lr=", Num(top.lr), " (", treated.variant,
+                            "'s max stable LR or the last compared), ", baseline.variant, "-",
+                            treated.variant, " = ", Signed(top.diff), " <= delta ", Num(top.delta));
+    return n;
+  }
+  size_t first = gaps.size() - 1;
+  while (first > 0 && gaps[first - 1].diff > gaps[first - 1].delta) --first;
+  if (first == 0) {
+    n.eta_dagger = gaps[0].lr;
+    n.detail =
+        absl::StrCat(baseline.variant,
+                     " is worse by more than delta from the smallest "
+                     "compared LR on (lr=",
+                     Num(gaps[0].lr), ": ", Signed(gaps[0].diff), " > ", Num(gaps[0].delta), ")");
+    return n;
+  }
+  const Gap& lo = gaps[first - 1];
+  const Gap& hi = gaps[first];
+  n.eta_dagger = LogLinearRoot(lo.lr, lo.diff - lo.delta, hi.lr, hi.diff - hi.delta);
+  n.interpolated = true;
+  n.detail =
+      absl::StrCat("between lr=", Num(lo.lr), " (", baseline.variant, "-", treated.variant, " = ",
+                   Signed(lo.diff), ", delta ", Num(lo.delta), ") and lr=", Num(hi.lr), " (",
+                   Signed(hi.diff), ", delta ", Num(hi.delta), ")");
+  return n;
+}
+
+}  // namespace ablate::analysis

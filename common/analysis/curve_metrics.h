@@ -1,0 +1,17 @@
+// Per-curve figures of DESIGN.md §6 from a curve's points, and η† between two curves.
+#pragma once
+
+#include "common/analysis/analysis.h"
+
+namespace ablate::analysis {
+
+// Fills opt_lr/opt_loss, lr_sensitivity, max_stable_lr, max_good_lr, seeds and complete.
+void ComputeCurveMetrics(const Options& options, Curve* curve);
+
+// η† of `treated` against `baseline` (same context and moderator).
+Necessity ComputeNecessity(const Options& options, const Curve& baseline, const Curve& treated);
+
+// The margin a loss difference must exceed at one LR: max(delta_floor, 2 x the larger seed std).
+double Delta(const Options& options, const Point& a, const Point& b);
+
+}  // namespace ablate::analysis

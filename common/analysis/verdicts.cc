@@ -1,0 +1,188 @@
+#include "common/analysis/verdicts.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/analysis/curve_metrics.h"
+
+namespace ablate::analysis {
+namespace {
+
+std::string Num(const std::optional<double>& x) {
+  return x ? absl::StrFormat("%.4g", *x) : std::string("none");
+}
+
+std::string Scope(const std::string& context) {
+  return context.empty() ? "" : absl::StrCat(" [", context, "]");
+}
+
+std::string Outcome(int total, int positive, int negative) {
+  if (total == 0) return "inconclusive";
+  if (positive == total) return "supported";
+  if (positive == 0 || negative == total) return "not supported";
+  return "mixed";
+}
+
+Verdict H1(const Analysis& a, const std::string& context, const std::string& variant) {
+  const auto& o = a.options;
+  int compared = 0, depends = 0;
+  std::string example;
+  double widest = -1;
+  for (const auto& m : a.moderators) {
+    const Curve* b = a.FindCurve(context, a.baseline, m);
+    const Curve* q = a.FindCurve(context, variant, m);
+    if (b == nullptr || q == nullptr) continue;
+    // Class of each common LR: -1 variant worse, 0 within δ, +1 variant better.
+    std::set<int> classes;
+    std::optional<std::pair<double, double>> lo, hi;  // (lr, diff) at the min and max diff
+    double delta_at_hi = 0;
+    int common = 0;
+    for (const auto& pq : q->points) {
+      for (const auto& pb : b->points) {
+        if (!pq.loss || !pb.loss || std::fabs(pq.lr - pb.lr) > 1e-9 * pq.lr) continue;
+        const double diff = *pb.loss - *pq.loss;
+        const double delta = Delta(o, pb, pq);
+        classes.insert(diff > delta ? 1 : (diff < -delta ? -1 : 0));
+        ++common;
+        if (!lo || diff < lo->second) lo = {{pq.lr, diff}};
+        if (!hi || diff > hi->second) {
+          hi = {{pq.lr, diff}};
+          delta_at_hi = delta;
+        }
+      }
+    }
+    if (common < 2) continue;
+    ++compared;
+    if (classes.size() > 1) ++depends;
+    if (hi->second - lo->second > widest) {
+      widest = hi->second - lo->second;
+      example = absl::StrFormat("%s=%s: %s-%s = %+.4g at lr=%.4g, %+.4g at lr=%.4g (delta %.4g)",
+                                o.moderator_axis, m, a.baseline, variant, lo->second, lo->first,
+                                hi->second, hi->first, delta_at_hi);
+    }
+  }
+  Verdict v{"H1", Outcome(compared, depends, compared - depends), ""};
+  v.line = absl::StrCat("H1 (the effect of ", o.variant_axis, "=", variant, " depends on ",
+                        o.lr_axis, ")", Scope(context), ": ", v.outcome);
+  if (compared == 0) {
+    absl::StrAppend(&v.line, " - no ", o.moderator_axis, " value has 2+ LRs finished for both ",
+                    a.baseline, " and ", variant);
+  } else {
+    absl::StrAppend(&v.line, " at ", depends, " of ", compared, " ", o.moderator_axis,
+                    " values; widest: ", example);
+  }
+  return v;
+}
+
+// -1 / 0 / +1: is `treated` worse / equal / better than `base`; higher is better unless `lower`.
+int Compare(const std::optional<double>& base, const std::optional<double>& treated, bool lower) {
+  // "none" (no stable or good LR at all) ranks below every LR.
+  const double b = base.value_or(lower ? std::numeric_limits<double>::infinity() : 0);
+  const double t = treated.value_or(lower ? std::numeric_limits<double>::infinity() : 0);
+  const double tol = 1e-9 * std::max(std::fabs(b), std::fabs(t));
+  if (std::fabs(b - t) <= tol) return 0;
+  return (lower ? t < b : t > b) ? 1 : -1;
+}
+
+Verdict H2(const Analysis& a, const std::string& context, const std::string& variant) {
+  const auto& o = a.options;
+  int compared = 0, better = 0, worse = 0;
+  std::vector<std::string> parts;
+  for (const auto& m : a.moderators) {
+    const Curve* b = a.FindCurve(context, a.baseline, m);
+    const Curve* q = a.FindCurve(context, variant, m);
+    if (b == nullptr || q == nullptr || !b->opt_lr || !q->opt_lr) continue;
+    ++compared;
+    const int stable = Compare(b->max_stable_lr, q->max_stable_lr, false);
+    const int good = Compare(b->max_good_lr, q->max_good_lr, false);
+    const int sens = (b->lr_sensitivity && q->lr_sensitivity)
+                         ? Compare(b->lr_sensitivity, q->lr_sensitivity, true)
+                         : 0;
+    const bool any_worse = stable < 0 || good < 0 || sens < 0;
+    const bool any_better = stable > 0 || good > 0 || sens > 0;
+    if (any_worse) ++worse;
+    if (any_better && !any_worse) ++better;
+    parts.push_back(absl::StrCat(o.moderator_axis, "=", m, ": stable ", Num(b->max_stable_lr), "->",
+                                 Num(q->max_stable_lr), ", good ", Num(b->max_good_lr), "->",
+                                 Num(q->max_good_lr), ", sensitivity ", Num(b->lr_sensitivity),
+                                 "->", Num(q->lr_sensitivity)));
+  }
+  Verdict v{"H2", Outcome(compared, better, worse), ""};
+  v.line = absl::StrCat("H2 (", o.variant_axis, "=", variant,
+                        " raises max stable/good LR, lowers LR sensitivity; ", a.baseline, "->",
+                        variant, ")", Scope(context), ": ", v.outcome);
+  if (compared == 0) {
+    absl::StrAppend(&v.line, " - no ", o.moderator_axis, " value has both variants finished");
+  } else {
+    absl::StrAppend(&v.line, " at ", better, " of ", compared, " - ", absl::StrJoin(parts, "; "));
+  }
+  return v;
+}
+
+Verdict H3(const Analysis& a, const std::string& context, const std::string& variant) {
+  const auto& o = a.options;
+  std::vector<std::pair<std::string, std::optional<double>>> seq;
+  for (const auto& m : a.moderators) {
+    for (const auto& n : a.necessity) {
+      if (n.context == context && n.variant == variant && n.moderator == m) {
+        seq.emplace_back(m, n.eta_dagger);
+      }
+    }
+  }
+  int defined = 0;
+  for (const auto& s : seq) defined += s.second ? 1 : 0;
+  std::vector<std::string> parts;
+  for (const auto& [m, eta] : seq) parts.push_back(absl::StrCat(m, ": ", Num(eta)));
+  Verdict v{"H3", "inconclusive", ""};
+  if (seq.size() >= 2 && defined >= 1) {
+    // "none" = never needed = +infinity, so none -> 0.05 -> 0.01 is a falling threshold.
+    auto value = [](const std::optional<double>& e) {
+      return e.value_or(std::numeric_limits<double>::infinity());
+    };
+    bool non_increasing = true, non_decreasing = true;
+    for (size_t i = 1; i < seq.size(); ++i) {
+      non_increasing &= value(seq[i].second) <= value(seq[i - 1].second);
+      non_decreasing &= value(seq[i].second) >= value(seq[i - 1].second);
+    }
+    const double first = value(seq.front().second), last = value(seq.back().second);
+    if (non_increasing && last < first) {
+      v.outcome = "supported";
+    } else if (non_decreasing && last > first) {
+      v.outcome = "not supported";
+    } else if (first == last && non_increasing) {
+      v.outcome = "not supported";
+    } else {
+      v.outcome = "mixed";
+    }
+  }
+  v.line = absl::StrCat("H3 (eta-dagger of ", variant, " falls as ", o.moderator_axis, " grows)",
+                        Scope(context), ": ", v.outcome, " - ", o.moderator_axis, " ",
+                        parts.empty() ? "(no comparison)" : absl::StrJoin(parts, ", "));
+  if (v.outcome == "inconclusive" && !parts.empty()) {
+    absl::StrAppend(&v.line,
+                    defined == 0 ? " (never necessary at any value)" : " (needs 2+ values)");
+  }
+  return v;
+}
+
+}  // namespace
+
+std::vector<Verdict> ComputeVerdicts(const Analysis& a) {
+  std::vector<Verdict> out;
+  for (const auto& context : a.contexts) {
+    for (const auto& variant : a.variants) {
+      if (variant == a.baseline) continue;
+      out.push_back(H1(a, context, variant));
+      out.push_back(H2(a, context, variant));
+      out.push_back(H3(a, context, variant));
+    }
+  }
+  return out;
+}
+
+}  // namespace ablate::analysis

@@ -1,0 +1,402 @@
+// DESIGN.md §6 on hand-built run sets; every expected number is worked out in the comments.
+#include "common/analysis/analysis.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+namespace ablate::analysis {
+namespace {
+
+using ablate::v1::Run;
+using ::testing::HasSubstr;
+
+constexpr double kL0 = 8.0;  // initial loss of every hand-built run
+
+struct RunSet {
+  std::vector<Run> runs;
+
+  // A finished run; `loss` < 0 means diverged.
+  Run& Add(const std::string& variant, const std::string& n_layer, const std::string& lr, int seed,
+           double loss, ablate::v1::RunState state = ablate::v1::SUCCEEDED) {
+    Run r;
+    r.set_id(static_cast<int64_t>(runs.size()) + 1);
+    (*r.mutable_grid_values())["qk_norm"] = variant;
+    (*r.mutable_grid_values())["n_layer"] = n_layer;
+    (*r.mutable_grid_values())["lr"] = lr;
+    (*r.mutable_grid_values())["seed"] = std::to_string(seed);
+    r.set_seed(seed);
+    r.mutable_result()->set_initial_loss(kL0);
+    r.mutable_result()->set_steps_to_threshold(-1);
+    if (loss < 0) {
+      r.set_state(ablate::v1::DIVERGED);
+      r.mutable_result()->set_diverged(true);
+      r.mutable_result()->set_final_val_loss(std::numeric_limits<double>::quiet_NaN());
+    } else {
+      r.set_state(state);
+      r.mutable_result()->set_final_val_loss(loss);
+      r.mutable_result()->set_final_train_loss(loss - 0.1);
+    }
+    runs.push_back(r);
+    return runs.back();
+  }
+
+  Analysis Analyse(Options o = {}) const {
+    auto a = Analyze(runs, o);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *a : Analysis{};
+  }
+};
+
+const Point& At(const Curve& c, double lr) {
+  for (const auto& p : c.points) {
+    if (std::fabs(p.lr - lr) < 1e-12) return p;
+  }
+  static Point missing;
+  ADD_FAILURE() << "no point at lr " << lr;
+  return missing;
+}
+
+const Curve& CurveOf(const Analysis& a, const std::string& variant, const std::string& n_layer) {
+  const Curve* c = a.FindCurve("", variant, n_layer);
+  EXPECT_NE(c, nullptr) << variant << " " << n_layer;
+  static Curve missing;
+  return c ? *c : missing;
+}
+
+TEST(Analysis, DivergedRunsCountAsInitialLoss) {
+  RunSet s;
+  s.Add("none", "2", "0.1", 0, -1);   // diverged -> 8.0
+  s.Add("none", "2", "0.1", 1, 5.0);  // -> mean (8 + 5) / 2 = 6.5
+  s.Add("none", "2", "0.01", 0, 4.0);
+  s.Add("none", "2", "0.01", 1, 4.0);
+  const auto a = s.Analyse();
+  const Point& p = At(CurveOf(a, "none", "2"), 0.1);
+  EXPECT_DOUBLE_EQ(*p.loss, 6.5);
+  EXPECT_EQ(p.n, 2);
+  EXPECT_EQ(p.n_diverged, 1);
+  EXPECT_NEAR(*p.loss_std, std::sqrt(4.5), 1e-12);  // (1.5^2 * 2) / 1
+  EXPECT_NEAR(*p.perplexity, std::exp(6.5), 1e-9);
+  EXPECT_EQ(a.diverged, 1);
+  EXPECT_FALSE(a.partial);
+}
+
+TEST(Analysis, SeedsAveragedBeforeTheMinimum) {
+  RunSet s;
+  s.Add("none", "2", "0.001", 0, 3.0);  // best single seed, but mean 4.0
+  s.Add("none", "2", "0.001", 1, 5.0);
+  s.Add("none", "2", "0.01", 0, 3.5);  // mean 3.6 -> η*
+  s.Add("none", "2", "0.01", 1, 3.7);
+  const auto a = s.Analyse();
+  const Curve& c = CurveOf(a, "none", "2");
+  EXPECT_DOUBLE_EQ(*c.opt_lr, 0.01);
+  EXPECT_DOUBLE_EQ(*c.opt_loss, 3.6);
+  EXPECT_EQ(c.seeds, 2);
+}
+
+TEST(Analysis, LrSensitivityOverSubRange) {
+  RunSet s;
+  s.Add("none", "2", "0.0001", 0, 5.0);
+  s.Add("none", "2", "0.001", 0, 4.0);
+  s.Add("none", "2", "0.01", 0, 3.0);  // ℓ* = 3
+  s.Add("none", "2", "0.1", 0, 6.0);
+  s.Add("none", "2", "1", 0, 9.0);  // worse than ℓ0 = 8: capped at 8
+  // Default [3e-4, 0.3] holds 1e-3, 1e-2, 1e-1: ((4-3) + (3-3) + (6-3)) / 3 = 4/3.
+  const auto a = s.Analyse();
+  const Curve& c = CurveOf(a, "none", "2");
+  EXPECT_NEAR(*c.lr_sensitivity, 4.0 / 3.0, 1e-12);
+  EXPECT_EQ(c.sensitivity_points, 3);
+  // [1e-3, 1e-2]: (1 + 0) / 2 = 0.5.
+  Options sub;
+  sub.lr_min = 1e-3;
+  sub.lr_max = 1e-2;
+  EXPECT_NEAR(*CurveOf(s.Analyse(sub), "none", "2").lr_sensitivity, 0.5, 1e-12);
+  // [0.1, 1]: (min(6, 8) - 3 + min(9, 8) - 3) / 2 = (3 + 5) / 2 = 4.
+  Options top;
+  top.lr_min = 0.1;
+  top.lr_max = 1;
+  EXPECT_NEAR(*CurveOf(s.Analyse(top), "none", "2").lr_sensitivity, 4.0, 1e-12);
+  // A range with no grid LR in it: no figure.
+  Options empty;
+  empty.lr_min = 2;
+  empty.lr_max = 3;
+  EXPECT_FALSE(CurveOf(s.Analyse(empty), "none", "2").lr_sensitivity.has_value());
+}
+
+TEST(Analysis, MaxStableLrStopsAtAMiddleLrWhereOneSeedDiverged) {
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.001", seed, 4.0);
+    s.Add("none", "2", "0.1", seed, 3.5);  // stable again above, but too late
+  }
+  s.Add("none", "2", "0.01", 0, 3.0);
+  s.Add("none", "2", "0.01", 1, -1);  // one seed diverged in the middle
+  const auto a = s.Analyse();
+  const Curve& c = CurveOf(a, "none", "2");
+  EXPECT_DOUBLE_EQ(*c.max_stable_lr, 0.001);
+  // ℓ(0.01) = (3 + 8) / 2 = 5.5, so η* = 0.1 (3.5).
+  EXPECT_DOUBLE_EQ(*c.opt_lr, 0.1);
+}
+
+TEST(Analysis, MaxGoodLrKeepsEightyPercentOfTheImprovement) {
+  RunSet s;
+  s.Add("none", "2", "0.001", 0, 4.0);
+  s.Add("none", "2", "0.01", 0, 3.0);  // η*, ℓ* = 3; limit = 3 + 0.2 * (8 - 3) = 4
+  s.Add("none", "2", "0.1", 0, 3.9);   // <= 4: good
+  s.Add("none", "2", "1", 0, 4.5);     // > 4: stops here
+  s.Add("none", "2", "10", 0, 3.5);    // good again, but not contiguous from η*
+  const auto a = s.Analyse();
+  const Curve& c = CurveOf(a, "none", "2");
+  EXPECT_DOUBLE_EQ(*c.max_good_lr, 0.1);
+  EXPECT_DOUBLE_EQ(*c.max_stable_lr, 10);  // nothing diverged: silent failure only
+  Options loose;
+  loose.tau = 0.4;  // limit 5: 4.5 passes, 3.5 passes
+  EXPECT_DOUBLE_EQ(*CurveOf(s.Analyse(loose), "none", "2").max_good_lr, 10);
+}
+
+TEST(Analysis, EtaDaggerInterpolatesLogLinearly) {
+  RunSet s;
+  // One seed: δ = 0.02. d = none - layernorm: 0, 0.10, 1.0; g = d - δ: -0.02, 0.08, 0.98.
+  // Crossing between 1e-3 and 1e-2 at t = 0.02 / 0.10 = 0.2: η† = 10^(-3 + 0.2).
+  const double none[] = {3.0, 3.1, 4.0};
+  const char* lrs[] = {"0.001", "0.01", "0.1"};
+  for (int i = 0; i < 3; ++i) {
+    s.Add("none", "2", lrs[i], 0, none[i]);
+    s.Add("layernorm", "2", lrs[i], 0, 3.0);
+  }
+  const auto a = s.Analyse();
+  ASSERT_EQ(a.necessity.size(), 1u);
+  const Necessity& n = a.necessity[0];
+  EXPECT_EQ(n.baseline, "none");
+  EXPECT_EQ(n.variant, "layernorm");
+  ASSERT_TRUE(n.eta_dagger.has_value()) << n.detail;
+  EXPECT_NEAR(*n.eta_dagger, std::pow(10.0, -2.8), 1e-12);
+  EXPECT_TRUE(n.interpolated);
+  EXPECT_DOUBLE_EQ(*n.cap, 0.1);
+  EXPECT_EQ(a.variants, (std::vector<std::string>{"none", "layernorm"}));
+  EXPECT_THAT(a.notes, testing::Contains(HasSubstr("no spread available")));
+}
+
+TEST(Analysis, EtaDaggerUsesTwiceTheSeedStd) {
+  RunSet s;
+  // layernorm 3.0 everywhere (std 0). none at 1e-2: 3.0, 3.2 -> mean 3.1, std sqrt(0.02),
+  // δ = 2 sqrt(0.02) = 0.28284 > d = 0.1, so the crossing moves to (1e-2, 1e-1).
+  const char* lrs[] = {"0.001", "0.01", "0.1"};
+  const double none0[] = {3.0, 3.0, 4.0}, none1[] = {3.0, 3.2, 4.0};
+  for (int i = 0; i < 3; ++i) {
+    for (int seed : {0, 1}) s.Add("layernorm", "2", lrs[i], seed, 3.0);
+    s.Add("none", "2", lrs[i], 0, none0[i]);
+    s.Add("none", "2", lrs[i], 1, none1[i]);
+  }
+  const double g0 = 0.1 - 2 * std::sqrt(0.02), g1 = 1.0 - 0.02;
+  const double t = g0 / (g0 - g1);
+  const auto a = s.Analyse();
+  ASSERT_TRUE(a.necessity[0].eta_dagger.has_value()) << a.necessity[0].detail;
+  EXPECT_NEAR(*a.necessity[0].eta_dagger, std::pow(10.0, -2 + t), 1e-12);
+  // A larger floor than every gap below 1e-1 changes nothing above it; a floor above 1.0 makes
+  // η† disappear.
+  Options wide;
+  wide.delta_floor = 1.5;
+  EXPECT_FALSE(s.Analyse(wide).necessity[0].eta_dagger.has_value());
+}
+
+TEST(Analysis, EtaDaggerEdgeCases) {
+  const char* lrs[] = {"0.001", "0.01", "0.1"};
+  {  // none is worse everywhere: η† = the smallest LR, not extrapolated below the grid.
+    RunSet s;
+    for (const char* lr : lrs) {
+      s.Add("none", "2", lr, 0, 4.0);
+      s.Add("layernorm", "2", lr, 0, 3.0);
+    }
+    const auto a = s.Analyse();
+    const auto& n = a.necessity[0];
+    EXPECT_DOUBLE_EQ(*n.eta_dagger, 0.001);
+    EXPECT_FALSE(n.interpolated);
+  }
+  {  // Never necessary: "none".
+    RunSet s;
+    for (const char* lr : lrs) {
+      s.Add("none", "2", lr, 0, 3.0);
+      s.Add("layernorm", "2", lr, 0, 3.01);
+    }
+    const auto a = s.Analyse();
+    const auto& n = a.necessity[0];
+    EXPECT_FALSE(n.eta_dagger.has_value());
+    EXPECT_THAT(n.detail, HasSubstr("<= delta"));
+  }
+  {  // Only compared up to the treated variant's max stable LR: the gap at 0.1 is past it.
+    RunSet s;
+    s.Add("none", "2", "0.001", 0, 3.0);
+    s.Add("none", "2", "0.01", 0, 3.0);
+    s.Add("none", "2", "0.1", 0, -1);
+    s.Add("layernorm", "2", "0.001", 0, 3.0);
+    s.Add("layernorm", "2", "0.01", 0, 3.0);
+    s.Add("layernorm", "2", "0.1", 0, -1);
+    const auto a = s.Analyse();
+    EXPECT_DOUBLE_EQ(*a.necessity[0].cap, 0.01);
+    EXPECT_FALSE(a.necessity[0].eta_dagger.has_value());
+  }
+  {  // All diverged: no stable LR, no good LR, no η†.
+    RunSet s;
+    for (const char* lr : lrs) {
+      s.Add("none", "2", lr, 0, -1);
+      s.Add("layernorm", "2", lr, 0, -1);
+    }
+    const auto a = s.Analyse();
+    const Curve& c = CurveOf(a, "layernorm", "2");
+    EXPECT_FALSE(c.max_stable_lr.has_value());
+    EXPECT_FALSE(c.max_good_lr.has_value());
+    EXPECT_DOUBLE_EQ(*c.opt_loss, kL0);
+    EXPECT_DOUBLE_EQ(*c.opt_lr, 0.001);  // ties go to the smaller LR
+    EXPECT_DOUBLE_EQ(*c.lr_sensitivity, 0.0);
+    EXPECT_FALSE(a.necessity[0].eta_dagger.has_value());
+    EXPECT_THAT(a.necessity[0].detail, HasSubstr("no stable LR"));
+  }
+  {  // A single LR: figures exist, H1 cannot be judged.
+    RunSet s;
+    s.Add("none", "2", "0.01", 0, 4.0);
+    s.Add("layernorm", "2", "0.01", 0, 3.0);
+    const auto a = s.Analyse();
+    const Curve& c = CurveOf(a, "none", "2");
+    EXPECT_DOUBLE_EQ(*c.opt_lr, 0.01);
+    EXPECT_DOUBLE_EQ(*c.max_stable_lr, 0.01);
+    EXPECT_DOUBLE_EQ(*c.max_good_lr, 0.01);
+    EXPECT_DOUBLE_EQ(*c.lr_sensitivity, 0.0);
+    EXPECT_DOUBLE_EQ(*a.necessity[0].eta_dagger, 0.01);
+    EXPECT_EQ(a.verdicts[0].hypothesis, "H1");
+    EXPECT_EQ(a.verdicts[0].outcome, "inconclusive");
+  }
+}
+
+TEST(Analysis, OneSeedHasNoSpread) {
+  RunSet s;
+  s.Add("none", "2", "0.01", 0, 4.0);
+  const auto a = s.Analyse();
+  EXPECT_FALSE(At(CurveOf(a, "none", "2"), 0.01).loss_std.has_value());
+  EXPECT_EQ(a.max_seeds, 1);
+  EXPECT_THAT(a.notes, testing::Contains(HasSubstr("no spread available")));
+  EXPECT_THAT(a.notes, testing::Contains(HasSubstr("only one value of 'qk_norm'")));
+  EXPECT_TRUE(a.necessity.empty());
+}
+
+TEST(Analysis, PartialSweepCountsMissingAndFailedRunsPerCell) {
+  RunSet s;
+  s.Add("none", "2", "0.01", 0, 4.0);
+  s.Add("none", "2", "0.01", 1, 0, ablate::v1::QUEUED);
+  s.Add("none", "2", "0.01", 2, 0, ablate::v1::FAILED);
+  s.Add("none", "2", "0.1", 0, 4.0);  // seeds 1 and 2 absent here
+  const auto a = s.Analyse();
+  const Curve& c = CurveOf(a, "none", "2");
+  const Point& p = At(c, 0.01);
+  EXPECT_EQ(p.n, 1);
+  EXPECT_EQ(p.n_pending, 1);
+  EXPECT_EQ(p.n_failed, 1);
+  EXPECT_EQ(p.n_absent, 0);
+  EXPECT_EQ(At(c, 0.1).n_absent, 2);
+  EXPECT_DOUBLE_EQ(*p.loss, 4.0);  // only the finished seed
+  EXPECT_FALSE(c.complete);
+  EXPECT_TRUE(a.partial);
+  EXPECT_EQ(a.finished, 2);
+  EXPECT_EQ(a.pending, 1);
+  EXPECT_EQ(a.failed, 1);
+  EXPECT_EQ(a.absent, 2);
+  EXPECT_THAT(a.notes, testing::Contains(HasSubstr("partial: 2 of 6 runs finished")));
+}
+
+TEST(Analysis, StepsToThresholdIsTheMedianWithNeverAsInfinite) {
+  RunSet s;
+  s.Add("none", "2", "0.01", 0, 3.0).mutable_result()->set_steps_to_threshold(100);
+  s.Add("none", "2", "0.01", 1, 3.0).mutable_result()->set_steps_to_threshold(200);
+  s.Add("none", "2", "0.01", 2, 3.0);  // never (-1): median of 100, 200, inf = 200
+  s.Add("none", "2", "0.1", 0, 3.0).mutable_result()->set_steps_to_threshold(50);
+  s.Add("none", "2", "0.1", 1, 3.0);  // (50 + inf) / 2: never
+  s.Add("none", "2", "0.1", 2, -1);   // diverged: never
+  const auto a = s.Analyse();
+  const Curve& c = CurveOf(a, "none", "2");
+  EXPECT_DOUBLE_EQ(*At(c, 0.01).steps_to_threshold, 200);
+  EXPECT_FALSE(At(c, 0.1).steps_to_threshold.has_value());
+}
+
+TEST(Analysis, ProbesAveragedOverFiniteValues) {
+  RunSet s;
+  (*s.Add("none", "2", "0.01", 0, 3.0).mutable_result()->mutable_final_probes())["max_attn_logit"] =
+      10;
+  (*s.Add("none", "2", "0.01", 1, 3.0).mutable_result()->mutable_final_probes())["max_attn_logit"] =
+      30;
+  (*s.Add("none", "2", "0.01", 2, -1).mutable_result()->mutable_final_probes())["max_attn_logit"] =
+      std::numeric_limits<double>::infinity();
+  const auto a = s.Analyse();
+  const Point& p = At(CurveOf(a, "none", "2"), 0.01);
+  EXPECT_DOUBLE_EQ(p.probes.at("max_attn_logit"), 20);
+  EXPECT_NEAR(p.probe_std.at("max_attn_logit"), std::sqrt(200.0), 1e-12);
+}
+
+TEST(Analysis, InitialLossFallsBackToLnVocab) {
+  RunSet s;
+  s.Add("none", "2", "0.01", 0, 3.0);
+  s.Add("none", "2", "0.1", 0, -1);
+  for (auto& r : s.runs) r.mutable_result()->set_initial_loss(0);  // never reported
+  Options o;
+  o.vocab = 4096;
+  const auto a = s.Analyse(o);
+  const Curve& c = CurveOf(a, "none", "2");
+  EXPECT_NEAR(*At(c, 0.1).loss, std::log(4096.0), 1e-12);
+  // Without a vocab the diverged run cannot be valued: counted as failed, not invented.
+  const auto a2 = s.Analyse();
+  const Curve& c2 = CurveOf(a2, "none", "2");
+  EXPECT_FALSE(At(c2, 0.1).loss.has_value());
+  EXPECT_EQ(At(c2, 0.1).n_failed, 1);
+}
+
+// Two depths: at n_layer=2 QK-norm is never needed, at n_layer=8 it is from 0.01 on.
+RunSet DepthStudy() {
+  RunSet s;
+  const char* lrs[] = {"0.001", "0.01", "0.1"};
+  const double none8[] = {3.0, 4.0, 6.0}, ln8[] = {3.0, 2.9, 2.95};
+  for (int i = 0; i < 3; ++i) {
+    s.Add("none", "2", lrs[i], 0, 3.0);
+    s.Add("layernorm", "2", lrs[i], 0, 3.0);
+    s.Add("none", "8", lrs[i], 0, none8[i]);
+    s.Add("layernorm", "8", lrs[i], 0, ln8[i]);
+  }
+  return s;
+}
+
+TEST(Analysis, VerdictsCarryTheirNumbers) {
+  const auto a = DepthStudy().Analyse();
+  EXPECT_EQ(a.moderators, (std::vector<std::string>{"2", "8"}));
+  ASSERT_EQ(a.verdicts.size(), 3u);
+  // H1: at depth 8, d = 0 at 1e-3 (within δ) and 3.05 at 0.1: depends on LR; at depth 2 never.
+  EXPECT_EQ(a.verdicts[0].outcome, "mixed");
+  EXPECT_THAT(a.verdicts[0].line, HasSubstr("at 1 of 2 n_layer values"));
+  EXPECT_THAT(a.verdicts[0].line, HasSubstr("n_layer=8: none-layernorm = +0 at lr=0.001, +3.05"));
+  // H2: at depth 8 max good LR rises (none: η* 1e-3, limit 3 + 0.2 * 5 = 4, so 0.01 (4.0) is
+  // good and 0.1 is not -> 0.01; layernorm -> 0.1) and sensitivity falls; depth 2 is a tie.
+  EXPECT_EQ(a.verdicts[1].outcome, "mixed");
+  EXPECT_THAT(a.verdicts[1].line, HasSubstr("n_layer=8: stable 0.1->0.1, good 0.01->0.1"));
+  // H3: η† none at depth 2, 0.001 at depth 8 (falls, since none = never needed).
+  EXPECT_EQ(a.verdicts[2].outcome, "supported");
+  EXPECT_THAT(a.verdicts[2].line, HasSubstr("n_layer 2: none, 8: 0.001"));
+}
+
+TEST(Analysis, AnyAxisCanBeTheVariantAndOtherAxesFormContexts) {
+  RunSet s = DepthStudy();
+  for (auto& r : s.runs) (*r.mutable_grid_values())["pos"] = r.id() % 2 ? "rope" : "learned";
+  const auto a = s.Analyse();
+  EXPECT_EQ(a.contexts, (std::vector<std::string>{"pos=learned", "pos=rope"}));
+  Options by_variant;
+  by_variant.variant_axis = "n_layer";
+  by_variant.moderator_axis = "qk_norm";
+  const auto b = DepthStudy().Analyse(by_variant);
+  EXPECT_EQ(b.baseline, "2");  // no "none"/"0"/"false": the first in numeric order
+  EXPECT_EQ(b.variants, (std::vector<std::string>{"2", "8"}));
+  Options same;
+  same.moderator_axis = "qk_norm";
+  EXPECT_FALSE(Analyze(s.runs, same).ok());
+  EXPECT_FALSE(Analyze({}, Options{}).ok());
+}
+
+}  // namespace
+}  // namespace ablate::analysis
