@@ -49,12 +49,7 @@ while [[ $# -gt 0 ]]; do
     --mode) need_value "$@"; mode=$2; shift 2 ;;
     --image) need_value "$@"; image=$2; shift 2 ;;
     --name) need_value "$@"; name=$2; shift 2 ;;
-    --ssh-port) need_value "$@"; ssh_port=$2; shift 2 ;;
-    --identity) need_value "$@"; identity=$2; shift 2 ;;
-    --dry-run) dry_run=1; shift ;;
-    -h|--help) usage ;;
-    -*) die_usage "unknown option $1" ;;
-    *) [[ -z $host ]] || die_usage "one host only (got '$host' and '$1')"; host=$1; shift ;;
+    *) common_arg "$@"; [[ $consumed -gt 0 ]] || die_usage "unknown option $1"; shift "$consumed" ;;
   esac
 done
 

@@ -1,9 +1,10 @@
 # shellcheck shell=bash
-# prog, dry_run and ssh_cmd belong to the sourcing script:
-# shellcheck disable=SC2154
 # Shared by attach.sh and stop.sh (sourced, not run): argument checks, and running commands on
 # the box over ssh — or, in a dry run, printing them exactly, quoted as a reader would type them.
-# The caller sets: prog (its name, for messages), dry_run (0/1), and ssh_cmd via make_ssh_cmd.
+# The caller sets: prog (its name, for messages), a usage function, and ssh_cmd via
+# make_ssh_cmd; common_arg sets host, ssh_port, identity and dry_run.
+# prog, host, dry_run, ssh_port, identity, consumed and ssh_cmd belong to the sourcing script:
+# shellcheck disable=SC2154,SC2034
 
 die_usage() {
   echo "$prog: $*" >&2
@@ -11,6 +12,20 @@ die_usage() {
   exit 2
 }
 need_value() { [[ $# -ge 2 && -n $2 ]] || die_usage "$1 needs a value"; }
+
+# common_arg ARGS...: takes the options every script here accepts, and the host. Sets consumed
+# to the number of words used: 0 when $1 is an option this function does not know.
+common_arg() {
+  consumed=0
+  case $1 in
+    --ssh-port) need_value "$@"; ssh_port=$2; consumed=2 ;;
+    --identity) need_value "$@"; identity=$2; consumed=2 ;;
+    --dry-run) dry_run=1; consumed=1 ;;
+    -h|--help) usage ;;
+    -*) ;;
+    *) [[ -z $host ]] || die_usage "one host only (got '$host' and '$1')"; host=$1; consumed=1 ;;
+  esac
+}
 
 check_ssh_args() {  # HOST SSH_PORT IDENTITY
   [[ -n $1 ]] || die_usage "give the box as USER@HOST"

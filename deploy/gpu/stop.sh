@@ -23,12 +23,7 @@ host="" purge=0 ssh_port="" identity="" dry_run=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --purge) purge=1; shift ;;
-    --ssh-port) need_value "$@"; ssh_port=$2; shift 2 ;;
-    --identity) need_value "$@"; identity=$2; shift 2 ;;
-    --dry-run) dry_run=1; shift ;;
-    -h|--help) usage ;;
-    -*) die_usage "unknown option $1" ;;
-    *) [[ -z $host ]] || die_usage "one host only (got '$host' and '$1')"; host=$1; shift ;;
+    *) common_arg "$@"; [[ $consumed -gt 0 ]] || die_usage "unknown option $1"; shift "$consumed" ;;
   esac
 done
 check_ssh_args "$host" "$ssh_port" "$identity"
