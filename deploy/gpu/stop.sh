@@ -8,7 +8,7 @@
 # once (and resumes from its newest checkpoint) instead of waiting for the lease to expire.
 # --purge also deletes what attach.sh left on the box: ~/.ablate (token env file, CA, source,
 # build, LibTorch download), /etc/ablate, the systemd unit, the image and the work volume.
-# Revoke the worker's token on the server as well when the box is gone for good.
+# When the box is gone for good, revoke its token too: ablate-server token list / revoke ID.
 #
 # Remote commands are written in single quotes on purpose: $HOME must expand on the box.
 # shellcheck disable=SC2016
