@@ -10,13 +10,23 @@
 # survive a reboot of the box; attach.sh again after one.
 # Input: ~/.ablate/worker.env (ABLATE_SERVER, ABLATE_TOKEN, ABLATE_WORKER_ARGS) and, when the
 # server uses a private CA, ~/.ablate/ca.crt.
+# ABLATE_SERVICE_MANAGER=systemd|loop overrides the detection (e.g. a box whose systemd is not
+# usable); ABLATE_RESTART_DELAY (seconds, default 10) spaces the loop's restarts.
 set -euo pipefail
 
 state="$HOME/.ablate"
 here=$(cd "$(dirname "$0")" && pwd)
 sudo=""
 [[ $(id -u) -eq 0 ]] || sudo="sudo"
-has_systemd() { [[ -d /run/systemd/system ]]; }
+has_systemd() {
+  case ${ABLATE_SERVICE_MANAGER:-auto} in
+    systemd) return 0 ;;
+    loop) return 1 ;;
+    *) [[ -d /run/systemd/system ]] ;;
+  esac
+}
+restart_delay=${ABLATE_RESTART_DELAY:-10}
+[[ $restart_delay =~ ^[0-9]+$ ]] || { echo "remote-service.sh: ABLATE_RESTART_DELAY must be whole seconds" >&2; exit 2; }
 
 # The env file the worker reads: attach.sh's, plus where the CA ended up.
 compose_env() {
@@ -52,8 +62,10 @@ loop() {
     rc=0
     wait "$child" || rc=$?
     child=""
-    echo "$(date -Is) remote-service.sh: ablate-worker exited with $rc; restarting in 10 s"
-    sleep 10
+    echo "$(date -Is) remote-service.sh: ablate-worker exited with $rc; restarting in ${restart_delay} s"
+    # In the background so that a SIGTERM during the pause is handled at once.
+    sleep "$restart_delay" &
+    wait $! || true
   done
 }
 
