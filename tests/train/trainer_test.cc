@@ -1,0 +1,362 @@
+// End-to-end trainer checks on tiny models and the synthetic corpus (no shared data needed):
+// exact resume, divergence, schedule, data preparation, run-file errors.
+#include "worker/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/spec/spec.h"
+#include "worker/train/bpe_tokenizer.h"
+#include "worker/train/commands.h"
+#include "worker/train/dataset.h"
+#include "worker/train/loss_tracker.h"
+#include "worker/train/schedule.h"
+#include "worker/train/synthetic_corpus.h"
+
+namespace ablate::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One scratch directory per test, removed afterwards; the tokenizer cache is shared across the
+// tests of this binary so the tokenizer trains once.
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ablate-train-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { fs::remove_all(CacheDir()); }
+
+  static std::string CacheDir() {
+    static const std::string dir =
+        (fs::temp_directory_path() / ("ablate-train-test-cache-" + std::to_string(getpid())))
+            .string();
+    return dir;
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  fs::path dir_;
+};
+
+ablate::v1::RunSpec TinySpec() {
+  ablate::v1::RunSpec spec;
+  spec.mutable_data()->set_train("synthetic:300");
+  spec.mutable_data()->set_val("synthetic:40");
+  spec.mutable_data()->mutable_tokenizer()->set_type("bpe");
+  spec.mutable_data()->mutable_tokenizer()->set_vocab(320);
+  auto* c = spec.mutable_config();
+  c->set_n_layer(2);
+  c->set_n_head(2);
+  c->set_n_embd(32);
+  c->set_block_size(32);
+  c->set_batch_size(4);
+  c->set_steps(24);
+  c->set_warmup(4);
+  c->set_lr(3e-3);
+  c->set_dropout(0.1);  // exercises torch's RNG in the checkpoint too
+  c->set_eval_every(8);
+  c->set_eval_batches(2);
+  c->set_probe_every(6);
+  c->set_log_every(1);
+  c->set_checkpoint_every(1000);
+  c->set_seed(7);
+  ablate::spec::ApplyDefaults(c);
+  return spec;
+}
+
+// Records every metric point by (step, name) and can ask for a stop at a given step.
+class Recorder : public TrainObserver {
+ public:
+  explicit Recorder(int64_t stop_at = -1) : stop_at_(stop_at) {}
+  void OnMetrics(const std::vector<ablate::v1::MetricPoint>& points) override {
+    for (const auto& p : points) {
+      EXPECT_FALSE(values.contains({p.step(), p.name()})) << "duplicate " << p.name();
+      values[{p.step(), p.name()}] = p.value();
+      last_step = p.step();
+    }
+  }
+  void OnCheckpoint(int64_t step, const std::string&) override { checkpoints.push_back(step); }
+  bool ShouldStop() override { return stop_at_ >= 0 && last_step >= stop_at_; }
+
+  std::map<std::pair<int64_t, std::string>, double> values;
+  std::vector<int64_t> checkpoints;
+  int64_t last_step = -1;
+
+ private:
+  int64_t stop_at_;
+};
+
+TrainOptions Options(const std::string& out, const std::string& cache) {
+  TrainOptions o;
+  o.device = "cpu";
+  o.out_dir = out;
+  o.cache_dir = cache;
+  o.threads = 1;
+  return o;
+}
+
+TEST_F(TrainerTest, ResumedRunIsBitIdentical) {
+  const auto spec = TinySpec();
+  Recorder full;
+  auto a = Train(spec, Options(Path("a"), CacheDir()), &full);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->outcome, Outcome::kSucceeded);
+  EXPECT_EQ(a->last_step, 24);
+  EXPECT_LT(a->result.final_train_loss(), a->result.initial_loss());
+
+  Recorder first(/*stop_at=*/13);
+  auto b = Train(spec, Options(Path("b"), CacheDir()), &first);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->outcome, Outcome::kStopped);
+  EXPECT_EQ(b->last_step, 13);
+  ASSERT_EQ(NewestCheckpoint(Path("b")), b->last_checkpoint);
+
+  Recorder second;
+  auto options = Options(Path("b"), CacheDir());
+  options.resume_from = b->last_checkpoint;
+  auto c = Train(spec, options, &second);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->outcome, Outcome::kSucceeded);
+
+  int compared = 0;
+  for (const auto& [key, value] : full.values) {
+    const auto& [step, name] = key;
+    if (name == "tokens_per_second") continue;
+    const Recorder& part = step <= 13 ? first : second;
+    auto it = part.values.find(key);
+    ASSERT_NE(it, part.values.end()) << name << " at step " << step << " missing";
+    EXPECT_EQ(it->second, value) << name << " at step " << step;  // bit for bit
+    ++compared;
+  }
+  EXPECT_GT(compared, 24 * 3);
+  EXPECT_EQ(c->result.final_train_loss(), a->result.final_train_loss());
+  EXPECT_EQ(c->result.final_val_loss(), a->result.final_val_loss());
+  EXPECT_EQ(c->result.initial_loss(), a->result.initial_loss());
+
+  // The resumed run's metrics.jsonl has every step exactly once, like the uninterrupted one's.
+  auto count_lines = [](const std::string& path) {
+    std::ifstream in(path);
+    std::map<std::pair<int64_t, std::string>, int> seen;
+    std::string line;
+    while (std::getline(in, line)) {
+      auto j = nlohmann::json::parse(line);
+      seen[{j["step"].get<int64_t>(), j["name"].get<std::string>()}]++;
+    }
+    return seen;
+  };
+  auto seen_a = count_lines(Path("a/metrics.jsonl"));
+  auto seen_b = count_lines(Path("b/metrics.jsonl"));
+  EXPECT_EQ(seen_a, seen_b);
+  for (const auto& [key, n] : seen_b) EXPECT_EQ(n, 1) << key.second << " at " << key.first;
+  EXPECT_TRUE(fs::exists(Path("b/result.json")));
+}
+
+TEST_F(TrainerTest, HugeLearningRateDivergesWithItsStep) {
+  auto spec = TinySpec();
+  spec.mutable_config()->set_lr(30.0);
+  spec.mutable_config()->set_grad_clip(0);
+  spec.mutable_config()->set_warmup(0);
+  spec.mutable_config()->set_dropout(0);
+  spec.mutable_config()->set_steps(60);
+  spec.mutable_divergence()->set_loss_above_init_by(1.0);
+  spec.mutable_divergence()->set_patience(3);
+  Recorder rec;
+  auto r = Train(spec, Options(Path("out"), CacheDir()), &rec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->outcome, Outcome::kDiverged);
+  EXPECT_TRUE(r->result.diverged());
+  const int64_t step = r->result.diverged_step();
+  EXPECT_GE(step, 1);
+  EXPECT_LT(step, 60);
+  EXPECT_EQ(r->last_step, step);
+  // The step is the one where the rule fired: a non-finite loss there, or `patience` losses in a
+  // row above l0 + 1 ending there.
+  const double l0 = r->result.initial_loss();
+  const double loss_at = rec.values.at({step, "train_loss"});
+  if (std::isfinite(loss_at)) {
+    for (int64_t s = step - 2; s <= step; ++s) EXPECT_GT(rec.values.at({s, "train_loss"}), l0 + 1);
+  }
+  EXPECT_TRUE(std::isfinite(r->result.last_finite_loss()));
+}
+
+TEST(LossTrackerTest, FollowsTheRules) {
+  ablate::v1::DivergenceSpec div;
+  div.set_loss_above_init_by(1.0);
+  div.set_patience(2);
+  ablate::v1::ThresholdSpec threshold;
+  threshold.set_train_loss(4.5);
+  LossTracker t(div, threshold, /*warmup=*/2);
+  EXPECT_FALSE(t.Observe(0, 5.0));  // l0
+  EXPECT_FALSE(t.Observe(1, 9.0));  // above, but still in warmup
+  EXPECT_FALSE(t.Observe(2, 9.0));
+  EXPECT_EQ(t.state().steps_above, 0);
+  EXPECT_FALSE(t.Observe(3, 6.5));  // above l0 + 1: 1 of 2
+  EXPECT_FALSE(t.Observe(4, 1.0));  // back below: counter resets
+  EXPECT_NEAR(t.state().ema,
+              0.9 * (0.9 * (0.9 * (0.9 * 5 + 0.1 * 9) + 0.1 * 9) + 0.1 * 6.5) + 0.1 * 1.0, 1e-12);
+  EXPECT_FALSE(t.Observe(5, 6.5));
+  EXPECT_TRUE(t.Observe(6, 6.5));
+  EXPECT_EQ(t.state().diverged_step, 6);
+
+  LossTracker nan(div, threshold, 0);
+  nan.Observe(0, 5.0);
+  nan.Observe(1, 4.0);
+  EXPECT_TRUE(nan.Observe(2, std::nan("")));
+  EXPECT_EQ(nan.state().diverged_step, 2);
+  EXPECT_EQ(nan.state().last_finite_loss, 4.0);
+
+  LossTracker reach(ablate::v1::DivergenceSpec(), threshold, 0);
+  int64_t s = 0;
+  for (double loss : {5.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0}) reach.Observe(s++, loss);
+  // EMA: 5, 4.9, 4.81, 4.729, 4.656, 4.590, 4.531, 4.478 -> first <= 4.5 at step 7
+  EXPECT_EQ(reach.state().steps_to_threshold, 7);
+}
+
+TEST(ScheduleTest, WarmupThenCosineToMinLr) {
+  ablate::v1::RunConfig c;
+  c.set_lr(1e-3);
+  c.set_warmup(10);
+  c.set_steps(110);
+  c.set_min_lr(1e-4);
+  EXPECT_DOUBLE_EQ(LearningRate(c, 0), 1e-3 / 11);
+  EXPECT_DOUBLE_EQ(LearningRate(c, 9), 1e-3 * 10 / 11);
+  EXPECT_DOUBLE_EQ(LearningRate(c, 10), 1e-3);
+  EXPECT_NEAR(LearningRate(c, 60), 5.5e-4, 1e-15);  // halfway through the cosine
+  EXPECT_DOUBLE_EQ(LearningRate(c, 110), 1e-4);
+  EXPECT_DOUBLE_EQ(LearningRate(c, 500), 1e-4);
+  c.clear_min_lr();
+  c.set_min_lr_ratio(0.1);
+  EXPECT_DOUBLE_EQ(MinLearningRate(c), 1e-4);
+}
+
+TEST(SyntheticCorpusTest, DeterministicAndParsed) {
+  EXPECT_EQ(SyntheticCorpus(20, 1), SyntheticCorpus(20, 1));
+  EXPECT_NE(SyntheticCorpus(20, 1), SyntheticCorpus(20, 2));
+  EXPECT_EQ(ParseSyntheticPath("synthetic:12"), 12);
+  EXPECT_EQ(ParseSyntheticPath("synthetic:0"), std::nullopt);
+  EXPECT_EQ(ParseSyntheticPath("synthetic:x"), std::nullopt);
+  EXPECT_EQ(ParseSyntheticPath("data.txt"), std::nullopt);
+}
+
+TEST_F(TrainerTest, DataPrepareRoundTrip) {
+  const std::string text_path = Path("stories.txt");
+  std::ofstream(text_path) << SyntheticCorpus(200, 3);
+  // Prefer real text when the shared data is present; the synthetic corpus covers the rest.
+  std::vector<std::string> files = {text_path};
+  const std::string shared = "/work/shared/data/tinystories_valid.txt";
+  const char* src = std::getenv("ABLATE_SOURCE_DIR");
+  const std::string rel =
+      src != nullptr ? std::string(src) + "/../shared/data/tinystories_valid.txt" : shared;
+  if (fs::exists(rel)) files.push_back(rel);
+
+  DataPrepareArgs args;
+  args.text_files = files;
+  args.vocab = 400;
+  args.cache_dir = Path("cache");
+  args.out_dir = Path("out");
+  ASSERT_EQ(RunDataPrepareCommand(args), 0);
+  ASSERT_TRUE(fs::exists(Path("out/tokenizer.model")));
+  ASSERT_TRUE(fs::exists(Path("out/stories.u16")));
+
+  auto data = PrepareDataset(files, files, 400, Path("cache"));  // cached now
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(data->vocab_size, 400);
+  auto tokens = TokenFile::Open(data->files[0].token_path);
+  ASSERT_TRUE(tokens.ok()) << tokens.status();
+  // Decode story by story (EOS-separated) and compare with the text's story lines.
+  std::ifstream in(text_path);
+  std::string line;
+  std::vector<std::string> stories;
+  while (std::getline(in, line)) {
+    if (line != "<|endoftext|>") stories.push_back(line);
+  }
+  std::vector<std::vector<int>> ids(1);
+  for (int64_t i = 0; i < tokens->size(); ++i) {
+    if (tokens->data()[i] == kEosId) {
+      ids.emplace_back();
+    } else {
+      ids.back().push_back(tokens->data()[i]);
+    }
+  }
+  ids.pop_back();  // nothing follows the last EOS
+  auto decoded = BpeDecode(data->tokenizer_model, ids);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, stories);
+  EXPECT_EQ(data->files[0].tokens, tokens->size());
+  EXPECT_LT(tokens->size(), static_cast<int64_t>(fs::file_size(text_path)) / 1.5);  // merges
+}
+
+std::string WriteRunFile(const fs::path& dir, const std::string& body) {
+  const std::string path = (dir / "run.yaml").string();
+  std::ofstream(path) << body;
+  return path;
+}
+
+int RunCommand(const std::string& run_file, const std::string& out, const std::string& cache,
+               std::string* err) {
+  TrainCommandArgs args;
+  args.run_file = run_file;
+  args.out_dir = out;
+  args.cache_dir = cache;
+  args.device = "cpu";
+  args.threads = 1;
+  args.quiet = true;
+  ::testing::internal::CaptureStderr();
+  const int rc = RunTrainCommand(args);
+  *err = ::testing::internal::GetCapturedStderr();
+  return rc;
+}
+
+TEST_F(TrainerTest, BadRunFilesGiveClearErrors) {
+  std::string err;
+  const std::string data =
+      "data: {train: stories.txt, val: synthetic:10, tokenizer: {vocab: 300}}\n";
+  EXPECT_EQ(RunCommand(WriteRunFile(dir_, data + "n_layers: 2\n"), Path("o1"), CacheDir(), &err),
+            1);
+  EXPECT_NE(err.find("run.yaml:2"), std::string::npos) << err;
+  EXPECT_NE(err.find("n_layers"), std::string::npos) << err;
+
+  EXPECT_EQ(RunCommand(WriteRunFile(dir_, data + "n_embd: 30\nn_head: 4\n"), Path("o2"), CacheDir(),
+                       &err),
+            1);
+  EXPECT_NE(err.find("n_head"), std::string::npos) << err;
+
+  EXPECT_EQ(
+      RunCommand(WriteRunFile(dir_, data + "steps: 2\nwarmup: 0\n"), Path("o3"), CacheDir(), &err),
+      1);
+  EXPECT_NE(err.find("data.train: file not found"), std::string::npos) << err;
+  EXPECT_NE(err.find("stories.txt"), std::string::npos) << err;
+}
+
+TEST_F(TrainerTest, TrainCommandWritesResultAndRefusesAFinishedOut) {
+  const std::string run = WriteRunFile(
+      dir_,
+      "data: {train: synthetic:300, val: synthetic:40, tokenizer: {vocab: 320}}\n"
+      "n_layer: 1\nn_head: 2\nn_embd: 32\nblock_size: 32\nbatch_size: 4\nsteps: 6\nwarmup: 2\n"
+      "eval_every: 3\nprobe_every: 3\nlog_every: 1\ncheckpoint_every: 3\n"
+      "threshold: {train_loss: 100}\n");
+  std::string err;
+  ASSERT_EQ(RunCommand(run, Path("out"), CacheDir(), &err), 0) << err;
+  std::ifstream in(Path("out/result.json"));
+  auto result = nlohmann::json::parse(in);
+  EXPECT_EQ(result["steps_done"], "6");  // proto3 JSON writes int64 as a string
+  EXPECT_EQ(result["steps_to_threshold"], "0");
+  EXPECT_TRUE(result["final_probes"].contains("max_attn_logit"));
+  EXPECT_TRUE(fs::exists(Path("out/checkpoints/step-000000003.pt")));
+  EXPECT_EQ(RunCommand(run, Path("out"), CacheDir(), &err), 1);
+  EXPECT_NE(err.find("already holds a finished run"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace ablate::train

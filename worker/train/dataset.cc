@@ -1,0 +1,245 @@
+#include "worker/train/dataset.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/util/sha256.h"
+#include "common/util/status_macros.h"
+#include "worker/train/bpe_tokenizer.h"
+#include "worker/train/file_util.h"
+#include "worker/train/synthetic_corpus.h"
+
+namespace ablate::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kEndOfText[] = "<|endoftext|>";
+// The tokenizer learns from at most this much text, always the first bytes of the sources in
+// order: enough for a 4k-65k vocabulary, and deterministic, unlike SentencePiece's own sampling.
+constexpr int64_t kMaxTokenizerInputBytes = int64_t{256} << 20;
+// Bump when the tokenizer options or the encoding rules change, so old cache entries are ignored.
+constexpr char kFormatVersion[] = "ablate-bpe-v1";
+
+// The same role always gets the same stories; train and val get different ones.
+uint64_t SyntheticSeed(const std::string& role) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a: a fixed, portable string hash
+  for (unsigned char c : role) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+absl::Status WriteTokenizerInput(const std::vector<std::string>& sources, const std::string& out) {
+  std::ofstream o(out, std::ios::binary | std::ios::trunc);
+  if (!o) return absl::InternalError(absl::StrCat(out, ": cannot create"));
+  int64_t written = 0;
+  for (const std::string& source : sources) {
+    std::ifstream in(source, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(source, ": cannot open"));
+    std::string line;
+    while (written < kMaxTokenizerInputBytes && std::getline(in, line)) {
+      if (line.empty() || line == kEndOfText) continue;
+      o << line << '\n';
+      written += static_cast<int64_t>(line.size()) + 1;
+    }
+  }
+  if (written == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no text to train a tokenizer on in ", absl::StrJoin(sources, ", ")));
+  }
+  o.flush();
+  if (!o) return absl::InternalError(absl::StrCat(out, ": write failed"));
+  return absl::OkStatus();
+}
+
+absl::Status TrainTokenizer(const std::vector<std::string>& sources, int vocab,
+                            const std::string& model_path) {
+  const std::string input = TempPathFor(model_path) + ".txt";
+  const std::string prefix = TempPathFor(model_path);
+  absl::Status status = WriteTokenizerInput(sources, input);
+  if (status.ok()) {
+    status = TrainBpeModel(input, vocab, prefix);
+    if (!status.ok()) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat(status.message(), " (data: ", absl::StrJoin(sources, ", "), ", vocab ",
+                       vocab, "; a small text may not support this many tokens)"));
+    }
+  }
+  // The .vocab lands first: a reader that sees the .model can rely on it.
+  const std::string vocab_path = model_path.substr(0, model_path.size() - 6) + ".vocab";
+  if (status.ok()) status = CommitFile(prefix + ".vocab", vocab_path);
+  if (status.ok()) status = CommitFile(prefix + ".model", model_path);
+  std::error_code ignored;
+  fs::remove(input, ignored);
+  fs::remove(prefix + ".model", ignored);
+  fs::remove(prefix + ".vocab", ignored);
+  return status;
+}
+
+// Lines are encoded by one spm_encode run over a copy of the text without the EOS marker lines
+// and empty lines; the ids come back one line per line, and the markers are re-inserted here.
+absl::Status EncodeFile(const std::string& model_path, const std::string& text_path,
+                        const std::string& token_path) {
+  const std::string lines_path = TempPathFor(token_path) + ".txt";
+  int64_t leading_eos = 0;
+  std::vector<int64_t> eos_count;
+  {
+    std::ifstream in(text_path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(text_path, ": cannot open"));
+    std::ofstream out(lines_path, std::ios::binary | std::ios::trunc);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line == kEndOfText) {
+        if (eos_count.empty()) {
+          ++leading_eos;
+        } else {
+          ++eos_count.back();
+        }
+      } else if (!line.empty()) {
+        out << line << '\n';
+        eos_count.push_back(0);
+      }
+    }
+    if (!out.flush()) return absl::InternalError(absl::StrCat(lines_path, ": write failed"));
+  }
+  const std::string tmp = TempPathFor(token_path);
+  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+  auto put = [&out](int id) {
+    // Little-endian uint16 whatever the host; vocab <= 65535 is checked by the caller.
+    const char bytes[2] = {static_cast<char>(id & 0xff), static_cast<char>((id >> 8) & 0xff)};
+    out.write(bytes, 2);
+  };
+  for (int64_t i = 0; i < leading_eos; ++i) put(kEosId);
+  size_t line_index = 0;
+  absl::Status s = BpeEncodeLines(model_path, lines_path, [&](const std::vector<int>& ids) {
+    for (int id : ids) put(id);
+    if (line_index < eos_count.size()) {
+      for (int64_t i = 0; i < eos_count[line_index]; ++i) put(kEosId);
+    }
+    ++line_index;
+  });
+  std::error_code ignored;
+  fs::remove(lines_path, ignored);
+  if (s.ok() && line_index != eos_count.size()) {
+    s = absl::InternalError(absl::StrCat("spm_encode returned ", line_index, " lines for ",
+                                         eos_count.size(), " in ", text_path));
+  }
+  out.flush();
+  if (s.ok() && !out) s = absl::InternalError(absl::StrCat(tmp, ": write failed"));
+  out.close();
+  if (s.ok()) s = CommitFile(tmp, token_path);
+  fs::remove(tmp, ignored);
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ResolveTextPath(const std::string& path, const std::string& role,
+                                            const std::string& cache_dir) {
+  if (std::optional<int64_t> stories = ParseSyntheticPath(path)) {
+    const std::string dir = cache_dir + "/synthetic";
+    RETURN_IF_ERROR(MakeDirs(dir));
+    const std::string file = absl::StrCat(dir, "/", role, "-", *stories, ".txt");
+    if (!fs::exists(file)) {
+      RETURN_IF_ERROR(WriteFileAtomically(file, SyntheticCorpus(*stories, SyntheticSeed(role))));
+    }
+    return file;
+  }
+  if (path.starts_with("synthetic:")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.", role, ": '", path, "': expected synthetic:N with N >= 1"));
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    return absl::NotFoundError(absl::StrCat("data.", role, ": file not found: ", path));
+  }
+  return path;
+}
+
+absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
+                                               const std::vector<std::string>& encode, int vocab,
+                                               const std::string& cache_dir) {
+  if (vocab < 260 || vocab > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer vocab ", vocab,
+                     " out of range [260, 65535] (byte fallback needs 259 ids; "
+                     "token files are uint16)"));
+  }
+  std::vector<std::string> source_shas;
+  for (const std::string& source : tokenizer_sources) {
+    ASSIGN_OR_RETURN(std::string sha, Sha256File(source));
+    source_shas.push_back(std::move(sha));
+  }
+  PreparedDataset out;
+  out.tokenizer_key = Sha256Hex(absl::StrCat(kFormatVersion, "|vocab=", vocab,
+                                             "|max_bytes=", kMaxTokenizerInputBytes, "|",
+                                             absl::StrJoin(source_shas, ",")));
+  RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokenizers"));
+  RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokens"));
+  out.tokenizer_model = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".model");
+  if (!fs::exists(out.tokenizer_model)) {
+    RETURN_IF_ERROR(TrainTokenizer(tokenizer_sources, vocab, out.tokenizer_model));
+  }
+  ASSIGN_OR_RETURN(out.vocab_size, BpeVocabSize(out.tokenizer_model));
+  for (const std::string& text_path : encode) {
+    PreparedFile file;
+    file.text_path = text_path;
+    ASSIGN_OR_RETURN(file.text_sha256, Sha256File(text_path));
+    file.token_path = absl::StrCat(cache_dir, "/tokens/", out.tokenizer_key.substr(0, 16), "-",
+                                   file.text_sha256.substr(0, 32), ".u16");
+    if (!fs::exists(file.token_path)) {
+      RETURN_IF_ERROR(EncodeFile(out.tokenizer_model, text_path, file.token_path));
+    }
+    file.tokens = static_cast<int64_t>(fs::file_size(file.token_path)) / 2;
+    out.files.push_back(std::move(file));
+  }
+  return out;
+}
+
+TokenFile::TokenFile(const uint16_t* data, int64_t size, size_t bytes)
+    : data_(data), size_(size), bytes_(bytes) {}
+
+TokenFile::TokenFile(TokenFile&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+TokenFile& TokenFile::operator=(TokenFile&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(const_cast<uint16_t*>(data_), bytes_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+TokenFile::~TokenFile() {
+  if (data_ != nullptr) munmap(const_cast<uint16_t*>(data_), bytes_);
+}
+
+absl::StatusOr<TokenFile> TokenFile::Open(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < 4 || st.st_size % 2 != 0) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a token file (size ", st.st_size, " bytes)"));
+  }
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return absl::InternalError(absl::StrCat(path, ": mmap failed"));
+  return TokenFile(static_cast<const uint16_t*>(map), static_cast<int64_t>(bytes / 2), bytes);
+}
+
+}  // namespace ablate::train

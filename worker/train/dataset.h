@@ -1,0 +1,64 @@
+// Text -> tokenizer -> uint16 token files, cached by content hash, and memory-mapped reading.
+//
+// Cache layout under cache_dir (safe to share between workers: files appear by atomic rename):
+//   synthetic/<role>-<N>.txt       generated corpora for `synthetic:N`
+//   tokenizers/<key>.model         key = sha256(options, sha256 of each source text)
+//   tokens/<key>-<text sha>.u16    little-endian uint16 ids, one EOS after each story
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ablate::train {
+
+// The text file behind a data path: `synthetic:N` is generated into the cache (seeded by `role`,
+// so train and val differ); anything else must be an existing file.
+absl::StatusOr<std::string> ResolveTextPath(const std::string& path, const std::string& role,
+                                            const std::string& cache_dir);
+
+struct PreparedFile {
+  std::string text_path;
+  std::string text_sha256;
+  std::string token_path;
+  int64_t tokens = 0;
+};
+
+struct PreparedDataset {
+  std::string tokenizer_model;  // path of the SentencePiece model in the cache
+  std::string tokenizer_key;
+  int vocab_size = 0;
+  std::vector<PreparedFile> files;  // in the order of `encode`
+};
+
+// Trains (or reuses) one BPE tokenizer on `tokenizer_sources` and encodes each file of `encode`.
+// Lines that are exactly "<|endoftext|>" become the EOS id; every other line is encoded on its
+// own (SentencePiece's dummy prefix keeps the word boundary between lines).
+absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
+                                               const std::vector<std::string>& encode, int vocab,
+                                               const std::string& cache_dir);
+
+// A read-only memory map of a token file.
+class TokenFile {
+ public:
+  static absl::StatusOr<TokenFile> Open(const std::string& path);
+  TokenFile(TokenFile&& other) noexcept;
+  TokenFile& operator=(TokenFile&& other) noexcept;
+  TokenFile(const TokenFile&) = delete;
+  TokenFile& operator=(const TokenFile&) = delete;
+  ~TokenFile();
+
+  const uint16_t* data() const { return data_; }
+  int64_t size() const { return size_; }
+
+ private:
+  TokenFile(const uint16_t* data, int64_t size, size_t bytes);
+  const uint16_t* data_ = nullptr;
+  int64_t size_ = 0;
+  size_t bytes_ = 0;
+};
+
+}  // namespace ablate::train

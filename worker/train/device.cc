@@ -1,0 +1,111 @@
+#include "worker/train/device.h"
+
+#include <ATen/Context.h>
+#include <torch/version.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "worker/train/trainer.h"
+
+#if __has_include(<cuda_runtime_api.h>)
+#include <cuda_runtime_api.h>
+#define ABLATE_HAVE_CUDA_RUNTIME 1
+#endif
+
+namespace ablate::train {
+namespace {
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "cpu";
+}
+
+std::string CudaName(int index, int64_t* memory) {
+#ifdef ABLATE_HAVE_CUDA_RUNTIME
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, index) == cudaSuccess) {
+    *memory = static_cast<int64_t>(prop.totalGlobalMem);
+    return prop.name;
+  }
+#endif
+  *memory = 0;
+  return absl::StrCat("cuda:", index);
+}
+
+}  // namespace
+
+absl::StatusOr<torch::Device> ResolveDevice(const std::string& requested) {
+  const bool cuda = torch::cuda::is_available();
+  const bool mps = at::hasMPS();
+  if (requested == "auto") {
+    if (cuda) return torch::Device(torch::kCUDA, 0);
+    if (mps) return torch::Device(torch::kMPS);
+    return torch::Device(torch::kCPU);
+  }
+  if (requested == "cpu") return torch::Device(torch::kCPU);
+  if (requested == "cuda") {
+    if (!cuda) return absl::FailedPreconditionError("device cuda requested, but none is available");
+    return torch::Device(torch::kCUDA, 0);
+  }
+  if (requested == "mps") {
+    if (!mps) return absl::FailedPreconditionError("device mps requested, but none is available");
+    return torch::Device(torch::kMPS);
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("device '", requested, "': expected auto, cpu, cuda or mps"));
+}
+
+std::string DescribeDevice(const torch::Device& device) {
+  if (device.is_cuda()) {
+    int64_t memory = 0;
+    return absl::StrCat("cuda:0 (", CudaName(0, &memory), ")");
+  }
+  return device.is_mps() ? "mps" : "cpu";
+}
+
+void ConfigureThreads(int threads) {
+  const int n =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  setenv("BLIS_NUM_THREADS", std::to_string(n).c_str(), /*overwrite=*/1);
+  torch::set_num_threads(n);
+}
+
+std::string TorchVersion() { return TORCH_VERSION; }
+
+absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested) {
+  try {
+    auto device = ResolveDevice(requested);
+    if (!device.ok()) return device.status();
+    DeviceInfo info;
+    info.torch_version = TorchVersion();
+    if (device->is_cuda()) {
+      info.kind = "cuda";
+      info.name = CudaName(0, &info.memory_bytes);
+    } else if (device->is_mps()) {
+      info.kind = "mps";
+      info.name = "Apple GPU (MPS)";
+      // MPS shares the system's unified memory.
+      info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    } else {
+      info.kind = "cpu";
+      info.name = CpuModelName();
+      info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    }
+    return info;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("probing device '", requested, "': ", e.what()));
+  }
+}
+
+}  // namespace ablate::train

@@ -1,0 +1,25 @@
+// Device selection and CPU threading (internal; the public ProbeDevice is in trainer.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ablate::train {
+
+// auto -> CUDA, then MPS, then CPU; a named device that is absent is an error.
+absl::StatusOr<torch::Device> ResolveDevice(const std::string& requested);
+
+// "cpu", or "cuda:0 (NVIDIA ...)": what RunResult.device records.
+std::string DescribeDevice(const torch::Device& device);
+
+// Sets torch's intra-op threads and BLIS_NUM_THREADS (0 = all cores). BLIS reads its variable
+// once, at its first call, so this must run before the first matrix multiply of the process;
+// later calls change torch's thread count only.
+void ConfigureThreads(int threads);
+
+std::string TorchVersion();
+
+}  // namespace ablate::train

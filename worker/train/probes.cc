@@ -1,0 +1,76 @@
+#include "worker/train/probes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ablate::train {
+
+double Rms(const torch::Tensor& x) {
+  return x.detach().to(torch::kDouble).pow(2).mean().sqrt().item<double>();
+}
+
+double MaxCausalLogit(const torch::Tensor& logits, const torch::Tensor& mask) {
+  return logits.detach()
+      .to(torch::kDouble)
+      .masked_fill(mask, -std::numeric_limits<double>::infinity())
+      .max()
+      .item<double>();
+}
+
+double AttentionEntropy(const torch::Tensor& probs) {
+  auto p = probs.detach().to(torch::kDouble);
+  return (-torch::xlogy(p, p).sum(-1)).mean().item<double>();
+}
+
+double Kurtosis(const torch::Tensor& x) {
+  auto d = x.detach().to(torch::kDouble);
+  auto m2 = d.pow(2).mean(-1);
+  auto m4 = d.pow(4).mean(-1);
+  return (m4 / m2.pow(2)).mean().item<double>();
+}
+
+double GlobalNorm(const std::vector<torch::Tensor>& tensors) {
+  double sum = 0;
+  for (const auto& t : tensors) {
+    if (!t.defined()) continue;
+    sum += t.detach().to(torch::kDouble).pow(2).sum().item<double>();
+  }
+  return std::sqrt(sum);
+}
+
+std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model->is_training();
+  model->eval();  // no dropout: the probe draws nothing from the training RNG
+  ProbeRecord record;
+  auto logits = model->forward(probe_x, &record);
+  if (was_training) model->train();
+
+  std::map<std::string, double> out;
+  double entropy_sum = 0, kurtosis_sum = 0;
+  double max_logit = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < record.layers.size(); ++i) {
+    const LayerProbe& l = record.layers[i];
+    const std::string suffix = ".l" + std::to_string(i);
+    out["attn_entropy" + suffix] = l.attn_entropy;
+    out["max_attn_logit" + suffix] = l.max_attn_logit;
+    out["q_rms" + suffix] = l.q_rms;
+    out["k_rms" + suffix] = l.k_rms;
+    out["kurtosis" + suffix] = l.kurtosis;
+    entropy_sum += l.attn_entropy;
+    kurtosis_sum += l.kurtosis;
+    max_logit = std::max(max_logit, l.max_attn_logit);
+  }
+  const double layers = std::max<double>(1, static_cast<double>(record.layers.size()));
+  out["attn_entropy"] = entropy_sum / layers;
+  out["max_attn_logit"] = max_logit;
+  out["kurtosis"] = kurtosis_sum / layers;
+  std::vector<torch::Tensor> params;
+  for (const auto& [name, t] : model->NamedTensors()) params.push_back(t);
+  out["param_norm"] = GlobalNorm(params);
+  out["output_logit_max"] = logits.detach().max().item<double>();
+  return out;
+}
+
+}  // namespace ablate::train

@@ -1,0 +1,37 @@
+// Probe statistics (DESIGN.md §5), measured on a fixed probe batch every probe_every steps.
+//
+// The per-tensor functions are the definitions; GPT::forward calls them per layer when probing,
+// and the tests check them against hand-computed values.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "worker/train/model.h"
+
+namespace ablate::train {
+
+// sqrt(mean(x^2)) over every element.
+double Rms(const torch::Tensor& x);
+
+// Max of `logits` where `mask` (broadcast to it) is false, i.e. over causal pairs only.
+double MaxCausalLogit(const torch::Tensor& logits, const torch::Tensor& mask);
+
+// Mean over all leading dims of -sum_j A_j log A_j along the last dim (0 log 0 = 0).
+double AttentionEntropy(const torch::Tensor& probs);
+
+// Mean over tokens of mean(x^4) / mean(x^2)^2 along the last dim (3 for a Gaussian).
+double Kurtosis(const torch::Tensor& x);
+
+// sqrt of the sum of squared norms of `tensors` (their .grad() when `grads`).
+double GlobalNorm(const std::vector<torch::Tensor>& tensors);
+
+// Runs the model on `probe_x` in eval mode without autograd or any RNG draw and returns every
+// probe by its metric name: attn_entropy.l{i}, max_attn_logit.l{i}, q_rms.l{i}, k_rms.l{i},
+// kurtosis.l{i}, the aggregates attn_entropy (mean), max_attn_logit (max), kurtosis (mean),
+// param_norm and output_logit_max.
+std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x);
+
+}  // namespace ablate::train

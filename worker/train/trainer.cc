@@ -1,0 +1,461 @@
+// The training loop: data, model, optimizer, measurement and checkpoints wired together.
+//
+// Step convention: "step s" is the state after s optimizer steps. At step s the loop measures
+// (val loss, probes, the training loss of the batch it is about to learn from), reports, maybe
+// checkpoints, then takes update s+1. l0 is therefore the loss at step 0, and the last reported
+// step is `steps`, measured after the final update.
+#include "worker/train/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/spec/spec.h"
+#include "common/util/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "worker/train/adamw.h"
+#include "worker/train/batches.h"
+#include "worker/train/checkpoint.h"
+#include "worker/train/dataset.h"
+#include "worker/train/device.h"
+#include "worker/train/file_util.h"
+#include "worker/train/loss_tracker.h"
+#include "worker/train/metrics_log.h"
+#include "worker/train/model.h"
+#include "worker/train/probes.h"
+#include "worker/train/schedule.h"
+
+namespace ablate::train {
+namespace {
+
+using ablate::v1::MetricPoint;
+using Clock = std::chrono::steady_clock;
+
+// Fixed seeds for the validation and probe batches: the same tokens for every run of a sweep.
+constexpr uint64_t kValBatchSeed = 0x5eed0001;
+constexpr uint64_t kProbeBatchSeed = 0x5eed0002;
+// Probing a few sequences is enough for stable statistics and keeps the cost near 1 % of
+// training at the default probe_every.
+constexpr int64_t kMaxProbeSequences = 8;
+constexpr int kCheckpointsKept = 2;
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Turns bf16 autocast on for the lifetime of the guard (CUDA only) and restores the old setting.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(bool enable) : enabled_(enable) {
+    if (!enabled_) return;
+    previous_ = at::autocast::is_enabled();
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+  }
+  ~AutocastGuard() {
+    if (!enabled_) return;
+    at::autocast::clear_cache();
+    at::autocast::set_enabled(previous_);
+  }
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool enabled_;
+  bool previous_ = false;
+};
+
+std::string CheckpointPath(const std::string& dir, int64_t step) {
+  return absl::StrFormat("%s/step-%09d.pt", dir, step);
+}
+
+// Keeps the newest kCheckpointsKept checkpoints: the newest is what a resume needs, the one
+// before it covers a crash while the newest was being written.
+void PruneCheckpoints(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("step-") && name.ends_with(".pt")) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (size_t i = 0; i + kCheckpointsKept < files.size(); ++i) {
+    std::error_code ignored;
+    std::filesystem::remove(files[i], ignored);
+  }
+}
+
+class NullObserver : public TrainObserver {};
+
+class Run {
+ public:
+  Run(const ablate::v1::RunSpec& spec, const TrainOptions& options, TrainObserver* observer)
+      : spec_(spec), config_(spec_.config()), options_(options), observer_(observer) {}
+
+  absl::StatusOr<TrainResult> Execute();
+
+ private:
+  absl::Status Setup();
+  void Emit(std::vector<MetricPoint>* points);
+  void Point(std::vector<MetricPoint>* points, int64_t step, const std::string& name,
+             double value) const;
+  double ValidationLoss();
+  // Forward (and backward unless `final_step`) over grad_accum micro-batches; the mean loss.
+  double TrainForward(bool final_step);
+  // Global gradient norm (before clipping), then clips in place when grad_clip > 0.
+  double ClipGradients();
+  absl::Status Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
+                          const torch::Tensor& torch_rng, TrainResult* result);
+  ablate::v1::RunResult MakeResult(int64_t step, double train_seconds, int64_t tokens) const;
+
+  ablate::v1::RunSpec spec_;
+  ablate::v1::RunConfig config_;
+  TrainOptions options_;
+  TrainObserver* observer_;
+  NullObserver null_observer_;
+
+  torch::Device device_{torch::kCPU};
+  std::string checkpoint_dir_;
+  std::optional<TokenFile> train_tokens_, val_tokens_;
+  std::optional<BatchSampler> sampler_;
+  std::vector<Batch> val_batches_;
+  torch::Tensor probe_x_;
+  std::optional<GPT> model_;
+  std::optional<AdamW> optimizer_;
+  std::optional<LossTracker> tracker_;
+  std::optional<MetricsLog> log_;
+  std::vector<torch::Tensor> params_;
+
+  int64_t start_step_ = 0;
+  bool resumed_ = false;
+  double prior_wall_seconds_ = 0;
+  double last_val_loss_ = -1, min_val_loss_ = -1;
+  std::map<std::string, double> last_probes_;
+};
+
+absl::Status Run::Setup() {
+  if (options_.out_dir.empty()) return absl::InvalidArgumentError("no output directory given");
+  if (observer_ == nullptr) observer_ = &null_observer_;
+  const std::string cache_dir =
+      options_.cache_dir.empty() ? options_.out_dir + "/cache" : options_.cache_dir;
+  checkpoint_dir_ = options_.out_dir + "/checkpoints";
+  RETURN_IF_ERROR(MakeDirs(checkpoint_dir_));
+
+  ConfigureThreads(options_.threads);
+  const std::string requested = options_.device != "auto" ? options_.device : config_.device();
+  ASSIGN_OR_RETURN(device_, ResolveDevice(requested));
+  if (config_.dtype() == "bfloat16" && !device_.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype: bfloat16 (autocast) needs a CUDA device; this run resolved to ",
+                     DescribeDevice(device_)));
+  }
+
+  ASSIGN_OR_RETURN(std::string train_text,
+                   ResolveTextPath(spec_.data().train(), "train", cache_dir));
+  // Without a validation file the model is evaluated on (fixed batches of) the training text.
+  std::string val_text = train_text;
+  if (!spec_.data().val().empty()) {
+    ASSIGN_OR_RETURN(val_text, ResolveTextPath(spec_.data().val(), "val", cache_dir));
+  }
+  const int vocab = spec_.data().tokenizer().vocab() > 0 ? spec_.data().tokenizer().vocab() : 4096;
+  ASSIGN_OR_RETURN(PreparedDataset data,
+                   PrepareDataset({train_text}, {train_text, val_text}, vocab, cache_dir));
+  ASSIGN_OR_RETURN(TokenFile train_tokens, TokenFile::Open(data.files[0].token_path));
+  ASSIGN_OR_RETURN(TokenFile val_tokens, TokenFile::Open(data.files[1].token_path));
+  const int64_t block = config_.block_size();
+  for (const auto& [role, tokens, path] : {std::tuple{"train", &train_tokens, spec_.data().train()},
+                                           std::tuple{"val", &val_tokens, spec_.data().val()}}) {
+    if (tokens->size() <= block + 1) {
+      return absl::InvalidArgumentError(absl::StrCat("data.", role, ": ", path, " has only ",
+                                                     tokens->size(), " tokens; block_size ", block,
+                                                     " needs more than ", block + 1));
+    }
+  }
+  train_tokens_.emplace(std::move(train_tokens));
+  val_tokens_.emplace(std::move(val_tokens));
+
+  // The seed fixes the init (torch's generator) and the data order (our sampler), separately.
+  torch::manual_seed(static_cast<uint64_t>(config_.seed()));
+  model_.emplace(config_, data.vocab_size);
+  (*model_)->to(device_);
+  for (const auto& [name, t] : (*model_)->NamedTensors()) params_.push_back(t);
+  optimizer_.emplace((*model_)->NamedTensors(), config_);
+  sampler_.emplace(*train_tokens_, block, static_cast<uint64_t>(config_.seed()) * 2 + 1);
+  val_batches_ = FixedBatches(*val_tokens_, block, config_.batch_size(), config_.eval_batches(),
+                              kValBatchSeed, device_);
+  probe_x_ = FixedBatches(*train_tokens_, block,
+                          std::min<int64_t>(config_.batch_size(), kMaxProbeSequences), 1,
+                          kProbeBatchSeed, device_)[0]
+                 .x;
+  tracker_.emplace(spec_.divergence(), spec_.threshold(), config_.warmup());
+
+  if (!options_.resume_from.empty()) {
+    CheckpointState state;
+    RETURN_IF_ERROR(LoadCheckpoint(options_.resume_from, *model_, *optimizer_, &state));
+    start_step_ = state.step;
+    resumed_ = true;
+    sampler_->rng().set_state(state.sampler);
+    if (state.torch_rng.defined()) {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle, shared
+      generator.set_state(state.torch_rng);
+    }
+    tracker_->set_state(state.tracker);
+    prior_wall_seconds_ = state.wall_seconds;
+    last_val_loss_ = state.last_val_loss;
+    min_val_loss_ = state.min_val_loss;
+    last_probes_ = state.last_probes;
+  }
+  ASSIGN_OR_RETURN(MetricsLog log, MetricsLog::Open(options_.out_dir + "/metrics.jsonl",
+                                                    resumed_ ? start_step_ : -1));
+  log_.emplace(std::move(log));
+  return absl::OkStatus();
+}
+
+void Run::Point(std::vector<MetricPoint>* points, int64_t step, const std::string& name,
+                double value) const {
+  MetricPoint& p = points->emplace_back();
+  p.set_step(step);
+  p.set_name(name);
+  p.set_value(value);
+  p.set_time(UnixNow());
+}
+
+void Run::Emit(std::vector<MetricPoint>* points) {
+  if (points->empty()) return;
+  observer_->OnMetrics(*points);
+  // A full disk must not kill a run the server is also recording; the local log is best effort.
+  log_->Append(*points).IgnoreError();
+  points->clear();
+}
+
+double Run::ValidationLoss() {
+  torch::NoGradGuard no_grad;
+  (*model_)->eval();
+  double sum = 0;
+  for (const Batch& b : val_batches_) {
+    sum += (*model_)->Loss((*model_)->forward(b.x), b.y).item<double>();
+  }
+  (*model_)->train();
+  return sum / static_cast<double>(std::max<size_t>(1, val_batches_.size()));
+}
+
+double Run::TrainForward(bool final_step) {
+  const int accum = std::max(1, config_.grad_accum());
+  std::optional<torch::NoGradGuard> no_grad;
+  if (final_step) no_grad.emplace();
+  torch::Tensor total;
+  for (int micro = 0; micro < accum; ++micro) {
+    Batch b = sampler_->Next(config_.batch_size(), device_);
+    auto loss = (*model_)->Loss((*model_)->forward(b.x), b.y);
+    if (!final_step) (loss / accum).backward();
+    total = micro == 0 ? loss.detach() : total + loss.detach();
+  }
+  return total.item<double>() / accum;
+}
+
+double Run::ClipGradients() {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const auto& p : params_) {
+    if (p.grad().defined()) norms.push_back(p.grad().norm(2).to(torch::kFloat));
+  }
+  if (norms.empty()) return 0;
+  const double norm = torch::stack(norms).norm(2).item<double>();
+  const double clip = config_.grad_clip();
+  // torch.nn.utils.clip_grad_norm_'s rule: scale by clip / (norm + 1e-6) when that is below 1.
+  if (clip > 0 && std::isfinite(norm)) {
+    const double scale = clip / (norm + 1e-6);
+    if (scale < 1) {
+      for (auto& p : params_) {
+        if (p.grad().defined()) p.grad().mul_(scale);
+      }
+    }
+  }
+  return norm;
+}
+
+absl::Status Run::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
+                             const torch::Tensor& torch_rng, TrainResult* result) {
+  CheckpointState state;
+  state.step = step;
+  state.sampler = sampler;
+  state.torch_rng = torch_rng;
+  state.tracker = tracker_->state();
+  state.wall_seconds = prior_wall_seconds_ + result->result.wall_seconds();
+  state.last_val_loss = last_val_loss_;
+  state.min_val_loss = min_val_loss_;
+  state.last_probes = last_probes_;
+  const std::string path = CheckpointPath(checkpoint_dir_, step);
+  RETURN_IF_ERROR(SaveCheckpoint(path, *model_, *optimizer_, state));
+  PruneCheckpoints(checkpoint_dir_);
+  result->last_checkpoint = path;
+  observer_->OnCheckpoint(step, path);
+  return absl::OkStatus();
+}
+
+ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_t tokens) const {
+  const LossTrackerState& t = tracker_->state();
+  ablate::v1::RunResult r;
+  r.set_initial_loss(t.initial_loss);
+  r.set_final_train_loss(t.ema);
+  // A run that never reached an evaluation reports l0, the value analysis assigns failures.
+  const double val = last_val_loss_ >= 0 ? last_val_loss_ : t.initial_loss;
+  r.set_final_val_loss(val);
+  r.set_final_val_ppl(std::exp(val));
+  r.set_min_val_loss(min_val_loss_ >= 0 ? min_val_loss_ : val);
+  r.set_diverged(t.diverged);
+  r.set_diverged_step(t.diverged ? t.diverged_step : -1);
+  r.set_last_finite_loss(t.last_finite_loss);
+  r.set_steps_to_threshold(t.steps_to_threshold);
+  r.set_steps_done(step);
+  r.set_tokens_per_second(train_seconds > 0 ? static_cast<double>(tokens) / train_seconds : 0);
+  r.set_device(DescribeDevice(device_));
+  r.set_dtype(config_.dtype());
+  r.set_torch_version(TorchVersion());
+  for (const char* name :
+       {"attn_entropy", "max_attn_logit", "kurtosis", "param_norm", "output_logit_max"}) {
+    auto it = last_probes_.find(name);
+    if (it != last_probes_.end()) (*r.mutable_final_probes())[name] = it->second;
+  }
+  return r;
+}
+
+absl::StatusOr<TrainResult> Run::Execute() {
+  const auto started = Clock::now();
+  RETURN_IF_ERROR(Setup());
+  AutocastGuard autocast(config_.dtype() == "bfloat16" && device_.is_cuda());
+  (*model_)->train();
+
+  const int64_t steps = config_.steps();
+  const int64_t tokens_per_step = static_cast<int64_t>(config_.batch_size()) *
+                                  std::max(1, config_.grad_accum()) * config_.block_size();
+  const bool save_torch_rng = config_.dropout() > 0 && device_.is_cpu();
+  TrainResult result;
+  std::vector<MetricPoint> points;
+  double train_seconds = 0, interval_seconds = 0;
+  int64_t tokens = 0, interval_tokens = 0;
+  int64_t s = start_step_;
+  for (;; ++s) {
+    // Measurements at step s: the same for a fresh and a resumed run, except that a resumed run
+    // does not report its checkpoint's step again.
+    const bool report = !(resumed_ && s == start_step_);
+    const bool final_step = s == steps;
+    if (report && (s % config_.eval_every() == 0 || final_step)) {
+      last_val_loss_ = ValidationLoss();
+      min_val_loss_ = min_val_loss_ < 0 ? last_val_loss_ : std::min(min_val_loss_, last_val_loss_);
+      Point(&points, s, "val_loss", last_val_loss_);
+      Point(&points, s, "val_ppl", std::exp(last_val_loss_));
+    }
+    if (report && (s % config_.probe_every() == 0 || final_step)) {
+      last_probes_ = RunProbes(*model_, probe_x_);
+      for (const auto& [name, value] : last_probes_) Point(&points, s, name, value);
+    }
+
+    const std::array<uint64_t, 4> sampler_before = sampler_->rng().state();
+    torch::Tensor torch_rng_before;
+    if (save_torch_rng) torch_rng_before = at::detail::getDefaultCPUGenerator().get_state();
+    const auto step_started = Clock::now();
+    const double loss = TrainForward(final_step);
+    const bool diverged = report && tracker_->Observe(s, loss);
+    double grad_norm = 0;
+    if (!final_step && !diverged) grad_norm = ClipGradients();
+    const double step_seconds = Seconds(step_started);
+    train_seconds += step_seconds;
+    interval_seconds += step_seconds;
+
+    if (report && (s % config_.log_every() == 0 || final_step || diverged)) {
+      Point(&points, s, "train_loss", loss);
+      Point(&points, s, "train_loss_ema", tracker_->state().ema);
+      Point(&points, s, "lr", LearningRate(config_, s));
+      if (!final_step && !diverged) Point(&points, s, "grad_norm", grad_norm);
+      if (interval_seconds > 0 && interval_tokens > 0) {
+        Point(&points, s, "tokens_per_second",
+              static_cast<double>(interval_tokens) / interval_seconds);
+      }
+      interval_seconds = 0;
+      interval_tokens = 0;
+    }
+    Emit(&points);
+    observer_->OnProgress(s, steps,
+                          train_seconds > 0 ? static_cast<double>(tokens) / train_seconds : 0);
+    if (diverged || final_step) break;
+
+    result.result.set_wall_seconds(Seconds(started));
+    const bool stop = observer_->ShouldStop();
+    const bool due = config_.checkpoint_every() > 0 && s > 0 &&
+                     s % config_.checkpoint_every() == 0 && !(resumed_ && s == start_step_);
+    if (stop || due) RETURN_IF_ERROR(Checkpoint(s, sampler_before, torch_rng_before, &result));
+    if (stop) {
+      result.outcome = Outcome::kStopped;
+      result.last_step = s;
+      return result;
+    }
+
+    const auto update_started = Clock::now();
+    optimizer_->Step(LearningRate(config_, s));
+    for (auto& p : params_) p.mutable_grad() = torch::Tensor();
+    const double update_seconds = Seconds(update_started);
+    train_seconds += update_seconds;
+    interval_seconds += update_seconds;
+    tokens += tokens_per_step;
+    interval_tokens += tokens_per_step;
+  }
+
+  result.outcome = tracker_->state().diverged ? Outcome::kDiverged : Outcome::kSucceeded;
+  result.last_step = s;
+  result.result = MakeResult(s, train_seconds, tokens);
+  result.result.set_wall_seconds(prior_wall_seconds_ + Seconds(started));
+  std::string json;
+  google::protobuf::util::JsonPrintOptions json_options;
+  json_options.add_whitespace = true;
+  json_options.preserve_proto_field_names = true;
+  json_options.always_print_primitive_fields = true;
+  if (google::protobuf::util::MessageToJsonString(result.result, &json, json_options).ok()) {
+    RETURN_IF_ERROR(WriteFileAtomically(options_.out_dir + "/result.json", json));
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOptions& options,
+                                  TrainObserver* observer) {
+  ablate::v1::RunSpec complete = spec;
+  ablate::spec::ApplyDefaults(complete.mutable_config());
+  if (absl::Status s = ablate::spec::ValidateConfig(complete.config()); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid run config: ", s.message()));
+  }
+  try {
+    Run run(complete, options, observer);
+    return run.Execute();
+  } catch (const std::exception& e) {
+    // LibTorch reports shape errors, out-of-memory and the like as c10::Error.
+    return absl::InternalError(absl::StrCat("training failed: ", e.what()));
+  }
+}
+
+std::string NewestCheckpoint(const std::string& out_dir) {
+  const std::string dir = out_dir + "/checkpoints";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return "";
+  std::string newest;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("step-") && name.ends_with(".pt") && entry.path().string() > newest) {
+      newest = entry.path().string();
+    }
+  }
+  return newest;
+}
+
+}  // namespace ablate::train
