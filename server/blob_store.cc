@@ -1,0 +1,117 @@
+#include "server/blob_store.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace ablate::server {
+
+namespace fs = std::filesystem;
+
+bool IsSha256Hex(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+absl::Status BlobStore::Init() {
+  std::error_code ec;
+  fs::create_directories(fs::path(root_) / "tmp", ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--store-dir ", root_, ": cannot create: ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<BlobStore::Writer>> BlobStore::NewWriter() {
+  static std::atomic<uint64_t> counter{0};
+  auto w = std::unique_ptr<Writer>(new Writer());
+  w->root_ = root_;
+  w->tmp_path_ =
+      (fs::path(root_) / "tmp" / absl::StrCat(getpid(), "-", counter.fetch_add(1), ".part"))
+          .string();
+  w->out_.open(w->tmp_path_, std::ios::binary | std::ios::trunc);
+  if (!w->out_) {
+    return absl::UnavailableError(absl::StrCat("checkpoint store: cannot write ", w->tmp_path_));
+  }
+  return w;
+}
+
+BlobStore::Writer::~Writer() {
+  if (!committed_) {
+    out_.close();
+    std::error_code ec;
+    fs::remove(tmp_path_, ec);
+  }
+}
+
+absl::Status BlobStore::Writer::Append(const std::string& data) {
+  out_.write(data.data(), static_cast<std::streamsize>(data.size()));
+  if (!out_) return absl::UnavailableError("checkpoint store: write failed (disk full?)");
+  hash_.Update(data);
+  size_ += static_cast<int64_t>(data.size());
+  return absl::OkStatus();
+}
+
+absl::Status BlobStore::Writer::Commit(const std::string& sha256, int64_t size_bytes) {
+  out_.close();
+  if (!out_) return absl::UnavailableError("checkpoint store: write failed (disk full?)");
+  if (size_ != size_bytes) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint: received ", size_, " bytes, header announced ", size_bytes));
+  }
+  const std::string digest = hash_.HexDigest();
+  if (digest != sha256) {
+    return absl::DataLossError(absl::StrCat("checkpoint: sha256 mismatch: received ", digest,
+                                            ", header announced ", sha256));
+  }
+  const fs::path dir = fs::path(root_) / sha256.substr(0, 2);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  fs::rename(tmp_path_, dir / sha256, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("checkpoint store: ", ec.message()));
+  committed_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> BlobStore::PathOf(const std::string& sha256) const {
+  if (!IsSha256Hex(sha256)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sha256 must be 64 lower-case hex digits (got \"", sha256, "\")"));
+  }
+  fs::path p = fs::path(root_) / sha256.substr(0, 2) / sha256;
+  std::error_code ec;
+  if (!fs::is_regular_file(p, ec)) {
+    return absl::NotFoundError(absl::StrCat("checkpoint blob ", sha256, " is not in the store"));
+  }
+  return p.string();
+}
+
+absl::Status StreamFile(const std::string& path, size_t chunk_bytes,
+                        const std::function<bool(std::string&&, int64_t total)>& emit) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::error_code ec;
+  const auto total = static_cast<int64_t>(fs::file_size(path, ec));
+  if (ec) return absl::NotFoundError(absl::StrCat("cannot stat ", path, ": ", ec.message()));
+  bool first = true;
+  while (in || first) {
+    std::string chunk(chunk_bytes, '\0');
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk_bytes));
+    chunk.resize(static_cast<size_t>(in.gcount()));
+    if (chunk.empty() && !first) break;
+    if (!emit(std::move(chunk), first ? total : 0)) return absl::CancelledError("client went away");
+    first = false;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ablate::server

@@ -1,0 +1,52 @@
+// Content-addressed files on the server's disk (checkpoints): <root>/<sha[0:2]>/<sha>. A blob is
+// written to a temporary file, checked against the size and SHA-256 its uploader announced, and
+// only then renamed into place, so a reader never sees a partial or corrupt checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/util/sha256.h"
+
+namespace ablate::server {
+
+bool IsSha256Hex(const std::string& s);
+
+class BlobStore {
+ public:
+  explicit BlobStore(std::string root) : root_(std::move(root)) {}
+
+  absl::Status Init();  // creates the directories
+
+  class Writer {
+   public:
+    ~Writer();  // removes the temporary file unless committed
+    absl::Status Append(const std::string& data);
+    // Checks size and digest, then moves the blob into place.
+    absl::Status Commit(const std::string& sha256, int64_t size_bytes);
+
+   private:
+    friend class BlobStore;
+    std::string tmp_path_, root_;
+    std::ofstream out_;
+    Sha256 hash_;
+    int64_t size_ = 0;
+    bool committed_ = false;
+  };
+
+  absl::StatusOr<std::unique_ptr<Writer>> NewWriter();
+  // Path of an existing blob; NOT_FOUND otherwise.
+  absl::StatusOr<std::string> PathOf(const std::string& sha256) const;
+
+ private:
+  std::string root_;
+};
+
+// Streams a file in chunks to `emit` (false from emit stops early).
+absl::Status StreamFile(const std::string& path, size_t chunk_bytes,
+                        const std::function<bool(std::string&&, int64_t total)>& emit);
+
+}  // namespace ablate::server

@@ -1,0 +1,39 @@
+// Resolves a sweep's data files against --data-dir and hashes them, so workers can fetch them
+// by content (GetDataset) and runs record exactly which bytes they trained on.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/statusor.h"
+#include "server/store/sweep_store.h"
+
+namespace ablate::server {
+
+class DatasetResolver {
+ public:
+  explicit DatasetResolver(std::string data_dir) : data_dir_(std::move(data_dir)) {}
+
+  // Fills train/val sha256 and bytes in `data`; returns the files to record. `synthetic:N`
+  // passes through. Errors name the sweep file and the field.
+  absl::StatusOr<std::vector<DatasetRecord>> Resolve(const std::string& file_name,
+                                                     v1::DataSpec* data);
+
+ private:
+  absl::StatusOr<DatasetRecord> ResolveOne(const std::string& file_name, const char* field,
+                                           const std::string& value);
+
+  std::string data_dir_;
+  // Hashing a corpus of hundreds of MB per submit would dominate submit time; files are
+  // re-hashed only when their size or mtime changes.
+  std::mutex mu_;
+  std::map<std::string, std::tuple<int64_t, int64_t, std::string>>
+      cache_;  // path -> size, mtime, sha
+};
+
+}  // namespace ablate::server

@@ -1,0 +1,73 @@
+#include "server/flags.h"
+
+#include "spdlog/spdlog.h"
+
+namespace ablate::server {
+
+void AddDatabaseFlag(CLI::App* app, std::string* url) {
+  app->add_option("--database-url", *url, "PostgreSQL URL, e.g. postgresql://ablate@db/ablate")
+      ->envname("ABLATE_DATABASE_URL");
+}
+
+void AddServeFlags(CLI::App* app, ServerOptions* o, std::string* auth_mode, bool* no_migrate) {
+  app->add_option("--listen", o->listen, "gRPC address host:port")
+      ->envname("ABLATE_LISTEN")
+      ->capture_default_str();
+  app->add_option("--metrics-listen", o->metrics_listen,
+                  "Prometheus /metrics address host:port (empty: off)")
+      ->envname("ABLATE_METRICS_LISTEN")
+      ->capture_default_str();
+  app->add_option("--lease-seconds", o->lease_seconds,
+                  "Lease length; a worker that misses heartbeats this long loses its run")
+      ->envname("ABLATE_LEASE_SECONDS")
+      ->capture_default_str();
+  app->add_option("--max-long-poll", o->max_long_poll_seconds,
+                  "Longest a Lease call waits for work, seconds")
+      ->envname("ABLATE_MAX_LONG_POLL")
+      ->capture_default_str();
+  app->add_option("--data-dir", o->data_dir,
+                  "Directory sweep data paths resolve against (served to workers by hash)")
+      ->envname("ABLATE_DATA_DIR");
+  app->add_option("--store-dir", o->store_dir, "Content-addressed checkpoint store directory")
+      ->envname("ABLATE_STORE_DIR")
+      ->capture_default_str();
+  app->add_option("--tls-cert", o->tls_cert, "PEM certificate chain")->envname("ABLATE_TLS_CERT");
+  app->add_option("--tls-key", o->tls_key, "PEM private key")->envname("ABLATE_TLS_KEY");
+  app->add_flag("--insecure", o->insecure, "Allow plaintext gRPC on a non-loopback address")
+      ->envname("ABLATE_INSECURE");
+  app->add_option("--auth", *auth_mode, "token | none (none: loopback only, for demos)")
+      ->envname("ABLATE_AUTH")
+      ->check(CLI::IsMember({"token", "none"}))
+      ->capture_default_str();
+  app->add_option("--max-grid", o->max_grid, "Largest sweep (runs) accepted")
+      ->envname("ABLATE_MAX_GRID")
+      ->capture_default_str();
+  app->add_option("--max-message-bytes", o->max_message_bytes, "gRPC message size cap")
+      ->envname("ABLATE_MAX_MESSAGE_BYTES")
+      ->capture_default_str();
+  app->add_option("--db-pool", o->db_pool_size, "PostgreSQL connections per server process")
+      ->envname("ABLATE_DB_POOL")
+      ->capture_default_str();
+  app->add_option("--threads", o->executor_threads,
+                  "Threads for long-poll and stream work (waiting calls hold none)")
+      ->envname("ABLATE_THREADS")
+      ->capture_default_str();
+  app->add_flag("--no-migrate", *no_migrate, "Do not apply migrations on start")
+      ->envname("ABLATE_NO_MIGRATE");
+}
+
+void AddLogFlag(CLI::App* app, std::string* level) {
+  app->add_option("--log-level", *level, "trace | debug | info | warn | error")
+      ->envname("ABLATE_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+}
+
+void SetUpLogging(const std::string& level) {
+  // logfmt-style lines (time, level, message with key=value fields): greppable and parseable
+  // by Loki/Vector without a JSON encoder in the hot path.
+  spdlog::set_pattern("ts=%Y-%m-%dT%H:%M:%S.%e%z level=%l msg=\"%v\"");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+}  // namespace ablate::server

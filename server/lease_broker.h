@@ -1,0 +1,78 @@
+// Long-polling Lease without a thread per waiting worker.
+//
+// A Lease call first tries the database. If nothing is queued for the worker's device it becomes
+// a waiter: an entry in a list plus a timer, holding no thread. A NOTIFY on the queue channel
+// (from any replica: a submit, a requeue, a release, the reaper) wakes a few waiters of that
+// device, oldest first; each that wins a run wakes one more, so a burst of new runs fans out to
+// idle workers without a thundering herd of 1,000 queries for one run. Waiters that find nothing
+// wait again until their deadline, then answer has_run = false and the worker asks again.
+//
+// Lost wake-ups: a NOTIFY that lands between a waiter's empty query and its registration is
+// caught by a sequence number (the waiter re-queries at once). Notifications lost while the
+// listener reconnects are covered by the listener's resync, which wakes everyone.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/executor.h"
+#include "server/store/queue_store.h"
+
+namespace ablate::server {
+
+class LeaseBroker {
+ public:
+  using Done = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;
+  using Alive = std::function<bool()>;  // false once the caller has gone away
+
+  LeaseBroker(QueueStore* store, Executor* executor, double max_wait_seconds);
+
+  // Calls `done` exactly once, on an executor thread. A caller that is no longer `alive` when
+  // its turn comes is answered empty without touching the queue.
+  void Lease(int64_t worker_id, double wait_seconds, Alive alive, Done done);
+
+  // Notifier handler.
+  void OnNotify(const std::string& channel, const std::string& payload);
+
+  // Answers every waiter with has_run = false (graceful shutdown must not wait out long-polls).
+  void Shutdown();
+
+  int waiting() const;
+  uint64_t granted() const { return granted_.load(); }
+
+ private:
+  struct Waiter {
+    int64_t worker_id;
+    std::string device;  // "" until the first query tells us
+    Executor::Clock::time_point deadline;
+    Alive alive;
+    Done done;
+    uint64_t timer = 0;
+  };
+  using WaiterPtr = std::shared_ptr<Waiter>;
+
+  void Attempt(WaiterPtr w);
+  void Park(WaiterPtr w, uint64_t seen_seq);
+  void Expire(WaiterPtr w);
+  // Removes up to `n` waiters matching `device` ("auto" or "": any) and re-attempts them.
+  void Wake(const std::string& device, int n);
+  bool Remove(const WaiterPtr& w);  // false if someone else already took it
+
+  QueueStore* store_;
+  Executor* executor_;
+  double max_wait_seconds_;
+  mutable std::mutex mu_;
+  std::list<WaiterPtr> waiters_;  // oldest first
+  uint64_t seq_ = 0;              // bumped on every queue notification
+  bool shutdown_ = false;
+  std::atomic<uint64_t> granted_{0};
+};
+
+}  // namespace ablate::server

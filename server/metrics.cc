@@ -1,0 +1,170 @@
+#include "server/metrics.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace ablate::server {
+
+ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  leases_granted_ = &prometheus::BuildCounter()
+                         .Name("ablate_leases_granted_total")
+                         .Help("Runs handed to a worker (by this replica)")
+                         .Register(r)
+                         .Add({});
+  leases_expired_ = &prometheus::BuildCounter()
+                         .Name("ablate_leases_expired_total")
+                         .Help("Leases the reaper found expired (by this replica)")
+                         .Register(r)
+                         .Add({});
+  metric_points_ = &prometheus::BuildCounter()
+                        .Name("ablate_metric_points_total")
+                        .Help("Metric points stored through ReportMetrics (by this replica)")
+                        .Register(r)
+                        .Add({});
+  rpc_duration_ = &prometheus::BuildHistogram()
+                       .Name("ablate_rpc_duration_seconds")
+                       .Help("Server-side RPC duration, long-poll waits included")
+                       .Register(r);
+  auto gauge = [&](const char* name, const char* help) {
+    return std::make_unique<GaugeSet>(&prometheus::BuildGauge().Name(name).Help(help).Register(r));
+  };
+  runs_ = gauge("ablate_runs", "Runs of active sweeps by state");
+  workers_ = gauge("ablate_workers", "Workers by state (idle, busy, offline) and device");
+  progress_ = gauge("ablate_sweep_progress_ratio", "Finished runs / all runs of a sweep");
+  eta_ = gauge("ablate_sweep_eta_seconds", "Estimated seconds until the sweep finishes");
+  run_step_ = gauge("ablate_run_step", "Latest step of a run");
+  run_train_loss_ = gauge("ablate_run_train_loss", "Latest training loss of a run");
+  run_val_loss_ = gauge("ablate_run_val_loss", "Latest validation loss of a run");
+  run_tps_ = gauge("ablate_run_tokens_per_second", "Training throughput of a run");
+  run_logit_ = gauge("ablate_run_max_attn_logit", "Latest max attention logit of a run");
+}
+
+ServerMetrics::~ServerMetrics() { Stop(); }
+
+absl::Status ServerMetrics::Expose(const std::string& address) {
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address);
+    exposer_->RegisterCollectable(registry_);
+  } catch (const std::exception& e) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--metrics-listen ", address, ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+void ServerMetrics::ObserveRpc(const std::string& method, double seconds) {
+  prometheus::Histogram* h;
+  {
+    std::lock_guard<std::mutex> lock(rpc_mu_);
+    auto it = rpc_by_method_.find(method);
+    if (it == rpc_by_method_.end()) {
+      static const prometheus::Histogram::BucketBoundaries kBuckets = {
+          0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+      it =
+          rpc_by_method_.emplace(method, &rpc_duration_->Add({{"method", method}}, kBuckets)).first;
+    }
+    h = it->second;
+  }
+  h->Observe(seconds);
+}
+
+void ServerMetrics::GaugeSet::Set(const Labels& labels, double value) {
+  auto it = series_.find(labels);
+  if (it == series_.end()) it = series_.emplace(labels, &family_->Add(labels)).first;
+  it->second->Set(value);
+  seen_[labels] = true;
+}
+
+void ServerMetrics::GaugeSet::End() {
+  for (auto it = series_.begin(); it != series_.end();) {
+    if (seen_.count(it->first) == 0) {
+      family_->Remove(it->second);
+      it = series_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
+  auto active = sweeps->List(100000, /*active_only=*/true);
+  if (!active.ok()) return active.status();
+  auto runs = stats->ActiveRuns();
+  if (!runs.ok()) return runs.status();
+  auto workers = stats->Workers();
+  if (!workers.ok()) return workers.status();
+
+  std::lock_guard<std::mutex> lock(refresh_mu_);
+  // The sweep label is the sweep's name (what dashboards let you pick); two active sweeps of
+  // one name are told apart by their id.
+  std::map<std::string, int> name_count;
+  for (const auto& s : *active) ++name_count[s.name()];
+  std::map<int64_t, std::string> label_of;
+  for (const auto& s : *active) {
+    label_of[s.id()] = name_count[s.name()] > 1 ? absl::StrCat(s.name(), "#", s.id()) : s.name();
+  }
+  for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
+                  run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get()}) {
+    g->Begin();
+  }
+  for (const auto& s : *active) {
+    const std::string& sweep = label_of[s.id()];
+    const auto& c = s.counts();
+    const std::pair<const char*, int> by_state[] = {
+        {"queued", c.queued()},       {"leased", c.leased()},     {"running", c.running()},
+        {"succeeded", c.succeeded()}, {"diverged", c.diverged()}, {"failed", c.failed()},
+        {"cancelled", c.cancelled()}};
+    for (const auto& [state, n] : by_state) runs_->Set({{"sweep", sweep}, {"state", state}}, n);
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    progress_->Set({{"sweep", sweep}}, c.total() > 0 ? static_cast<double>(done) / c.total() : 0);
+    eta_->Set({{"sweep", sweep}}, s.eta_seconds());
+  }
+  for (const auto& w : *workers) {
+    workers_->Set({{"state", w.state}, {"device", w.device}}, w.count);
+  }
+  for (const auto& r : *runs) {
+    auto it = label_of.find(r.sweep_id);
+    if (it == label_of.end()) continue;  // sweep ended between the two queries
+    const Labels labels = {{"sweep", it->second},  {"run", absl::StrCat(r.run_id)},
+                           {"qk_norm", r.qk_norm}, {"lr", r.lr},
+                           {"n_layer", r.n_layer}, {"seed", r.seed}};
+    run_step_->Set(labels, r.step);
+    if (r.train_loss) run_train_loss_->Set(labels, *r.train_loss);
+    if (r.val_loss) run_val_loss_->Set(labels, *r.val_loss);
+    if (r.tokens_per_second) run_tps_->Set(labels, *r.tokens_per_second);
+    if (r.max_attn_logit) run_logit_->Set(labels, *r.max_attn_logit);
+  }
+  for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
+                  run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get()}) {
+    g->End();
+  }
+  return absl::OkStatus();
+}
+
+void ServerMetrics::StartRefresh(SweepStore* sweeps, StatsStore* stats,
+                                 std::chrono::milliseconds interval) {
+  refresher_ = std::thread([this, sweeps, stats, interval] {
+    std::unique_lock<std::mutex> lock(stop_mu_);
+    while (!stop_) {
+      lock.unlock();
+      absl::Status s = Refresh(sweeps, stats);
+      if (!s.ok()) spdlog::warn("metrics refresh: {}", s.ToString());
+      lock.lock();
+      stop_cv_.wait_for(lock, interval, [this] { return stop_; });
+    }
+  });
+}
+
+void ServerMetrics::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (refresher_.joinable()) refresher_.join();
+}
+
+}  // namespace ablate::server

@@ -1,0 +1,102 @@
+// Prometheus /metrics for the server (DESIGN.md §7; names are what the dashboards query).
+//
+// Counters count what this replica did (Prometheus sums replicas). Gauges of state are read
+// from PostgreSQL every few seconds, so every replica exports the same values whichever served
+// the calls. Per-run series exist only while their sweep is active; a finished sweep's series
+// are removed at the next refresh, which bounds cardinality by the active sweeps' size.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/store/stats_store.h"
+#include "server/store/sweep_store.h"
+
+namespace ablate::server {
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+  ~ServerMetrics();
+
+  // Serves /metrics on `address` (host:port).
+  absl::Status Expose(const std::string& address);
+
+  void LeaseGranted() { leases_granted_->Increment(); }
+  void LeasesExpired(int n) { leases_expired_->Increment(n); }
+  void MetricPoints(int n) { metric_points_->Increment(n); }
+  void ObserveRpc(const std::string& method, double seconds);
+
+  // Reads the state gauges from the database now.
+  absl::Status Refresh(SweepStore* sweeps, StatsStore* stats);
+  // Refreshes every `interval` on a background thread until Stop().
+  void StartRefresh(SweepStore* sweeps, StatsStore* stats, std::chrono::milliseconds interval);
+  void Stop();
+
+  prometheus::Registry& registry() { return *registry_; }
+
+ private:
+  using Labels = std::map<std::string, std::string>;
+  // A gauge family whose series set is replaced wholesale on each refresh.
+  class GaugeSet {
+   public:
+    explicit GaugeSet(prometheus::Family<prometheus::Gauge>* family) : family_(family) {}
+    void Begin() { seen_.clear(); }
+    void Set(const Labels& labels, double value);
+    void End();  // removes series not Set since Begin
+
+   private:
+    prometheus::Family<prometheus::Gauge>* family_;
+    std::map<Labels, prometheus::Gauge*> series_;
+    std::map<Labels, bool> seen_;
+  };
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Counter* leases_granted_;
+  prometheus::Counter* leases_expired_;
+  prometheus::Counter* metric_points_;
+  prometheus::Family<prometheus::Histogram>* rpc_duration_;
+  std::mutex rpc_mu_;
+  std::map<std::string, prometheus::Histogram*> rpc_by_method_;
+
+  std::mutex refresh_mu_;  // one refresh at a time
+  std::unique_ptr<GaugeSet> runs_, workers_, progress_, eta_;
+  std::unique_ptr<GaugeSet> run_step_, run_train_loss_, run_val_loss_, run_tps_, run_logit_;
+
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread refresher_;
+};
+
+// Records one RPC's duration on destruction.
+class RpcTimer {
+ public:
+  RpcTimer(ServerMetrics* metrics, const char* method)
+      : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {}
+  ~RpcTimer() {
+    metrics_->ObserveRpc(
+        method_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+
+ private:
+  ServerMetrics* metrics_;
+  const char* method_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace ablate::server

@@ -1,0 +1,32 @@
+// Everything ablate-server can be told, with its defaults. Flags and environment variables map
+// onto this in main.cc; tests and benchmarks fill it directly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ablate::server {
+
+struct ServerOptions {
+  std::string database_url;
+  std::string listen = "127.0.0.1:7070";          // port 0: pick a free one (tests)
+  std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
+  double lease_seconds = 60;
+  double max_long_poll_seconds = 30;
+  std::string data_dir;                    // sweep data paths resolve against it
+  std::string store_dir = "ablate-store";  // content-addressed checkpoints
+  std::string tls_cert, tls_key;           // PEM files; both or neither
+  bool insecure = false;                   // allow plaintext beyond loopback
+  bool auth = true;                        // false: --auth none (loopback only)
+  int64_t max_grid = 100000;
+  int max_message_bytes = 16 << 20;
+  int max_spec_bytes = 1 << 20;
+  int max_points_per_report = 50000;
+  int db_pool_size = 16;
+  int executor_threads = 8;
+  double reap_interval_seconds = 0;  // 0: lease_seconds / 4, at most 5 s
+  double stats_interval_seconds = 5;
+  bool migrate = true;
+};
+
+}  // namespace ablate::server

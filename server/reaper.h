@@ -1,0 +1,37 @@
+// Runs QueueStore::Reap periodically. Every replica runs one; SKIP LOCKED lets them share the
+// work. What it can get wrong: a worker alive but partitioned from the server for longer than
+// its lease loses the run, and the run may briefly train twice (the fence keeps only one
+// attempt's writes). A lease shorter than a heartbeat gap would make that common, so workers
+// heartbeat every third of a lease.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "server/metrics.h"
+#include "server/store/queue_store.h"
+
+namespace ablate::server {
+
+class Reaper {
+ public:
+  Reaper(QueueStore* queue, ServerMetrics* metrics, std::chrono::milliseconds interval)
+      : queue_(queue), metrics_(metrics), interval_(interval) {}
+  ~Reaper() { Stop(); }
+
+  void Start();
+  void Stop();
+
+ private:
+  QueueStore* queue_;
+  ServerMetrics* metrics_;
+  std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ablate::server

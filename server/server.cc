@@ -1,0 +1,214 @@
+#include "server/server.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/auth.h"
+#include "server/blob_store.h"
+#include "server/dataset_resolver.h"
+#include "server/executor.h"
+#include "server/lease_broker.h"
+#include "server/metrics.h"
+#include "server/notifier.h"
+#include "server/reaper.h"
+#include "server/store/db.h"
+#include "server/store/migrator.h"
+#include "server/store/queue_store.h"
+#include "server/store/stats_store.h"
+#include "server/store/sweep_store.h"
+#include "server/store/token_store.h"
+#include "server/sweep_service.h"
+#include "server/watch_hub.h"
+#include "server/worker_service.h"
+#include "spdlog/spdlog.h"
+
+namespace ablate::server {
+
+struct Server::Impl {
+  ServerOptions options;
+  std::unique_ptr<Db> db;
+  std::unique_ptr<QueueStore> queue;
+  std::unique_ptr<SweepStore> sweeps;
+  std::unique_ptr<TokenStore> tokens;
+  std::unique_ptr<StatsStore> stats;
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<LeaseBroker> broker;
+  std::unique_ptr<WatchHub> hub;
+  std::unique_ptr<Notifier> notifier;
+  std::unique_ptr<ServerMetrics> metrics;
+  std::unique_ptr<Authenticator> auth;
+  std::unique_ptr<BlobStore> blobs;
+  std::unique_ptr<DatasetResolver> datasets;
+  std::unique_ptr<Reaper> reaper;
+  std::unique_ptr<WorkerServiceImpl> worker_service;
+  std::unique_ptr<SweepServiceImpl> sweep_service;
+  std::unique_ptr<grpc::Server> grpc_server;
+  int port = 0;
+  bool shut_down = false;
+};
+
+bool IsLoopback(const std::string& listen) {
+  std::string host = listen;
+  if (absl::StartsWith(host, "[")) {
+    host = host.substr(1, host.find(']') - 1);
+  } else if (auto colon = host.rfind(':'); colon != std::string::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) return absl::FailedPreconditionError(absl::StrCat(flag, " ", path, ": cannot read"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+absl::Status CheckOptions(const ServerOptions& o) {
+  if (o.database_url.empty()) {
+    return absl::InvalidArgumentError("--database-url (or ABLATE_DATABASE_URL) is required");
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  const bool tls = !o.tls_cert.empty();
+  if (!IsLoopback(o.listen) && !tls && !o.insecure) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to listen on ", o.listen,
+        " without TLS: give --tls-cert/--tls-key, or --insecure if the network is trusted"));
+  }
+  if (!o.auth && !IsLoopback(o.listen)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--auth none is only allowed on a loopback address (got ", o.listen, ")"));
+  }
+  if (o.lease_seconds <= 0) return absl::InvalidArgumentError("--lease-seconds must be > 0");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  if (auto s = CheckOptions(options); !s.ok()) return s;
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  const ServerOptions& o = impl->options;
+  impl->db = std::make_unique<Db>(o.database_url, o.db_pool_size);
+  if (o.migrate) {
+    auto applied = Migrate(impl->db.get(), BuiltinMigrations());
+    if (!applied.ok()) return applied.status();
+    for (const auto& v : *applied) spdlog::info("migration applied version={}", v);
+  }
+  impl->blobs = std::make_unique<BlobStore>(o.store_dir);
+  if (auto s = impl->blobs->Init(); !s.ok()) return s;
+  impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
+  impl->sweeps = std::make_unique<SweepStore>(impl->db.get(), o.lease_seconds);
+  impl->tokens = std::make_unique<TokenStore>(impl->db.get());
+  impl->stats = std::make_unique<StatsStore>(impl->db.get(), o.lease_seconds);
+  impl->executor = std::make_unique<Executor>(o.executor_threads);
+  impl->broker = std::make_unique<LeaseBroker>(impl->queue.get(), impl->executor.get(),
+                                               o.max_long_poll_seconds);
+  impl->hub = std::make_unique<WatchHub>();
+  impl->metrics = std::make_unique<ServerMetrics>();
+  impl->auth = std::make_unique<Authenticator>(impl->tokens.get(), o.auth);
+  impl->datasets = std::make_unique<DatasetResolver>(o.data_dir);
+  if (!o.metrics_listen.empty()) {
+    if (auto s = impl->metrics->Expose(o.metrics_listen); !s.ok()) return s;
+  }
+
+  ServiceDeps deps;
+  deps.options = &impl->options;
+  deps.queue = impl->queue.get();
+  deps.sweeps = impl->sweeps.get();
+  deps.auth = impl->auth.get();
+  deps.broker = impl->broker.get();
+  deps.hub = impl->hub.get();
+  deps.executor = impl->executor.get();
+  deps.blobs = impl->blobs.get();
+  deps.datasets = impl->datasets.get();
+  deps.metrics = impl->metrics.get();
+  impl->worker_service = std::make_unique<WorkerServiceImpl>(deps);
+  impl->sweep_service = std::make_unique<SweepServiceImpl>(deps);
+
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (!o.tls_cert.empty()) {
+    auto cert = ReadFile(o.tls_cert, "--tls-cert");
+    if (!cert.ok()) return cert.status();
+    auto key = ReadFile(o.tls_key, "--tls-key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    creds = grpc::SslServerCredentials(ssl);
+  } else {
+    creds = grpc::InsecureServerCredentials();
+  }
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen, creds, &impl->port);
+  builder.RegisterService(impl->worker_service.get());
+  builder.RegisterService(impl->sweep_service.get());
+  builder.SetMaxReceiveMessageSize(o.max_message_bytes);
+  builder.SetMaxSendMessageSize(o.max_message_bytes);
+  // Workers behind NAT ping every 30 s even when idle; allow it instead of answering GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  impl->grpc_server = builder.BuildAndStart();
+  if (impl->grpc_server == nullptr || impl->port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", o.listen, " (address in use or invalid?)"));
+  }
+
+  impl->notifier = std::make_unique<Notifier>(o.database_url);
+  LeaseBroker* broker = impl->broker.get();
+  WatchHub* hub = impl->hub.get();
+  impl->notifier->AddHandler(
+      [broker](const std::string& c, const std::string& p) { broker->OnNotify(c, p); });
+  impl->notifier->AddHandler(
+      [hub](const std::string& c, const std::string& p) { hub->OnNotify(c, p); });
+  impl->notifier->Start();
+
+  double reap =
+      o.reap_interval_seconds > 0 ? o.reap_interval_seconds : std::min(5.0, o.lease_seconds / 4);
+  impl->reaper =
+      std::make_unique<Reaper>(impl->queue.get(), impl->metrics.get(),
+                               std::chrono::milliseconds(static_cast<int64_t>(reap * 1000)));
+  impl->reaper->Start();
+  impl->metrics->StartRefresh(
+      impl->sweeps.get(), impl->stats.get(),
+      std::chrono::milliseconds(static_cast<int64_t>(o.stats_interval_seconds * 1000)));
+  impl->grpc_server->GetHealthCheckService()->SetServingStatus(true);
+  spdlog::info("serving listen={} port={} tls={} auth={} lease_seconds={} metrics={}", o.listen,
+               impl->port, !o.tls_cert.empty(), o.auth ? "token" : "none", o.lease_seconds,
+               o.metrics_listen.empty() ? "off" : o.metrics_listen);
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { Shutdown(std::chrono::seconds(1)); }
+
+int Server::port() const { return impl_->port; }
+
+void Server::Shutdown(std::chrono::milliseconds grace) {
+  if (impl_->shut_down) return;
+  impl_->shut_down = true;
+  spdlog::info("shutting down grace_ms={}", grace.count());
+  impl_->grpc_server->GetHealthCheckService()->SetServingStatus(false);
+  // Long-polls would otherwise hold shutdown for up to --max-long-poll.
+  impl_->broker->Shutdown();
+  impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + grace);
+  impl_->grpc_server->Wait();
+  impl_->reaper->Stop();
+  impl_->metrics->Stop();
+  impl_->notifier->Stop();
+  impl_->executor->Shutdown();
+}
+
+}  // namespace ablate::server

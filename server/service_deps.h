@@ -1,0 +1,30 @@
+// The parts the two gRPC services share, owned by Server.
+#pragma once
+
+#include "server/auth.h"
+#include "server/blob_store.h"
+#include "server/dataset_resolver.h"
+#include "server/executor.h"
+#include "server/lease_broker.h"
+#include "server/metrics.h"
+#include "server/options.h"
+#include "server/store/queue_store.h"
+#include "server/store/sweep_store.h"
+#include "server/watch_hub.h"
+
+namespace ablate::server {
+
+struct ServiceDeps {
+  const ServerOptions* options = nullptr;
+  QueueStore* queue = nullptr;
+  SweepStore* sweeps = nullptr;
+  Authenticator* auth = nullptr;
+  LeaseBroker* broker = nullptr;
+  WatchHub* hub = nullptr;
+  Executor* executor = nullptr;
+  BlobStore* blobs = nullptr;
+  DatasetResolver* datasets = nullptr;
+  ServerMetrics* metrics = nullptr;
+};
+
+}  // namespace ablate::server

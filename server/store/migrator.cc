@@ -1,0 +1,39 @@
+#include "server/store/migrator.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ablate::server {
+namespace {
+
+// An arbitrary constant that names "ablate schema migration" among advisory locks.
+constexpr int64_t kMigrationLock = 0x61626c6174650001;
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> Migrate(Db* db, const std::vector<Migration>& migrations) {
+  std::vector<std::string> applied;
+  for (const Migration& m : migrations) {
+    auto done = db->Tx<bool>(
+        absl::StrCat("migration ", m.version), [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+          // Transaction-scoped: released at commit or rollback, even if
+          // this process dies halfway.
+          tx.exec_params("SELECT pg_advisory_xact_lock($1)", kMigrationLock);
+          tx.exec(
+              "CREATE TABLE IF NOT EXISTS schema_migrations ("
+              "version TEXT PRIMARY KEY, "
+              "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
+          pqxx::result r = tx.exec_params("SELECT 1 FROM schema_migrations WHERE version = $1",
+                                          std::string(m.version));
+          if (!r.empty()) return false;
+          tx.exec(m.sql);
+          tx.exec_params("INSERT INTO schema_migrations (version) VALUES ($1)",
+                         std::string(m.version));
+          return true;
+        });
+    if (!done.ok()) return done.status();
+    if (*done) applied.push_back(m.version);
+  }
+  return applied;
+}
+
+}  // namespace ablate::server

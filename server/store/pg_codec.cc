@@ -1,0 +1,153 @@
+#include "server/store/pg_codec.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace ablate::server::pg {
+namespace {
+
+template <typename T, typename F>
+std::string Join(const std::vector<T>& values, F&& format) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    format(values[i], &out);
+  }
+  out += '}';
+  return out;
+}
+
+}  // namespace
+
+std::string TextArray(const std::vector<std::string>& values) {
+  return Join(values, [](const std::string& v, std::string* out) {
+    out->push_back('"');
+    for (char c : v) {
+      if (c == '"' || c == '\\') out->push_back('\\');
+      out->push_back(c);
+    }
+    out->push_back('"');
+  });
+}
+
+std::string Int64Array(const std::vector<int64_t>& values) {
+  return Join(values, [](int64_t v, std::string* out) { absl::StrAppend(out, v); });
+}
+
+std::string DoubleArray(const std::vector<double>& values) {
+  return Join(values, [](double v, std::string* out) {
+    if (std::isnan(v)) {
+      out->append("NaN");
+    } else if (std::isinf(v)) {
+      out->append(v > 0 ? "Infinity" : "-Infinity");
+    } else {
+      out->append(absl::StrFormat("%.17g", v));
+    }
+  });
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  // Serialising a well-formed message cannot fail; an empty object keeps the column valid.
+  if (!google::protobuf::util::MessageToJsonString(message, &out, options).ok()) return "{}";
+  return out;
+}
+
+absl::Status FromJson(const std::string& json, google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  auto status = google::protobuf::util::JsonStringToMessage(json, message, options);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("stored ", message->GetTypeName(), " is not valid JSON: ", status.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+v1::RunState StateFromName(const std::string& name) {
+  if (name == "queued") return v1::QUEUED;
+  if (name == "leased") return v1::LEASED;
+  if (name == "running") return v1::RUNNING;
+  if (name == "succeeded") return v1::SUCCEEDED;
+  if (name == "diverged") return v1::DIVERGED;
+  if (name == "failed") return v1::FAILED;
+  if (name == "cancelled") return v1::CANCELLED;
+  return v1::RUN_STATE_UNSPECIFIED;
+}
+
+std::string StateName(v1::RunState state) {
+  switch (state) {
+    case v1::QUEUED:
+      return "queued";
+    case v1::LEASED:
+      return "leased";
+    case v1::RUNNING:
+      return "running";
+    case v1::SUCCEEDED:
+      return "succeeded";
+    case v1::DIVERGED:
+      return "diverged";
+    case v1::FAILED:
+      return "failed";
+    case v1::CANCELLED:
+      return "cancelled";
+    default:
+      return "";
+  }
+}
+
+double OrZero(const pqxx::field& field) { return field.is_null() ? 0.0 : field.as<double>(); }
+
+const char* const kRunColumns =
+    "r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts, "
+    "coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss, "
+    "r.result::text, r.error, extract(epoch from r.created_at), "
+    "extract(epoch from r.started_at), extract(epoch from r.finished_at), "
+    "extract(epoch from r.lease_expires_at), r.order_index, "
+    "(r.spec->'grid_values')::text, (r.spec->'config')::text "
+    "FROM runs r LEFT JOIN workers w ON w.id = r.worker_id";
+
+absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
+  v1::Run run;
+  run.set_id(row[0].as<int64_t>());
+  run.set_sweep_id(row[1].as<int64_t>());
+  run.set_cell(row[2].as<std::string>());
+  run.set_seed(row[3].as<int64_t>());
+  run.set_state(StateFromName(row[4].as<std::string>()));
+  run.set_attempt(row[5].as<int>());
+  run.set_max_attempts(row[6].as<int>());
+  run.set_worker(row[7].as<std::string>());
+  run.set_step(row[8].as<int64_t>());
+  run.set_total_steps(row[9].as<int64_t>());
+  run.set_latest_train_loss(OrZero(row[10]));
+  run.set_latest_val_loss(OrZero(row[11]));
+  if (!row[12].is_null()) {
+    absl::Status s = FromJson(row[12].as<std::string>(), run.mutable_result());
+    if (!s.ok()) return s;
+  }
+  run.set_error(row[13].as<std::string>());
+  run.set_created_at(OrZero(row[14]));
+  run.set_started_at(OrZero(row[15]));
+  run.set_finished_at(OrZero(row[16]));
+  run.set_lease_expires_at(OrZero(row[17]));
+  run.set_order_index(row[18].as<int>());
+  v1::RunSpec holder;  // grid_values is a map field: parse it through its owning message
+  if (!row[19].is_null()) {
+    absl::Status s =
+        FromJson(absl::StrCat("{\"grid_values\":", row[19].as<std::string>(), "}"), &holder);
+    if (!s.ok()) return s;
+    run.mutable_grid_values()->swap(*holder.mutable_grid_values());
+  }
+  if (!row[20].is_null()) {
+    absl::Status s = FromJson(row[20].as<std::string>(), run.mutable_config());
+    if (!s.ok()) return s;
+  }
+  return run;
+}
+
+}  // namespace ablate::server::pg

@@ -1,0 +1,33 @@
+// Conversions between PostgreSQL values and the wire protos, shared by the stores.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/statusor.h"
+#include "pqxx/pqxx"
+
+namespace ablate::server::pg {
+
+// Array literals for `unnest($n::text[])`: one round trip carries a whole batch, and the values
+// still travel as a bind parameter, never spliced into SQL text.
+std::string TextArray(const std::vector<std::string>& values);
+std::string Int64Array(const std::vector<int64_t>& values);
+std::string DoubleArray(const std::vector<double>& values);  // NaN and ±Infinity allowed
+
+// Protobuf <-> JSON text (JSONB columns keep runs and results queryable with plain SQL).
+std::string ToJson(const google::protobuf::Message& message);
+absl::Status FromJson(const std::string& json, google::protobuf::Message* message);
+
+v1::RunState StateFromName(const std::string& name);
+std::string StateName(v1::RunState state);  // "queued", ...; "" for UNSPECIFIED
+
+// The column list Run rows are read with, and its decoder.
+extern const char* const kRunColumns;
+absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row);
+
+double OrZero(const pqxx::field& field);
+
+}  // namespace ablate::server::pg

@@ -1,0 +1,422 @@
+#include "server/store/queue_store.h"
+
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/store/channels.h"
+#include "server/store/pg_codec.h"
+
+namespace ablate::server {
+namespace {
+
+constexpr char kLive[] = "('leased', 'running')";
+
+// The error every fenced write returns; a worker that sees it stops the run.
+absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
+  pqxx::result r = tx.exec_params("SELECT attempt, state FROM runs WHERE id = $1", run_id);
+  if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+  const int current = r[0][0].as<int>();
+  const std::string state = r[0][1].as<std::string>();
+  if (current == attempt) {
+    return absl::FailedPreconditionError(absl::StrCat("lease lost: run ", run_id, " attempt ",
+                                                      attempt, " is no longer leased (run is ",
+                                                      state, ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "lease lost: run ", run_id, " attempt ", attempt, " is not current (current ", current, ")"));
+}
+
+void Notify(pqxx::work& tx, const char* channel, const std::string& payload) {
+  tx.exec_params("SELECT pg_notify($1, $2)", std::string(channel), payload);
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info) {
+  if (info.name().empty()) return absl::InvalidArgumentError("register: info.name is empty");
+  const std::string& kind = info.device_kind();
+  if (kind != "cpu" && kind != "cuda" && kind != "mps") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("register: info.device_kind must be cpu, cuda or mps (got \"", kind, "\")"));
+  }
+  return db_->Tx<int64_t>("register", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+    // Re-registering under the same name (a restarted daemon) keeps the id; any run the old
+    // process held comes back through lease expiry, not here.
+    pqxx::row row = tx.exec_params1(
+        "INSERT INTO workers (name, device_kind, info) VALUES ($1, $2, $3::jsonb) "
+        "ON CONFLICT (name) DO UPDATE SET device_kind = excluded.device_kind, "
+        "info = excluded.info, last_seen_at = now(), current_run_id = NULL RETURNING id",
+        info.name(), kind, pg::ToJson(info));
+    return row[0].as<int64_t>();
+  });
+}
+
+absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
+  using Out = LeaseOutcome;
+  return db_->Tx<Out>("lease", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result w = tx.exec_params(
+        "UPDATE workers SET last_seen_at = now() WHERE id = $1 RETURNING name, device_kind",
+        worker_id);
+    if (w.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("worker ", worker_id, " is not registered (call Register first)"));
+    }
+    const std::string worker_name = w[0][0].as<std::string>();
+    Out result;
+    result.device_kind = w[0][1].as<std::string>();
+    pqxx::result r = tx.exec_params(
+        "WITH next AS ("
+        "  SELECT id FROM runs WHERE state = 'queued' AND device IN ('auto', $2)"
+        "  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED) "
+        "UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1, "
+        "  lease_expires_at = now() + make_interval(secs => $3), "
+        "  started_at = coalesce(r.started_at, now()), error = '' "
+        "FROM next WHERE r.id = next.id "
+        "RETURNING r.id, r.sweep_id, r.attempt, extract(epoch from r.lease_expires_at), "
+        "  r.spec::text",
+        worker_id, result.device_kind, lease_seconds_);
+    if (r.empty()) return result;
+    v1::LeaseResponse out;
+    out.set_has_run(true);
+    const int64_t run_id = r[0][0].as<int64_t>();
+    const int64_t sweep_id = r[0][1].as<int64_t>();
+    const int attempt = r[0][2].as<int>();
+    absl::Status parsed = pg::FromJson(r[0][4].as<std::string>(), out.mutable_spec());
+    if (!parsed.ok()) return parsed;
+    out.mutable_spec()->set_run_id(run_id);
+    out.mutable_spec()->set_sweep_id(sweep_id);
+    out.mutable_lease()->set_run_id(run_id);
+    out.mutable_lease()->set_attempt(attempt);
+    out.mutable_lease()->set_expires_at(r[0][3].as<double>());
+
+    int64_t resume_step = -1;
+    pqxx::result c = tx.exec_params(
+        "SELECT step, sha256, size_bytes FROM checkpoints WHERE run_id = $1 "
+        "ORDER BY step DESC LIMIT 1",
+        run_id);
+    if (!c.empty()) {
+      resume_step = c[0][0].as<int64_t>();
+      out.mutable_resume_from()->set_step(resume_step);
+      out.mutable_resume_from()->set_sha256(c[0][1].as<std::string>());
+      out.mutable_resume_from()->set_size_bytes(c[0][2].as<int64_t>());
+    }
+    // Without a checkpoint the attempt starts over, so every earlier point goes (step > -1).
+    tx.exec_params(
+        "WITH d AS (DELETE FROM metric_points WHERE run_id = $1 AND step > $2), "
+        "s AS (UPDATE runs SET step = greatest($2, 0) WHERE id = $1), "
+        "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
+        "      VALUES ($1, 'leased', $3, $4, $5)), "
+        "w AS (UPDATE workers SET current_run_id = $1 WHERE id = $6) "
+        "SELECT pg_notify($7, $8)",
+        run_id, resume_step, attempt, worker_name,
+        resume_step >= 0 ? absl::StrCat("resume from step ", resume_step) : std::string(),
+        worker_id, std::string(channels::kSweep), absl::StrCat(sweep_id));
+    result.lease = std::move(out);
+    return result;
+  });
+}
+
+absl::StatusOr<v1::HeartbeatResponse> QueueStore::Heartbeat(const v1::HeartbeatRequest& req) {
+  return db_->Tx<v1::HeartbeatResponse>(
+      "heartbeat", [&](pqxx::work& tx) -> absl::StatusOr<v1::HeartbeatResponse> {
+        pqxx::result w = tx.exec_params(
+            "UPDATE workers SET last_seen_at = now(), current_run_id = nullif($2, 0) "
+            "WHERE id = $1 RETURNING name",
+            req.worker_id(), req.run_id());
+        if (w.empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("worker ", req.worker_id(), " is not registered (call Register first)"));
+        }
+        v1::HeartbeatResponse out;
+        if (req.run_id() == 0) return out;
+        pqxx::result r = tx.exec_params("SELECT state, attempt FROM runs WHERE id = $1 FOR UPDATE",
+                                        req.run_id());
+        if (r.empty()) {
+          return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
+        }
+        const std::string state = r[0][0].as<std::string>();
+        const int attempt = r[0][1].as<int>();
+        if (attempt != req.attempt() || (state != "leased" && state != "running")) {
+          // Cancel is only news for the attempt that was running when it was cancelled; any
+          // other mismatch means this attempt was replaced.
+          if (attempt == req.attempt() && state == "cancelled") {
+            out.set_cancel(true);
+          } else {
+            out.set_lease_lost(true);
+          }
+          return out;
+        }
+        pqxx::row u = tx.exec_params1(
+            "UPDATE runs SET state = 'running', "
+            "  lease_expires_at = now() + make_interval(secs => $2), step = greatest(step, $3), "
+            "  tokens_per_second = $4 "
+            "WHERE id = $1 RETURNING extract(epoch from lease_expires_at), sweep_id",
+            req.run_id(), lease_seconds_, req.step(), req.tokens_per_second());
+        out.set_expires_at(u[0].as<double>());
+        if (state == "leased") {
+          tx.exec_params(
+              "INSERT INTO run_events (run_id, kind, attempt, worker) VALUES ($1, 'started', $2, "
+              "$3)",
+              req.run_id(), attempt, w[0][0].as<std::string>());
+          Notify(tx, channels::kSweep, absl::StrCat(u[1].as<int64_t>()));
+        }
+        return out;
+      });
+}
+
+absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& req) {
+  // One statement per (name, step) is allowed per upsert, so a batch that repeats a key keeps
+  // its last value (what a worker re-sending after a retry means).
+  std::map<std::pair<std::string, int64_t>, const v1::MetricPoint*> latest;
+  for (const auto& p : req.points()) latest[{p.name(), p.step()}] = &p;
+  std::vector<std::string> names;
+  std::vector<int64_t> steps;
+  std::vector<double> values, times;
+  std::map<std::string, std::pair<int64_t, double>> newest;  // name -> (step, value)
+  int64_t max_step = 0;
+  for (const auto& [key, p] : latest) {
+    names.push_back(p->name());
+    steps.push_back(p->step());
+    values.push_back(p->value());
+    times.push_back(p->time());
+    max_step = std::max(max_step, p->step());
+    auto it = newest.find(p->name());
+    if (it == newest.end() || it->second.first <= p->step())
+      newest[p->name()] = {p->step(), p->value()};
+  }
+  auto latest_of = [&](const char* name) -> std::pair<bool, double> {
+    auto it = newest.find(name);
+    return it == newest.end() ? std::pair<bool, double>{false, 0.0}
+                              : std::pair<bool, double>{true, it->second.second};
+  };
+  auto [has_train, train] = latest_of("train_loss");
+  auto [has_val, val] = latest_of("val_loss");
+  auto [has_logit, logit] = latest_of("max_attn_logit");
+  return db_->Tx<int>("report metrics", [&](pqxx::work& tx) -> absl::StatusOr<int> {
+    // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points past
+    // the resume step) waits for this batch to commit, then deletes what it must.
+    pqxx::row row = tx.exec_params1(
+        "WITH fence AS ("
+        "  UPDATE runs SET "
+        "    latest_train_loss = CASE WHEN $3 THEN $4::float8 ELSE latest_train_loss END, "
+        "    latest_val_loss = CASE WHEN $5 THEN $6::float8 ELSE latest_val_loss END, "
+        "    latest_max_attn_logit = CASE WHEN $7 THEN $8::float8 ELSE latest_max_attn_logit END, "
+        "    step = greatest(step, $9) "
+        "  WHERE id = $1 AND attempt = $2 AND state IN ('leased', 'running') RETURNING id), "
+        "ins AS ("
+        "  INSERT INTO metric_points (run_id, name, step, value, time) "
+        "  SELECT fence.id, p.name, p.step, p.value, p.time FROM fence, "
+        "    unnest($10::text[], $11::bigint[], $12::float8[], $13::float8[]) "
+        "      AS p(name, step, value, time) "
+        "  ON CONFLICT (run_id, name, step) DO UPDATE SET value = excluded.value, "
+        "    time = excluded.time, seq = nextval('metric_points_seq') RETURNING 1) "
+        "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)",
+        req.run_id(), req.attempt(), has_train, train, has_val, val, has_logit, logit, max_step,
+        pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
+        pg::DoubleArray(times));
+    if (row[0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
+    Notify(tx, channels::kRun, absl::StrCat(req.run_id()));
+    return static_cast<int>(row[1].as<int64_t>());
+  });
+}
+
+absl::Status QueueStore::CheckFence(int64_t run_id, int attempt) {
+  return db_
+      ->Tx<bool>(
+          "check lease",
+          [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+            pqxx::result r = tx.exec_params(
+                absl::StrCat("SELECT 1 FROM runs WHERE id = $1 AND attempt = $2 AND state IN ",
+                             kLive),
+                run_id, attempt);
+            if (r.empty()) return FenceError(tx, run_id, attempt);
+            return true;
+          })
+      .status();
+}
+
+absl::Status QueueStore::RecordCheckpoint(int64_t run_id, int attempt,
+                                          const v1::CheckpointRef& ref) {
+  return db_
+      ->Tx<bool>(
+          "record checkpoint",
+          [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+            pqxx::result r = tx.exec_params(
+                absl::StrCat("SELECT 1 FROM runs WHERE id = $1 AND attempt = $2 AND state IN ",
+                             kLive, " FOR SHARE"),
+                run_id, attempt);
+            if (r.empty()) return FenceError(tx, run_id, attempt);
+            tx.exec_params(
+                "INSERT INTO checkpoints (run_id, step, sha256, size_bytes, attempt) "
+                "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO UPDATE SET "
+                "sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
+                "attempt = excluded.attempt, created_at = now()",
+                run_id, ref.step(), ref.sha256(), ref.size_bytes(), attempt);
+            return true;
+          })
+      .status();
+}
+
+absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,
+                                                             const std::string& sha256) {
+  return db_->Tx<v1::CheckpointRef>(
+      "find checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<v1::CheckpointRef> {
+        pqxx::result r = tx.exec_params(
+            "SELECT step, sha256, size_bytes FROM checkpoints WHERE run_id = $1 "
+            "AND ($2 = '' OR sha256 = $2) ORDER BY step DESC LIMIT 1",
+            run_id, sha256);
+        if (r.empty()) {
+          return absl::NotFoundError(
+              sha256.empty() ? absl::StrCat("run ", run_id, " has no checkpoint")
+                             : absl::StrCat("run ", run_id, " has no checkpoint ", sha256));
+        }
+        v1::CheckpointRef ref;
+        ref.set_step(r[0][0].as<int64_t>());
+        ref.set_sha256(r[0][1].as<std::string>());
+        ref.set_size_bytes(r[0][2].as<int64_t>());
+        return ref;
+      });
+}
+
+absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
+  const v1::RunState state = req.state();
+  if (state != v1::SUCCEEDED && state != v1::DIVERGED && state != v1::FAILED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("complete: state must be SUCCEEDED, DIVERGED or FAILED (got ",
+                     v1::RunState_Name(state), ")"));
+  }
+  const std::string name = pg::StateName(state);
+  return db_
+      ->Tx<bool>(
+          "complete",
+          [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+            pqxx::result r = tx.exec_params(
+                absl::StrCat(
+                    "UPDATE runs SET state = $3, result = $4::jsonb, error = $5, "
+                    "finished_at = now(), lease_expires_at = NULL, step = greatest(step, $6) "
+                    "WHERE id = $1 AND attempt = $2 AND state IN ",
+                    kLive, " RETURNING sweep_id, worker_id"),
+                req.run_id(), req.attempt(), name, pg::ToJson(req.result()), req.error(),
+                req.result().steps_done());
+            if (r.empty()) {
+              // A retry of a Complete whose reply was lost finds its own result already there.
+              pqxx::result cur =
+                  tx.exec_params("SELECT state, attempt FROM runs WHERE id = $1", req.run_id());
+              if (!cur.empty() && cur[0][1].as<int>() == req.attempt() &&
+                  cur[0][0].as<std::string>() == name) {
+                return true;
+              }
+              return FenceError(tx, req.run_id(), req.attempt());
+            }
+            const int64_t sweep_id = r[0][0].as<int64_t>();
+            // Finishing the sweep here is optimistic: two last runs completing at once may each
+            // still see the other unfinished. The reaper's periodic pass closes that gap, so a
+            // sweep is marked finished at most one reaper interval late, without a sweep lock
+            // serialising every Complete.
+            tx.exec_params(
+                "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
+                "  SELECT $1, 'completed', $2, coalesce(name, ''), $3 FROM runs r "
+                "  LEFT JOIN workers w ON w.id = r.worker_id WHERE r.id = $1), "
+                "w AS (UPDATE workers SET runs_completed = runs_completed + 1, "
+                "  current_run_id = NULL WHERE id = $4 AND current_run_id = $1), "
+                "s AS (UPDATE sweeps SET state = 'finished', finished_at = now() "
+                "  WHERE id = $5 AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs "
+                "  WHERE sweep_id = $5 AND state IN ('queued', 'leased', 'running'))) "
+                "SELECT pg_notify($6, $7), pg_notify($8, $9)",
+                req.run_id(), req.attempt(), name, r[0][1].is_null() ? 0 : r[0][1].as<int64_t>(),
+                sweep_id, std::string(channels::kSweep), absl::StrCat(sweep_id),
+                std::string(channels::kRun), absl::StrCat(req.run_id()));
+            return true;
+          })
+      .status();
+}
+
+absl::Status QueueStore::Release(const v1::ReleaseRequest& req) {
+  return db_
+      ->Tx<bool>("release",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = tx.exec_params(
+                       absl::StrCat("UPDATE runs SET state = 'queued', lease_expires_at = NULL, "
+                                    "max_attempts = max_attempts + 1 "
+                                    "WHERE id = $1 AND attempt = $2 AND state IN ",
+                                    kLive, " RETURNING sweep_id, device, worker_id"),
+                       req.run_id(), req.attempt());
+                   if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
+                   tx.exec_params(
+                       "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+                       "  VALUES ($1, 'released', $2, $3)), "
+                       "w AS (UPDATE workers SET current_run_id = NULL WHERE id = $4 "
+                       "  AND current_run_id = $1) "
+                       "SELECT pg_notify($5, $6), pg_notify($7, $8), pg_notify($9, $10)",
+                       req.run_id(), req.attempt(), req.reason(),
+                       r[0][2].is_null() ? 0 : r[0][2].as<int64_t>(), std::string(channels::kQueue),
+                       r[0][1].as<std::string>(), std::string(channels::kSweep),
+                       absl::StrCat(r[0][0].as<int64_t>()), std::string(channels::kRun),
+                       absl::StrCat(req.run_id()));
+                   return true;
+                 })
+      .status();
+}
+
+absl::StatusOr<ReapResult> QueueStore::Reap() {
+  return db_->Tx<ReapResult>("reap", [&](pqxx::work& tx) -> absl::StatusOr<ReapResult> {
+    // SKIP LOCKED: a run a worker is heartbeating right now is left for the next pass, and two
+    // replicas reaping at once split the expired runs between them instead of both touching each.
+    pqxx::result r = tx.exec(
+        "WITH expired AS ("
+        "  SELECT id FROM runs WHERE state IN ('leased', 'running') AND lease_expires_at < now()"
+        "  ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), "
+        "upd AS ("
+        "  UPDATE runs r SET "
+        "    state = CASE WHEN r.attempt >= r.max_attempts THEN 'failed' ELSE 'queued' END, "
+        "    error = CASE WHEN r.attempt >= r.max_attempts THEN "
+        "      format('lease expired on attempt %s of %s (worker stopped heartbeating)', "
+        "             r.attempt, r.max_attempts) ELSE r.error END, "
+        "    finished_at = CASE WHEN r.attempt >= r.max_attempts THEN now() END, "
+        "    lease_expires_at = NULL "
+        "  FROM expired WHERE r.id = expired.id "
+        "  RETURNING r.id, r.sweep_id, r.attempt, r.state, r.device, r.error), "
+        "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+        "  SELECT id, 'expired', attempt, CASE WHEN state = 'failed' THEN error "
+        "    ELSE 'lease expired; requeued' END FROM upd), "
+        "w AS (UPDATE workers SET current_run_id = NULL "
+        "  WHERE current_run_id IN (SELECT id FROM upd)) "
+        "SELECT id, sweep_id, state, device FROM upd");
+    ReapResult out;
+    std::set<std::string> devices;
+    std::set<int64_t> sweeps;
+    for (const auto& row : r) {
+      if (row[2].as<std::string>() == "failed") {
+        ++out.failed;
+      } else {
+        ++out.requeued;
+        devices.insert(row[3].as<std::string>());
+      }
+      sweeps.insert(row[1].as<int64_t>());
+      Notify(tx, channels::kRun, absl::StrCat(row[0].as<int64_t>()));
+    }
+    pqxx::result done = tx.exec(
+        "UPDATE sweeps s SET state = 'finished', finished_at = now() "
+        "WHERE state = 'active' AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sweep_id = s.id "
+        "AND r.state IN ('queued', 'leased', 'running')) RETURNING id");
+    out.sweeps_finished = static_cast<int>(done.size());
+    for (const auto& row : done) sweeps.insert(row[0].as<int64_t>());
+    for (const auto& d : devices) Notify(tx, channels::kQueue, d);
+    for (int64_t s : sweeps) Notify(tx, channels::kSweep, absl::StrCat(s));
+    return out;
+  });
+}
+
+absl::StatusOr<std::pair<std::string, int64_t>> QueueStore::DatasetPath(const std::string& sha) {
+  using Out = std::pair<std::string, int64_t>;
+  return db_->Tx<Out>("get dataset", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = tx.exec_params("SELECT path, size_bytes FROM datasets WHERE sha256 = $1", sha);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("no data set with sha256 ", sha));
+    return Out(r[0][0].as<std::string>(), r[0][1].as<int64_t>());
+  });
+}
+
+}  // namespace ablate::server

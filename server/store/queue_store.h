@@ -1,0 +1,87 @@
+// The run queue: every state change a worker causes, and the reaper. All of it is explained by
+// one concept, the lease (run, attempt, expiry):
+//
+//   queued --Lease--> leased --Heartbeat--> running --Complete--> succeeded | diverged | failed
+//      ^                 |                     |
+//      +---- Release ----+---------------------+   (attempt not counted against max_attempts)
+//      +---- reaper: expiry passed, attempt < max_attempts ------+  else -> failed
+//   any unfinished state --Cancel--> cancelled (a leased/running worker learns on its heartbeat)
+//
+// Lease takes the next queued run with FOR UPDATE SKIP LOCKED and bumps `attempt`; every write a
+// worker makes afterwards names (run, attempt) and is applied only while that attempt is current
+// and the run is leased or running. So a worker that stalled past its expiry and comes back can
+// never overwrite the attempt that replaced it: its writes fail with FAILED_PRECONDITION.
+//
+// What this cannot prevent: a stalled worker keeps computing until its next heartbeat tells it
+// the lease is lost, so a run may briefly train twice; only one attempt's results are kept.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/statusor.h"
+#include "server/store/db.h"
+
+namespace ablate::server {
+
+struct LeaseOutcome {
+  std::string device_kind;                 // the worker's, for routing wake-ups
+  std::optional<v1::LeaseResponse> lease;  // nullopt: nothing this worker can run is queued
+};
+
+struct ReapResult {
+  int requeued = 0;
+  int failed = 0;
+  int sweeps_finished = 0;
+};
+
+class QueueStore {
+ public:
+  QueueStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
+
+  double lease_seconds() const { return lease_seconds_; }
+
+  // Registers (or re-registers, by name) a worker; returns its id.
+  absl::StatusOr<int64_t> Register(const v1::WorkerInfo& info);
+
+  // Leases the next run this worker can run, if one is queued. When the run has a
+  // checkpoint the response says so, and the run's points after that step are deleted in the
+  // same transaction, so the new attempt's series continues without gap or duplicate.
+  absl::StatusOr<LeaseOutcome> Lease(int64_t worker_id);
+
+  // Extends the lease (leased -> running). Fenced attempts get lease_lost, cancelled runs cancel.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+
+  // Upserts points keyed (run, name, step). Returns how many were stored.
+  absl::StatusOr<int> ReportMetrics(const v1::ReportMetricsRequest& request);
+
+  // FAILED_PRECONDITION unless `attempt` is the run's current attempt and it is leased/running.
+  absl::Status CheckFence(int64_t run_id, int attempt);
+
+  // Records a stored checkpoint blob for the run (fenced).
+  absl::Status RecordCheckpoint(int64_t run_id, int attempt, const v1::CheckpointRef& ref);
+
+  // The run's checkpoint with `sha256`, or its newest when empty.
+  absl::StatusOr<v1::CheckpointRef> FindCheckpoint(int64_t run_id, const std::string& sha256);
+
+  // Final state of an attempt. Repeating the same Complete after a lost reply is accepted.
+  absl::Status Complete(const v1::CompleteRequest& request);
+
+  // Hands the run back: queued at once, the attempt not counted against max_attempts.
+  absl::Status Release(const v1::ReleaseRequest& request);
+
+  // Requeues (or fails, past max_attempts) runs whose lease expired, and finishes sweeps with no
+  // unfinished run. Safe to run in every replica at once (SKIP LOCKED; idempotent updates).
+  absl::StatusOr<ReapResult> Reap();
+
+  // Path of a data set recorded at submit, by content hash.
+  absl::StatusOr<std::pair<std::string, int64_t>> DatasetPath(const std::string& sha256);
+
+ private:
+  Db* db_;
+  double lease_seconds_;
+};
+
+}  // namespace ablate::server

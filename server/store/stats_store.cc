@@ -1,0 +1,62 @@
+#include "server/store/stats_store.h"
+
+namespace ablate::server {
+namespace {
+
+std::optional<double> Opt(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return f.as<double>();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
+  using Out = std::vector<RunStats>;
+  return db_->Tx<Out>("run stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = tx.exec(
+        "SELECT r.id, r.sweep_id, "
+        "  coalesce(r.spec->'grid_values'->>'qk_norm', r.spec->'config'->>'qk_norm', ''), "
+        "  coalesce(r.spec->'grid_values'->>'lr', r.spec->'config'->>'lr', ''), "
+        "  coalesce(r.spec->'grid_values'->>'n_layer', r.spec->'config'->>'n_layer', ''), "
+        "  r.seed::text, r.step, r.latest_train_loss, r.latest_val_loss, r.tokens_per_second, "
+        "  r.latest_max_attn_logit "
+        "FROM runs r JOIN sweeps s ON s.id = r.sweep_id "
+        "WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL");
+    Out out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      RunStats s;
+      s.run_id = row[0].as<int64_t>();
+      s.sweep_id = row[1].as<int64_t>();
+      s.qk_norm = row[2].as<std::string>();
+      s.lr = row[3].as<std::string>();
+      s.n_layer = row[4].as<std::string>();
+      s.seed = row[5].as<std::string>();
+      s.step = row[6].as<double>();
+      s.train_loss = Opt(row[7]);
+      s.val_loss = Opt(row[8]);
+      s.tokens_per_second = Opt(row[9]);
+      s.max_attn_logit = Opt(row[10]);
+      out.push_back(std::move(s));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<WorkerCount>> StatsStore::Workers() {
+  using Out = std::vector<WorkerCount>;
+  return db_->Tx<Out>("worker stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = tx.exec_params(
+        "SELECT CASE WHEN last_seen_at < now() - make_interval(secs => $1) THEN 'offline' "
+        "  WHEN current_run_id IS NOT NULL THEN 'busy' ELSE 'idle' END AS st, device_kind, "
+        "  count(*) FROM workers GROUP BY st, device_kind",
+        2 * lease_seconds_);
+    Out out;
+    for (const auto& row : r) {
+      out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int>()});
+    }
+    return out;
+  });
+}
+
+}  // namespace ablate::server

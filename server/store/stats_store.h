@@ -1,0 +1,42 @@
+// What the Prometheus exporter reads: gauges of state come from the database, not from
+// in-process counters, so every replica exports the same values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/store/db.h"
+
+namespace ablate::server {
+
+struct RunStats {
+  int64_t run_id = 0;
+  int64_t sweep_id = 0;
+  std::string qk_norm, lr, n_layer, seed;  // label values as written in the sweep
+  double step = 0;
+  std::optional<double> train_loss, val_loss, tokens_per_second, max_attn_logit;
+};
+
+struct WorkerCount {
+  std::string state;  // idle | busy | offline
+  std::string device;
+  int count = 0;
+};
+
+class StatsStore {
+ public:
+  StatsStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
+
+  // Every run of an active sweep that has started (queued runs have nothing to show yet).
+  absl::StatusOr<std::vector<RunStats>> ActiveRuns();
+  absl::StatusOr<std::vector<WorkerCount>> Workers();
+
+ private:
+  Db* db_;
+  double lease_seconds_;
+};
+
+}  // namespace ablate::server

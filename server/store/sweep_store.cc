@@ -1,0 +1,340 @@
+#include "server/store/sweep_store.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/store/channels.h"
+#include "server/store/pg_codec.h"
+
+namespace ablate::server {
+namespace {
+
+constexpr char kSweepColumns[] =
+    "SELECT s.id, s.name, s.state, s.spec_yaml, s.file_name, extract(epoch from s.created_at), "
+    "extract(epoch from s.finished_at), s.priority, array_to_json(s.axes)::text, s.submitted_by, "
+    "c.queued, c.leased, c.running, c.succeeded, c.diverged, c.failed, c.cancelled, c.total, "
+    "c.avg_seconds "
+    "FROM sweeps s, LATERAL (SELECT "
+    "  count(*) FILTER (WHERE state = 'queued') AS queued, "
+    "  count(*) FILTER (WHERE state = 'leased') AS leased, "
+    "  count(*) FILTER (WHERE state = 'running') AS running, "
+    "  count(*) FILTER (WHERE state = 'succeeded') AS succeeded, "
+    "  count(*) FILTER (WHERE state = 'diverged') AS diverged, "
+    "  count(*) FILTER (WHERE state = 'failed') AS failed, "
+    "  count(*) FILTER (WHERE state = 'cancelled') AS cancelled, "
+    "  count(*) AS total, "
+    "  avg(extract(epoch from finished_at - started_at)) FILTER ("
+    "    WHERE state IN ('succeeded', 'diverged', 'failed') AND started_at IS NOT NULL) "
+    "    AS avg_seconds "
+    "  FROM runs WHERE sweep_id = s.id) c ";
+
+v1::Sweep SweepFromRow(const pqxx::row& row) {
+  v1::Sweep s;
+  s.set_id(row[0].as<int64_t>());
+  s.set_name(row[1].as<std::string>());
+  s.set_state(row[2].as<std::string>());
+  s.set_spec_yaml(row[3].as<std::string>());
+  s.set_file_name(row[4].as<std::string>());
+  s.set_created_at(pg::OrZero(row[5]));
+  s.set_finished_at(pg::OrZero(row[6]));
+  s.set_priority(row[7].as<int>());
+  for (const auto& axis : nlohmann::json::parse(row[8].as<std::string>(), nullptr, false)) {
+    if (axis.is_string()) s.add_axes(axis.get<std::string>());
+  }
+  s.set_submitted_by(row[9].as<std::string>());
+  auto* c = s.mutable_counts();
+  c->set_queued(row[10].as<int>());
+  c->set_leased(row[11].as<int>());
+  c->set_running(row[12].as<int>());
+  c->set_succeeded(row[13].as<int>());
+  c->set_diverged(row[14].as<int>());
+  c->set_failed(row[15].as<int>());
+  c->set_cancelled(row[16].as<int>());
+  c->set_total(row[17].as<int>());
+  // ETA: runs left times the mean duration of finished runs, divided by the runs in flight
+  // (a proxy for the workers on this sweep). Crude while few runs have finished; -1 until one has.
+  const int remaining = c->queued() + c->leased() + c->running();
+  if (s.state() != "active" || remaining == 0) {
+    s.set_eta_seconds(0);
+  } else if (row[18].is_null()) {
+    s.set_eta_seconds(-1);
+  } else {
+    const int parallel = std::max(1, c->leased() + c->running());
+    s.set_eta_seconds(row[18].as<double>() * remaining / parallel);
+  }
+  return s;
+}
+
+std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
+  std::vector<std::string> out;
+  for (auto s : states) out.push_back(pg::StateName(s));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
+                                             const std::vector<DatasetRecord>& datasets) {
+  std::vector<std::string> cells, devices, specs;
+  std::vector<int64_t> seeds, orders, steps;
+  std::set<std::string> distinct_devices;
+  for (size_t i = 0; i < sweep.runs.size(); ++i) {
+    const v1::RunSpec& run = sweep.runs[i];
+    cells.push_back(run.cell());
+    seeds.push_back(run.config().seed());
+    orders.push_back(static_cast<int64_t>(i));
+    const std::string device = run.config().device().empty() ? "auto" : run.config().device();
+    devices.push_back(device);
+    distinct_devices.insert(device);
+    specs.push_back(pg::ToJson(run));
+    steps.push_back(run.config().steps());
+  }
+  return db_->Tx<v1::Sweep>("submit sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
+    pqxx::row s = tx.exec_params1(
+        "INSERT INTO sweeps (name, spec_yaml, file_name, priority, max_attempts, axes, "
+        "submitted_by) VALUES ($1, $2, $3, $4, $5, $6::text[], $7) RETURNING id",
+        sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority, sweep.max_attempts,
+        pg::TextArray(sweep.axes), sweep.submitted_by);
+    const int64_t id = s[0].as<int64_t>();
+    // One multi-row INSERT over unnest()ed arrays: 10,000 runs cost one round trip.
+    tx.exec_params(
+        "INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, spec, "
+        "  max_attempts, total_steps) "
+        "SELECT $1, u.cell, u.seed, u.ord, $2, u.device, u.spec::jsonb, $3, u.steps FROM "
+        "unnest($4::text[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::bigint[]) "
+        "  AS u(cell, seed, ord, device, spec, steps)",
+        id, sweep.priority, sweep.max_attempts, pg::TextArray(cells), pg::Int64Array(seeds),
+        pg::Int64Array(orders), pg::TextArray(devices), pg::TextArray(specs),
+        pg::Int64Array(steps));
+    std::vector<std::string> shas, paths;
+    std::vector<int64_t> sizes;
+    for (const auto& d : datasets) {
+      shas.push_back(d.sha256);
+      paths.push_back(d.path);
+      sizes.push_back(d.size_bytes);
+    }
+    if (!shas.empty()) {
+      tx.exec_params(
+          "INSERT INTO datasets (sha256, path, size_bytes) "
+          "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) "
+          "ON CONFLICT (sha256) DO UPDATE SET path = excluded.path",
+          pg::TextArray(shas), pg::TextArray(paths), pg::Int64Array(sizes));
+    }
+    for (const auto& d : distinct_devices) {
+      tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kQueue), d);
+    }
+    pqxx::result r = tx.exec_params(absl::StrCat(kSweepColumns, "WHERE s.id = $1"), id);
+    return SweepFromRow(r[0]);
+  });
+}
+
+absl::StatusOr<int64_t> SweepStore::Resolve(const v1::SweepRef& ref) {
+  if (ref.id() == 0 && ref.name().empty()) {
+    return absl::InvalidArgumentError("sweep: give an id or a name");
+  }
+  return db_->Tx<int64_t>("find sweep", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+    pqxx::result r =
+        ref.id() != 0
+            ? tx.exec_params("SELECT id FROM sweeps WHERE id = $1", ref.id())
+            : tx.exec_params("SELECT id FROM sweeps WHERE name = $1 ORDER BY id DESC LIMIT 1",
+                             ref.name());
+    if (r.empty()) {
+      return absl::NotFoundError(ref.id() != 0
+                                     ? absl::StrCat("no sweep with id ", ref.id())
+                                     : absl::StrCat("no sweep named \"", ref.name(), "\""));
+    }
+    return r[0][0].as<int64_t>();
+  });
+}
+
+absl::StatusOr<v1::Sweep> SweepStore::Get(int64_t sweep_id) {
+  return db_->Tx<v1::Sweep>("get sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
+    pqxx::result r = tx.exec_params(absl::StrCat(kSweepColumns, "WHERE s.id = $1"), sweep_id);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("no sweep with id ", sweep_id));
+    return SweepFromRow(r[0]);
+  });
+}
+
+absl::StatusOr<std::vector<v1::Sweep>> SweepStore::List(int limit, bool active_only) {
+  using Out = std::vector<v1::Sweep>;
+  return db_->Tx<Out>("list sweeps", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = tx.exec_params(
+        absl::StrCat(kSweepColumns,
+                     "WHERE (NOT $1 OR s.state = 'active') ORDER BY s.id DESC LIMIT $2"),
+        active_only, limit > 0 ? limit : 100);
+    Out out;
+    for (const auto& row : r) out.push_back(SweepFromRow(row));
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
+                                                          const std::vector<v1::RunState>& states,
+                                                          int limit) {
+  using Out = std::vector<v1::Run>;
+  return db_->Tx<Out>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = tx.exec_params(
+        absl::StrCat("SELECT ", pg::kRunColumns,
+                     " WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR "
+                     "r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3"),
+        sweep_id, pg::TextArray(StateNames(states)), limit > 0 ? limit : 1000000);
+    Out out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      auto run = pg::RunFromRow(row);
+      if (!run.ok()) return run.status();
+      out.push_back(*std::move(run));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<int> SweepStore::Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids) {
+  return db_->Tx<int>("cancel", [&](pqxx::work& tx) -> absl::StatusOr<int> {
+    pqxx::row row = tx.exec_params1(
+        "WITH c AS (UPDATE runs SET state = 'cancelled', finished_at = now(), "
+        "  lease_expires_at = NULL WHERE sweep_id = $1 "
+        "  AND state IN ('queued', 'leased', 'running') "
+        "  AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[])) "
+        "  RETURNING id, attempt), "
+        "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+        "  SELECT id, 'cancelled', attempt, 'cancelled by user' FROM c), "
+        "n AS (SELECT pg_notify($3, id::text) FROM c) "
+        "SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM n)",
+        sweep_id, pg::Int64Array(run_ids), std::string(channels::kRun));
+    if (run_ids.empty()) {
+      tx.exec_params(
+          "UPDATE sweeps SET state = 'cancelled', finished_at = now() "
+          "WHERE id = $1 AND state = 'active'",
+          sweep_id);
+    } else {
+      tx.exec_params(
+          "UPDATE sweeps SET state = 'finished', finished_at = now() WHERE id = $1 "
+          "AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = $1 "
+          "AND state IN ('queued', 'leased', 'running'))",
+          sweep_id);
+    }
+    tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kSweep),
+                   absl::StrCat(sweep_id));
+    return static_cast<int>(row[0].as<int64_t>());
+  });
+}
+
+absl::StatusOr<int> SweepStore::Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
+                                      const std::vector<v1::RunState>& states) {
+  std::vector<v1::RunState> wanted = states;
+  if (wanted.empty()) wanted = {v1::FAILED, v1::CANCELLED};
+  for (auto s : wanted) {
+    if (s != v1::FAILED && s != v1::CANCELLED && s != v1::DIVERGED && s != v1::SUCCEEDED) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "retry: states: only finished runs can be retried (got ", v1::RunState_Name(s), ")"));
+    }
+  }
+  return db_->Tx<int>("retry", [&](pqxx::work& tx) -> absl::StatusOr<int> {
+    pqxx::result r = tx.exec_params(
+        "WITH q AS (UPDATE runs SET state = 'queued', error = '', result = NULL, "
+        "  finished_at = NULL, lease_expires_at = NULL, "
+        "  max_attempts = attempt + (SELECT max_attempts FROM sweeps WHERE id = $1) "
+        "  WHERE sweep_id = $1 AND state = ANY($2::text[]) "
+        "  AND (cardinality($3::bigint[]) = 0 OR id = ANY($3::bigint[])) "
+        "  RETURNING id, attempt, device), "
+        "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+        "  SELECT id, 'requeued', attempt, 'retried by user' FROM q) "
+        "SELECT device, count(*) FROM q GROUP BY device",
+        sweep_id, pg::TextArray(StateNames(wanted)), pg::Int64Array(run_ids));
+    int64_t total = 0;
+    for (const auto& row : r) {
+      total += row[1].as<int64_t>();
+      tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kQueue),
+                     row[0].as<std::string>());
+    }
+    if (total > 0) {
+      tx.exec_params("UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1",
+                     sweep_id);
+      tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kSweep),
+                     absl::StrCat(sweep_id));
+    }
+    return static_cast<int>(total);
+  });
+}
+
+absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
+                                                              const std::vector<std::string>& names,
+                                                              int64_t after_step, int64_t after_seq,
+                                                              int64_t* max_seq) {
+  using Out = v1::GetRunMetricsResponse;
+  return db_->Tx<Out>("get run metrics", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result run = tx.exec_params("SELECT state FROM runs WHERE id = $1", run_id);
+    if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    Out out;
+    out.set_state(pg::StateFromName(run[0][0].as<std::string>()));
+    pqxx::result r = tx.exec_params(
+        "SELECT step, name, value, time, seq FROM metric_points WHERE run_id = $1 "
+        "AND step > $2 AND seq > $4 "
+        "AND (cardinality($3::text[]) = 0 OR name = ANY($3::text[])) ORDER BY step, name",
+        run_id, after_step, pg::TextArray(names), after_seq);
+    *max_seq = after_seq;
+    for (const auto& row : r) {
+      auto* p = out.add_points();
+      p->set_step(row[0].as<int64_t>());
+      p->set_name(row[1].as<std::string>());
+      p->set_value(row[2].as<double>());
+      p->set_time(row[3].as<double>());
+      *max_seq = std::max(*max_seq, row[4].as<int64_t>());
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<v1::RunEvent>> SweepStore::Events(int64_t run_id) {
+  using Out = std::vector<v1::RunEvent>;
+  return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = tx.exec_params(
+        "SELECT extract(epoch from time), kind, attempt, worker, message FROM run_events "
+        "WHERE run_id = $1 ORDER BY id",
+        run_id);
+    Out out;
+    for (const auto& row : r) {
+      v1::RunEvent e;
+      e.set_time(row[0].as<double>());
+      e.set_kind(row[1].as<std::string>());
+      e.set_attempt(row[2].as<int>());
+      e.set_worker(row[3].as<std::string>());
+      e.set_message(row[4].as<std::string>());
+      out.push_back(std::move(e));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline) {
+  using Out = std::vector<v1::Worker>;
+  return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    // Offline = not seen for two lease periods: a worker heartbeats every third of one, so
+    // that is several missed beats, not one slow reply.
+    pqxx::result r = tx.exec_params(
+        "SELECT id, info::text, CASE WHEN last_seen_at < now() - make_interval(secs => $1) "
+        "  THEN 'offline' WHEN current_run_id IS NOT NULL THEN 'busy' ELSE 'idle' END, "
+        "  extract(epoch from registered_at), extract(epoch from last_seen_at), "
+        "  coalesce(current_run_id, 0), runs_completed FROM workers "
+        "WHERE $2 OR last_seen_at >= now() - make_interval(secs => $1) ORDER BY name",
+        2 * lease_seconds_, include_offline);
+    Out out;
+    for (const auto& row : r) {
+      v1::Worker w;
+      w.set_id(row[0].as<int64_t>());
+      absl::Status s = pg::FromJson(row[1].as<std::string>(), w.mutable_info());
+      if (!s.ok()) return s;
+      w.set_state(row[2].as<std::string>());
+      w.set_registered_at(row[3].as<double>());
+      w.set_last_seen_at(row[4].as<double>());
+      w.set_current_run_id(row[5].as<int64_t>());
+      w.set_runs_completed(row[6].as<int>());
+      out.push_back(std::move(w));
+    }
+    return out;
+  });
+}
+
+}  // namespace ablate::server

@@ -1,0 +1,67 @@
+// Sweeps as the CLI sees them: submit, inspect, cancel, retry, metrics, events, workers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/statusor.h"
+#include "server/store/db.h"
+
+namespace ablate::server {
+
+struct NewSweep {
+  std::string name;
+  std::string file_name;
+  std::string spec_yaml;
+  std::string submitted_by;
+  int priority = 0;
+  int max_attempts = 3;
+  std::vector<std::string> axes;
+  std::vector<v1::RunSpec> runs;  // in queue order
+};
+
+struct DatasetRecord {
+  std::string sha256;
+  std::string path;
+  int64_t size_bytes = 0;
+};
+
+class SweepStore {
+ public:
+  SweepStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
+
+  // Inserts the sweep, its runs and its data sets in one transaction (all or nothing).
+  absl::StatusOr<v1::Sweep> Insert(const NewSweep& sweep,
+                                   const std::vector<DatasetRecord>& datasets);
+
+  // NOT_FOUND names the reference when no sweep matches.
+  absl::StatusOr<int64_t> Resolve(const v1::SweepRef& ref);
+  absl::StatusOr<v1::Sweep> Get(int64_t sweep_id);
+  absl::StatusOr<std::vector<v1::Sweep>> List(int limit, bool active_only);
+  absl::StatusOr<std::vector<v1::Run>> ListRuns(int64_t sweep_id,  // 0: every sweep
+                                                const std::vector<v1::RunState>& states, int limit);
+
+  // Returns how many runs were cancelled. Whole-sweep cancel marks the sweep cancelled.
+  absl::StatusOr<int> Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids);
+  // Requeues finished runs in `states` (or the given ids); the attempt counter is kept and
+  // max_attempts raised by the sweep's max_attempts, so history stays truthful.
+  absl::StatusOr<int> Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
+                            const std::vector<v1::RunState>& states);
+
+  // Points with step > after_step and, when after_seq > 0, changed since after_seq (ordered by
+  // step). *max_seq receives the newest change seen: the next call's after_seq.
+  absl::StatusOr<v1::GetRunMetricsResponse> Metrics(int64_t run_id,
+                                                    const std::vector<std::string>& names,
+                                                    int64_t after_step, int64_t after_seq,
+                                                    int64_t* max_seq);
+  absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id);
+  absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline);
+
+ private:
+  Db* db_;
+  double lease_seconds_;
+};
+
+}  // namespace ablate::server

@@ -1,0 +1,105 @@
+#include "server/store/token_store.h"
+
+#include <openssl/rand.h>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/util/sha256.h"
+
+namespace ablate::server {
+
+absl::StatusOr<Role> ParseRole(const std::string& name) {
+  if (name == "worker") return Role::kWorker;
+  if (name == "user") return Role::kUser;
+  if (name == "admin") return Role::kAdmin;
+  return absl::InvalidArgumentError(
+      absl::StrCat("role must be worker, user or admin (got \"", name, "\")"));
+}
+
+std::string RoleName(Role role) {
+  switch (role) {
+    case Role::kWorker:
+      return "worker";
+    case Role::kUser:
+      return "user";
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "user";
+}
+
+namespace {
+
+TokenInfo InfoFromRow(const pqxx::row& row) {
+  TokenInfo t;
+  t.id = row[0].as<int64_t>();
+  t.name = row[1].as<std::string>();
+  t.role = ParseRole(row[2].as<std::string>()).value_or(Role::kUser);
+  t.created_at = row[3].as<double>();
+  t.revoked = row[4].as<bool>();
+  return t;
+}
+
+constexpr char kColumns[] =
+    "SELECT id, name, role, extract(epoch from created_at), revoked_at IS NOT NULL FROM tokens ";
+
+}  // namespace
+
+absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    return absl::InternalError("token create: no randomness available (RAND_bytes failed)");
+  }
+  NewToken out;
+  // The prefix makes a leaked token recognisable by secret scanners.
+  out.secret = absl::StrCat(
+      "ablt_", absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), 32)));
+  const std::string digest = Sha256Hex(out.secret);
+  auto row = db_->Tx<TokenInfo>("token create", [&](pqxx::work& tx) -> absl::StatusOr<TokenInfo> {
+    pqxx::result r = tx.exec_params(
+        "WITH t AS (INSERT INTO tokens (name, role, sha256) VALUES ($1, $2, $3) RETURNING *) "
+        "SELECT id, name, role, extract(epoch from created_at), revoked_at IS NOT NULL FROM t",
+        name, RoleName(role), digest);
+    return InfoFromRow(r[0]);
+  });
+  if (!row.ok()) return row.status();
+  out.info = *row;
+  return out;
+}
+
+absl::StatusOr<std::vector<TokenInfo>> TokenStore::List() {
+  using Out = std::vector<TokenInfo>;
+  return db_->Tx<Out>("token list", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    Out out;
+    for (const auto& row : tx.exec(absl::StrCat(kColumns, "ORDER BY id"))) {
+      out.push_back(InfoFromRow(row));
+    }
+    return out;
+  });
+}
+
+absl::Status TokenStore::Revoke(int64_t id) {
+  return db_
+      ->Tx<bool>("token revoke",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = tx.exec_params(
+                       "UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 "
+                       "RETURNING id",
+                       id);
+                   if (r.empty()) return absl::NotFoundError(absl::StrCat("no token with id ", id));
+                   return true;
+                 })
+      .status();
+}
+
+absl::StatusOr<std::optional<TokenInfo>> TokenStore::Lookup(const std::string& sha256) {
+  using Out = std::optional<TokenInfo>;
+  return db_->Tx<Out>("authenticate", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r =
+        tx.exec_params(absl::StrCat(kColumns, "WHERE sha256 = $1 AND revoked_at IS NULL"), sha256);
+    if (r.empty()) return Out();
+    return Out(InfoFromRow(r[0]));
+  });
+}
+
+}  // namespace ablate::server

@@ -1,0 +1,261 @@
+#include "server/sweep_service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "common/spec/spec.h"
+#include "server/polling_stream.h"
+#include "server/store/channels.h"
+#include "spdlog/spdlog.h"
+
+namespace ablate::server {
+namespace {
+
+// Streams of metric points are cut into messages of this many points (well under the cap).
+constexpr int kPointsPerMessage = 20000;
+// Fallback re-read for streams when no NOTIFY arrives (ETA and worker liveness change silently).
+constexpr auto kIdlePoll = std::chrono::seconds(5);
+
+std::vector<v1::RunState> States(const google::protobuf::RepeatedField<int>& states) {
+  std::vector<v1::RunState> out;
+  for (int s : states) out.push_back(static_cast<v1::RunState>(s));
+  return out;
+}
+
+bool Finished(v1::RunState s) {
+  return s == v1::SUCCEEDED || s == v1::DIVERGED || s == v1::FAILED || s == v1::CANCELLED;
+}
+
+}  // namespace
+
+absl::StatusOr<Caller> SweepServiceImpl::Authorize(const grpc::ServerContextBase& ctx,
+                                                   const char* method) {
+  return d_.auth->Check(ctx, Surface::kSweep, method);
+}
+
+grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext* ctx,
+                                           const v1::SubmitSweepRequest* req,
+                                           v1::SubmitSweepResponse* resp) {
+  RpcTimer timer(d_.metrics, "SubmitSweep");
+  auto caller = Authorize(*ctx, "SweepService.SubmitSweep");
+  if (!caller.ok()) return ToGrpc(caller.status());
+  const std::string file_name = req->file_name().empty() ? "sweep.yaml" : req->file_name();
+  if (static_cast<int64_t>(req->spec_yaml().size()) > d_.options->max_spec_bytes) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat(file_name, ": sweep file is ", req->spec_yaml().size(),
+                     " bytes; the server accepts at most ", d_.options->max_spec_bytes)));
+  }
+  spec::Limits limits;
+  limits.max_runs = d_.options->max_grid;
+  auto sweep = spec::ParseSweep(req->spec_yaml(), file_name, limits);
+  if (!sweep.ok()) return ToGrpc(sweep.status());
+  auto runs = spec::Expand(*sweep, limits);
+  if (!runs.ok()) return ToGrpc(runs.status());
+  v1::DataSpec data = sweep->data;
+  auto datasets = d_.datasets->Resolve(file_name, &data);
+  if (!datasets.ok()) return ToGrpc(datasets.status());
+  for (auto& run : *runs) {
+    run.set_sweep_name(sweep->name);
+    *run.mutable_data() = data;
+  }
+  NewSweep s;
+  s.name = sweep->name;
+  s.file_name = file_name;
+  s.spec_yaml = req->spec_yaml();
+  s.submitted_by = caller->name;
+  s.priority = req->priority() != 0 ? req->priority() : sweep->priority;
+  s.max_attempts = sweep->max_attempts;
+  for (const auto& axis : sweep->grid) s.axes.push_back(axis.name);
+  resp->set_runs(static_cast<int>(runs->size()));
+  if (req->dry_run()) {
+    auto* out = resp->mutable_sweep();
+    out->set_name(s.name);
+    out->set_state("dry_run");
+    out->set_spec_yaml(s.spec_yaml);
+    out->set_file_name(s.file_name);
+    out->set_priority(s.priority);
+    for (const auto& a : s.axes) out->add_axes(a);
+    out->mutable_counts()->set_total(static_cast<int>(runs->size()));
+    for (auto& run : *runs) *resp->add_expanded() = std::move(run);
+    return grpc::Status::OK;
+  }
+  s.runs = *std::move(runs);
+  auto stored = d_.sweeps->Insert(s, *datasets);
+  if (!stored.ok()) return ToGrpc(stored.status());
+  *resp->mutable_sweep() = *std::move(stored);
+  spdlog::info("sweep submitted id={} name={} runs={} by={}", resp->sweep().id(), s.name,
+               resp->runs(), caller->name);
+  return grpc::Status::OK;
+}
+
+grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetSweepRequest* req,
+                                        v1::GetSweepResponse* resp) {
+  RpcTimer timer(d_.metrics, "GetSweep");
+  if (auto a = Authorize(*ctx, "SweepService.GetSweep"); !a.ok()) return ToGrpc(a.status());
+  auto id = d_.sweeps->Resolve(req->sweep());
+  if (!id.ok()) return ToGrpc(id.status());
+  auto sweep = d_.sweeps->Get(*id);
+  if (!sweep.ok()) return ToGrpc(sweep.status());
+  *resp->mutable_sweep() = *std::move(sweep);
+  if (req->include_runs()) {
+    auto runs = d_.sweeps->ListRuns(*id, {}, 0);
+    if (!runs.ok()) return ToGrpc(runs.status());
+    for (auto& r : *runs) *resp->add_runs() = std::move(r);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SweepServiceImpl::ListSweeps(grpc::ServerContext* ctx,
+                                          const v1::ListSweepsRequest* req,
+                                          v1::ListSweepsResponse* resp) {
+  RpcTimer timer(d_.metrics, "ListSweeps");
+  if (auto a = Authorize(*ctx, "SweepService.ListSweeps"); !a.ok()) return ToGrpc(a.status());
+  auto list = d_.sweeps->List(req->limit(), req->active_only());
+  if (!list.ok()) return ToGrpc(list.status());
+  for (auto& s : *list) *resp->add_sweeps() = std::move(s);
+  return grpc::Status::OK;
+}
+
+grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext* ctx,
+                                           const v1::CancelSweepRequest* req,
+                                           v1::CancelSweepResponse* resp) {
+  RpcTimer timer(d_.metrics, "CancelSweep");
+  auto caller = Authorize(*ctx, "SweepService.CancelSweep");
+  if (!caller.ok()) return ToGrpc(caller.status());
+  auto id = d_.sweeps->Resolve(req->sweep());
+  if (!id.ok()) return ToGrpc(id.status());
+  auto n = d_.sweeps->Cancel(*id, {req->run_ids().begin(), req->run_ids().end()});
+  if (!n.ok()) return ToGrpc(n.status());
+  resp->set_cancelled(*n);
+  spdlog::info("sweep cancel id={} runs_cancelled={} by={}", *id, *n, caller->name);
+  return grpc::Status::OK;
+}
+
+grpc::Status SweepServiceImpl::RetryRuns(grpc::ServerContext* ctx, const v1::RetryRunsRequest* req,
+                                         v1::RetryRunsResponse* resp) {
+  RpcTimer timer(d_.metrics, "RetryRuns");
+  if (auto a = Authorize(*ctx, "SweepService.RetryRuns"); !a.ok()) return ToGrpc(a.status());
+  auto id = d_.sweeps->Resolve(req->sweep());
+  if (!id.ok()) return ToGrpc(id.status());
+  auto n =
+      d_.sweeps->Retry(*id, {req->run_ids().begin(), req->run_ids().end()}, States(req->states()));
+  if (!n.ok()) return ToGrpc(n.status());
+  resp->set_requeued(*n);
+  return grpc::Status::OK;
+}
+
+grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
+    grpc::CallbackServerContext* ctx, const v1::WatchSweepRequest* req) {
+  const double interval = req->min_interval_seconds() > 0 ? req->min_interval_seconds() : 1.0;
+  using Stream = PollingStream<v1::SweepUpdate>;
+  return Stream::Start(
+      d_.executor, d_.hub, std::chrono::milliseconds(static_cast<int64_t>(interval * 1000)),
+      kIdlePoll, [this, ctx, req]() -> absl::StatusOr<Stream::Plan> {
+        if (auto a = Authorize(*ctx, "SweepService.WatchSweep"); !a.ok()) return a.status();
+        auto id = d_.sweeps->Resolve(req->sweep());
+        if (!id.ok()) return id.status();
+        const int64_t sweep_id = *id;
+        // Only changes are sent: a re-read identical to the last update is dropped.
+        auto previous = std::make_shared<std::string>();
+        Stream::Fetch fetch = [this, sweep_id, previous]() -> absl::StatusOr<Stream::Batch> {
+          auto sweep = d_.sweeps->Get(sweep_id);
+          if (!sweep.ok()) return sweep.status();
+          auto runs = d_.sweeps->ListRuns(sweep_id, {}, 0);
+          if (!runs.ok()) return runs.status();
+          v1::SweepUpdate update;
+          *update.mutable_sweep() = *std::move(sweep);
+          for (auto& r : *runs) *update.add_runs() = std::move(r);
+          update.set_finished(update.sweep().state() != "active");
+          Stream::Batch batch;
+          batch.last = update.finished();
+          std::string bytes = update.SerializeAsString();
+          if (bytes != *previous || batch.last) {
+            *previous = std::move(bytes);
+            batch.messages.push_back(std::move(update));
+          }
+          return batch;
+        };
+        return Stream::Plan{channels::kSweep, absl::StrCat(sweep_id), std::move(fetch)};
+      });
+}
+
+grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req,
+                                        v1::ListRunsResponse* resp) {
+  RpcTimer timer(d_.metrics, "ListRuns");
+  if (auto a = Authorize(*ctx, "SweepService.ListRuns"); !a.ok()) return ToGrpc(a.status());
+  int64_t sweep_id = 0;
+  if (req->sweep().id() != 0 || !req->sweep().name().empty()) {
+    auto id = d_.sweeps->Resolve(req->sweep());
+    if (!id.ok()) return ToGrpc(id.status());
+    sweep_id = *id;
+  }
+  auto runs = d_.sweeps->ListRuns(sweep_id, States(req->states()), req->limit());
+  if (!runs.ok()) return ToGrpc(runs.status());
+  for (auto& r : *runs) *resp->add_runs() = std::move(r);
+  return grpc::Status::OK;
+}
+
+grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMetrics(
+    grpc::CallbackServerContext* ctx, const v1::GetRunMetricsRequest* req) {
+  using Stream = PollingStream<v1::GetRunMetricsResponse>;
+  return Stream::Start(
+      d_.executor, d_.hub, std::chrono::milliseconds(200), kIdlePoll,
+      [this, ctx, req]() -> absl::StatusOr<Stream::Plan> {
+        if (auto a = Authorize(*ctx, "SweepService.GetRunMetrics"); !a.ok()) return a.status();
+        const int64_t run_id = req->run_id();
+        const std::vector<std::string> names(req->names().begin(), req->names().end());
+        const bool follow = req->follow();
+        // The cursor is the newest change sent (metric_points.seq), so a follower also gets
+        // the values a resumed attempt rewrote at steps it had already seen.
+        const int64_t after_step = req->after_step();
+        auto seq = std::make_shared<int64_t>(0);
+        auto first = std::make_shared<bool>(true);
+        Stream::Fetch fetch = [this, run_id, names, follow, after_step, seq,
+                               first]() -> absl::StatusOr<Stream::Batch> {
+          int64_t newest = *seq;
+          auto got = d_.sweeps->Metrics(run_id, names, after_step, *seq, &newest);
+          if (!got.ok()) return got.status();
+          Stream::Batch batch;
+          const bool done = !follow || Finished(got->state());
+          const int n = got->points_size();
+          // Always one message on the first read and the last (it carries the run's state).
+          for (int i = 0; i < n || (i == 0 && (*first || done)); i += kPointsPerMessage) {
+            v1::GetRunMetricsResponse msg;
+            msg.set_state(got->state());
+            for (int j = i; j < std::min(n, i + kPointsPerMessage); ++j) {
+              *msg.add_points() = got->points(j);
+            }
+            batch.messages.push_back(std::move(msg));
+          }
+          *seq = newest;
+          *first = false;
+          batch.last = done;
+          return batch;
+        };
+        return Stream::Plan{channels::kRun, absl::StrCat(run_id), std::move(fetch)};
+      });
+}
+
+grpc::Status SweepServiceImpl::ListRunEvents(grpc::ServerContext* ctx,
+                                             const v1::ListRunEventsRequest* req,
+                                             v1::ListRunEventsResponse* resp) {
+  RpcTimer timer(d_.metrics, "ListRunEvents");
+  if (auto a = Authorize(*ctx, "SweepService.ListRunEvents"); !a.ok()) return ToGrpc(a.status());
+  auto events = d_.sweeps->Events(req->run_id());
+  if (!events.ok()) return ToGrpc(events.status());
+  for (auto& e : *events) *resp->add_events() = std::move(e);
+  return grpc::Status::OK;
+}
+
+grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext* ctx,
+                                           const v1::ListWorkersRequest* req,
+                                           v1::ListWorkersResponse* resp) {
+  RpcTimer timer(d_.metrics, "ListWorkers");
+  if (auto a = Authorize(*ctx, "SweepService.ListWorkers"); !a.ok()) return ToGrpc(a.status());
+  auto workers = d_.sweeps->Workers(req->include_offline());
+  if (!workers.ok()) return ToGrpc(workers.status());
+  for (auto& w : *workers) *resp->add_workers() = std::move(w);
+  return grpc::Status::OK;
+}
+
+}  // namespace ablate::server
