@@ -7,7 +7,7 @@
       $variable a query uses is defined; every panel has a grid position and a query.
 
   check_dashboards.py PROM_URL [--sweep S] [--run R] [--var NAME=VALUE] [--wait SECONDS]
-                      [--optional REGEX]
+                      [--lookback SECONDS] [--optional REGEX]
       The static checks, then every PromQL expression of every panel is evaluated through
       PROM_URL/api/v1/query after its template variables are substituted. A variable takes the
       value given on the command line, else the first value its label_values() query finds in
@@ -16,6 +16,8 @@
       returns no series. Panels whose expression matches --optional may be empty (e.g.
       'ablate_worker_' when no worker is scraped). --wait retries until everything passes or the
       time is up: Prometheus delays its first scrape and recording rules lag one evaluation.
+      --lookback N accepts data from any time in the last N seconds (range queries), for
+      checking after a sweep has ended, when the server has dropped its per-run series.
 
 Exit status 0 when everything passes, 1 when something failed (each failing panel is listed),
 2 on bad usage. Standard library only, so it runs wherever python3 does.
@@ -187,8 +189,17 @@ def substitute(text, values):
 
 
 class Prometheus:
-    def __init__(self, url):
+    """lookback 0: instant queries at now. lookback N: range queries over the last N seconds,
+    passing when any step had data, so a sweep that has ended (the server drops its series)
+    can still be checked afterwards."""
+
+    def __init__(self, url, lookback=0):
         self.url = url.rstrip("/")
+        self.lookback = lookback
+
+    def _window(self):
+        end = time.time()
+        return {"start": f"{end - self.lookback:.3f}", "end": f"{end:.3f}"}
 
     def _get(self, path, params):
         query = urllib.parse.urlencode(params, doseq=True)
@@ -205,24 +216,33 @@ class Prometheus:
             return {"status": "error", "error": f"cannot reach {self.url}: {e}"}
 
     def query(self, expr):
-        """Returns (number of series, error or None)."""
-        body = self._get("/api/v1/query", {"query": expr})
+        """Returns (number of series with data, error or None)."""
+        if self.lookback:
+            # Fine enough steps to see a series that lived a few seconds; Prometheus caps a range
+            # query at 11000 points per series.
+            step = max(1, int(self.lookback / 5000) + 1)
+            body = self._get("/api/v1/query_range", {"query": expr, "step": str(step), **self._window()})
+        else:
+            body = self._get("/api/v1/query", {"query": expr})
         if body.get("status") != "success":
             return 0, body.get("error", "unknown error")
         data = body.get("data", {})
         result = data.get("result", [])
         if data.get("resultType") == "scalar":
             return 1, None
+        if data.get("resultType") == "matrix":
+            return sum(1 for r in result if r.get("values")), None
         return len(result), None
 
     def label_values(self, selector, label):
+        window = self._window() if self.lookback else {}
         if selector:
-            body = self._get("/api/v1/series", {"match[]": selector})
+            body = self._get("/api/v1/series", {"match[]": selector, **window})
             if body.get("status") != "success":
                 return None, body.get("error", "unknown error")
             values = {s[label] for s in body.get("data", []) if label in s}
         else:
-            body = self._get(f"/api/v1/label/{label}/values", {})
+            body = self._get(f"/api/v1/label/{label}/values", window)
             if body.get("status") != "success":
                 return None, body.get("error", "unknown error")
             values = set(body.get("data", []))
@@ -313,6 +333,9 @@ def main(argv):
     ap.add_argument("--optional", help="regex: panels whose expr matches may return no data")
     ap.add_argument("--wait", type=float, default=0, metavar="SECONDS",
                     help="retry failing queries for up to this long")
+    ap.add_argument("--lookback", type=float, default=0, metavar="SECONDS",
+                    help="pass a query that had data at any time in the last SECONDS (range "
+                         "queries) instead of only now: checks a sweep that has already ended")
     args = ap.parse_args(argv)
     if not args.static and not args.prom_url:
         ap.error("give PROM_URL, or --static for the structure checks alone")
@@ -340,7 +363,9 @@ def main(argv):
     if args.static:
         return 0
 
-    prom = Prometheus(args.prom_url)
+    if args.lookback < 0 or args.wait < 0:
+        ap.error("--lookback and --wait take seconds >= 0")
+    prom = Prometheus(args.prom_url, args.lookback)
     deadline = time.monotonic() + args.wait
     while True:
         failures, passed, skipped = live_check(dashboards, prom, given, args.optional)

@@ -4,6 +4,7 @@
   fake_exporter.py PORT_FILE
 
 Binds 127.0.0.1 on a free port, writes the port to PORT_FILE, serves /metrics until killed.
+GET /end-sweep makes it drop every series of the sweep, as the server does when a sweep ends.
 It stands in for ablate-server and ablate-worker when testing the dashboards and recording
 rules against a real Prometheus without building or running the C++ services; the end-to-end
 test repeats the dashboard check against the real server after a real sweep. The label sets
@@ -25,6 +26,7 @@ RUNS = [
         itertools.product(("none", "layernorm"), ("0.001", "0.01", "0.1"), ("2", "4"), ("0", "1")))
 ]
 START = time.time()
+sweep_active = True
 
 
 def labels(**kv):
@@ -47,11 +49,11 @@ def render():
                  "ablate_worker_spooled_points"):
         out.append(f"# TYPE {name} gauge")
     counts = dict(queued=10, leased=1, running=1, succeeded=10, diverged=2, failed=0, cancelled=0)
-    for state in STATES:
+    for state in STATES if sweep_active else ():
         gauge("ablate_runs", counts[state], sweep=SWEEP, state=state)
     for state, n in (("idle", 1), ("busy", 2), ("offline", 0)):
         gauge("ablate_workers", n, state=state, device="cpu")
-    for r in RUNS:
+    for r in RUNS if sweep_active else ():
         lr, depth = float(r["lr"]), int(r["n_layer"])
         loss = 2.0 + 6.0 * math.exp(-step / 200) + (3.0 * lr * depth if r["qk_norm"] == "none" else 0.0)
         gauge("ablate_run_step", step, sweep=SWEEP, **r)
@@ -60,8 +62,9 @@ def render():
         gauge("ablate_run_tokens_per_second", 12000 + 100 * depth, sweep=SWEEP, **r)
         gauge("ablate_run_max_attn_logit", round(5 + (lr * 1000 * depth if r["qk_norm"] == "none" else 2), 2),
               sweep=SWEEP, **r)
-    gauge("ablate_sweep_progress_ratio", round(min(1.0, t / 600), 4), sweep=SWEEP)
-    gauge("ablate_sweep_eta_seconds", max(0.0, 600 - t), sweep=SWEEP)
+    if sweep_active:
+        gauge("ablate_sweep_progress_ratio", round(min(1.0, t / 600), 4), sweep=SWEEP)
+        gauge("ablate_sweep_eta_seconds", max(0.0, 600 - t), sweep=SWEEP)
     for name, value in (("ablate_leases_granted_total", 14 + step // 10),
                         ("ablate_leases_expired_total", 0),
                         ("ablate_metric_points_total", step * 24)):
@@ -90,10 +93,15 @@ def render():
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 (http.server's naming)
-        if self.path != "/metrics":
+        global sweep_active
+        if self.path == "/end-sweep":
+            sweep_active = False
+            body = b"ended\n"
+        elif self.path == "/metrics":
+            body = render()
+        else:
             self.send_error(404)
             return
-        body = render()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))
