@@ -1,0 +1,56 @@
+// Test harness for the coordinator: a fresh PostgreSQL database per test (on the cluster ctest
+// starts, see tests/CMakeLists.txt), real ablate-server instances on loopback, and stubs that
+// carry a bearer token.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ablate/v1/ablate.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/options.h"
+#include "server/server.h"
+#include "server/store/token_store.h"
+
+namespace ablate::testing {
+
+// Creates an empty database and returns its URL. Fails the test if no cluster is configured.
+std::string FreshDatabase();
+
+// A sweep file: `runs` grid points (lr axis x seeds), tiny synthetic config.
+std::string SweepYaml(const std::string& name, int lrs, int seeds,
+                      const std::string& extra_fixed = "", const std::string& extra_top = "");
+
+class ServerFixture : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  // Starts one more replica on the same database (options as the first, port 0).
+  server::Server* StartReplica(const server::ServerOptions& options);
+  virtual void Configure(server::ServerOptions* /*options*/) {}
+
+  std::string Token(server::Role role, const std::string& name = "t");
+  std::unique_ptr<v1::WorkerService::Stub> WorkerStub(int replica = 0);
+  std::unique_ptr<v1::SweepService::Stub> SweepStub(int replica = 0);
+  // A client context carrying `token` (admin token when empty).
+  static std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token, double deadline_s = 30);
+  std::unique_ptr<grpc::ClientContext> Ctx() { return Ctx(admin_); }
+
+  // Conveniences over the admin token.
+  v1::SubmitSweepResponse Submit(const std::string& yaml, int replica = 0);
+  int64_t Register(const std::string& name, const std::string& device = "cpu", int replica = 0);
+  v1::LeaseResponse Lease(int64_t worker_id, double wait = 0, int replica = 0);
+  v1::GetSweepResponse GetSweep(int64_t sweep_id, bool runs = true);
+  std::vector<v1::MetricPoint> Points(int64_t run_id);
+
+  std::string url_;
+  server::ServerOptions options_;
+  std::vector<std::unique_ptr<server::Server>> servers_;
+  std::string admin_;
+  std::string tmp_;
+};
+
+}  // namespace ablate::testing

@@ -1,0 +1,370 @@
+// The lease lifecycle over real gRPC + PostgreSQL: submit -> lease -> heartbeat -> report ->
+// complete, expiry and fencing, resume without duplicate or missing steps, cancel, release.
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/sha256.h"
+#include "tests/integration/harness.h"
+
+namespace ablate::testing {
+namespace {
+
+using v1::RunState;
+
+class QueueTest : public ServerFixture {
+ protected:
+  void Configure(server::ServerOptions* o) override {
+    o->lease_seconds = 1;
+    o->reap_interval_seconds = 0.2;
+  }
+
+  grpc::Status Report(int64_t run, int attempt, int64_t from, int64_t to, double offset = 0) {
+    v1::ReportMetricsRequest req;
+    req.set_run_id(run);
+    req.set_attempt(attempt);
+    for (int64_t s = from; s <= to; ++s) {
+      auto* p = req.add_points();
+      p->set_step(s);
+      p->set_name("train_loss");
+      p->set_value(10.0 - s * 0.01 + offset);
+      p->set_time(1.0 * s);
+    }
+    v1::ReportMetricsResponse resp;
+    return WorkerStub()->ReportMetrics(Ctx().get(), req, &resp);
+  }
+
+  v1::HeartbeatResponse Beat(int64_t worker, int64_t run, int attempt, int64_t step = 0) {
+    v1::HeartbeatRequest req;
+    req.set_worker_id(worker);
+    req.set_run_id(run);
+    req.set_attempt(attempt);
+    req.set_step(step);
+    v1::HeartbeatResponse resp;
+    auto s = WorkerStub()->Heartbeat(Ctx().get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  }
+
+  grpc::Status Complete(int64_t run, int attempt, RunState state = v1::SUCCEEDED) {
+    v1::CompleteRequest req;
+    req.set_run_id(run);
+    req.set_attempt(attempt);
+    req.set_state(state);
+    req.mutable_result()->set_final_val_loss(1.5);
+    req.mutable_result()->set_steps_done(100);
+    v1::CompleteResponse resp;
+    return WorkerStub()->Complete(Ctx().get(), req, &resp);
+  }
+
+  // Waits (bounded) until the run reaches `state`; the reaper runs every 0.2 s.
+  v1::Run WaitForState(int64_t sweep, int64_t run, RunState state) {
+    v1::Run found;
+    for (int i = 0; i < 100; ++i) {
+      const auto got = GetSweep(sweep);
+      for (const auto& r : got.runs()) {
+        if (r.id() == run) found = r;
+      }
+      if (found.state() == state) return found;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "run " << run << " never reached " << v1::RunState_Name(state) << " (is "
+                  << v1::RunState_Name(found.state()) << ")";
+    return found;
+  }
+};
+
+TEST_F(QueueTest, SubmitLeaseHeartbeatReportComplete) {
+  auto sub = Submit(SweepYaml("lifecycle", 2, 1));
+  ASSERT_EQ(sub.runs(), 2);
+  EXPECT_EQ(sub.sweep().counts().queued(), 2);
+  const int64_t w = Register("w1");
+
+  auto lease = Lease(w);
+  ASSERT_TRUE(lease.has_run());
+  const int64_t run = lease.spec().run_id();
+  EXPECT_EQ(lease.lease().attempt(), 1);
+  EXPECT_EQ(lease.spec().sweep_id(), sub.sweep().id());
+  EXPECT_EQ(lease.spec().sweep_name(), "lifecycle");
+  EXPECT_DOUBLE_EQ(lease.spec().config().lr(), 0.001);  // queue order: first grid point first
+  EXPECT_FALSE(lease.has_resume_from());
+
+  auto hb = Beat(w, run, 1, 5);
+  EXPECT_FALSE(hb.cancel());
+  EXPECT_FALSE(hb.lease_lost());
+  EXPECT_GT(hb.expires_at(), 0);
+
+  ASSERT_TRUE(Report(run, 1, 0, 9).ok());
+  auto points = Points(run);
+  ASSERT_EQ(points.size(), 10u);
+  EXPECT_EQ(points.front().step(), 0);
+  EXPECT_DOUBLE_EQ(points.back().value(), 10.0 - 0.09);
+
+  auto mid = GetSweep(sub.sweep().id());
+  EXPECT_EQ(mid.sweep().counts().running(), 1);
+
+  ASSERT_TRUE(Complete(run, 1).ok());
+  // A retried Complete (reply lost) is accepted, not fenced.
+  EXPECT_TRUE(Complete(run, 1).ok());
+
+  auto second = Lease(w);
+  ASSERT_TRUE(second.has_run());
+  EXPECT_NE(second.spec().run_id(), run);
+  ASSERT_TRUE(Complete(second.spec().run_id(), 1, v1::DIVERGED).ok());
+
+  auto done = GetSweep(sub.sweep().id());
+  EXPECT_EQ(done.sweep().state(), "finished");
+  EXPECT_EQ(done.sweep().counts().succeeded(), 1);
+  EXPECT_EQ(done.sweep().counts().diverged(), 1);
+  for (const auto& r : done.runs()) {
+    if (r.id() == run) {
+      EXPECT_EQ(r.state(), v1::SUCCEEDED);
+      EXPECT_DOUBLE_EQ(r.result().final_val_loss(), 1.5);
+      EXPECT_EQ(r.worker(), "w1");
+      EXPECT_DOUBLE_EQ(r.latest_train_loss(), 10.0 - 0.09);
+    }
+  }
+  EXPECT_FALSE(Lease(w).has_run());
+
+  v1::ListRunEventsRequest ev;
+  ev.set_run_id(run);
+  v1::ListRunEventsResponse events;
+  ASSERT_TRUE(SweepStub()->ListRunEvents(Ctx().get(), ev, &events).ok());
+  std::vector<std::string> kinds;
+  for (const auto& e : events.events()) kinds.push_back(e.kind());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"leased", "started", "completed"}));
+}
+
+TEST_F(QueueTest, RacingWorkersNeverShareARun) {
+  auto sub = Submit(SweepYaml("race", 10, 6));
+  ASSERT_EQ(sub.runs(), 60);
+  std::mutex mu;
+  std::vector<int64_t> got;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      const int64_t w = Register(absl::StrCat("racer", t));
+      for (;;) {
+        auto l = Lease(w);
+        if (!l.has_run()) return;
+        std::lock_guard<std::mutex> lock(mu);
+        got.push_back(l.spec().run_id());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<int64_t> unique(got.begin(), got.end());
+  EXPECT_EQ(got.size(), 60u);
+  EXPECT_EQ(unique.size(), 60u);
+}
+
+TEST_F(QueueTest, ExpiredLeaseRequeuesBumpsAttemptAndFencesTheStaleWorker) {
+  auto sub = Submit(SweepYaml("expiry", 1, 1));
+  const int64_t stale = Register("stale");
+  const int64_t fresh = Register("fresh");
+  auto first = Lease(stale);
+  ASSERT_TRUE(first.has_run());
+  const int64_t run = first.spec().run_id();
+  ASSERT_TRUE(Report(run, 1, 0, 4).ok());
+
+  // No heartbeats: the 1 s lease lapses and the reaper requeues the run.
+  WaitForState(sub.sweep().id(), run, v1::QUEUED);
+  auto second = Lease(fresh);
+  ASSERT_TRUE(second.has_run());
+  EXPECT_EQ(second.spec().run_id(), run);
+  EXPECT_EQ(second.lease().attempt(), 2);
+  // Without a checkpoint the new attempt starts over: the stale attempt's points are gone.
+  EXPECT_TRUE(Points(run).empty());
+
+  auto refused = Report(run, 1, 5, 9);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(refused.error_message(),
+            absl::StrCat("lease lost: run ", run, " attempt 1 is not current (current 2)"));
+  EXPECT_EQ(Complete(run, 1).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(Beat(stale, run, 1).lease_lost());
+  EXPECT_FALSE(Beat(fresh, run, 2).lease_lost());
+  ASSERT_TRUE(Complete(run, 2).ok());
+
+  v1::ListRunEventsRequest ev;
+  ev.set_run_id(run);
+  v1::ListRunEventsResponse events;
+  ASSERT_TRUE(SweepStub()->ListRunEvents(Ctx().get(), ev, &events).ok());
+  bool expired = false;
+  for (const auto& e : events.events()) expired |= e.kind() == "expired" && e.attempt() == 1;
+  EXPECT_TRUE(expired);
+}
+
+TEST_F(QueueTest, RunFailsAfterMaxAttemptsAndRetryRequeuesIt) {
+  auto sub = Submit(SweepYaml("attempts", 1, 1, "", "max_attempts: 2\n"));
+  const int64_t w = Register("flaky");
+  auto a1 = Lease(w);
+  ASSERT_TRUE(a1.has_run());
+  const int64_t run = a1.spec().run_id();
+  WaitForState(sub.sweep().id(), run, v1::QUEUED);
+  auto a2 = Lease(w);
+  ASSERT_EQ(a2.lease().attempt(), 2);
+  auto failed = WaitForState(sub.sweep().id(), run, v1::FAILED);
+  EXPECT_EQ(failed.error(), "lease expired on attempt 2 of 2 (worker stopped heartbeating)");
+  EXPECT_FALSE(Lease(w).has_run());
+
+  v1::RetryRunsRequest retry;
+  retry.mutable_sweep()->set_name("attempts");
+  v1::RetryRunsResponse requeued;
+  ASSERT_TRUE(SweepStub()->RetryRuns(Ctx().get(), retry, &requeued).ok());
+  EXPECT_EQ(requeued.requeued(), 1);
+  auto a3 = Lease(w);
+  ASSERT_TRUE(a3.has_run());
+  EXPECT_EQ(a3.lease().attempt(), 3);  // the attempt counter is history, kept across retries
+  ASSERT_TRUE(Complete(run, 3, v1::DIVERGED).ok());
+  // Diverged is an experimental result: nothing requeues it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(GetSweep(sub.sweep().id()).runs(0).state(), v1::DIVERGED);
+}
+
+TEST_F(QueueTest, ResumedAttemptLeavesNoDuplicateOrMissingSteps) {
+  auto sub = Submit(SweepYaml("resume", 1, 1));
+  const int64_t w1 = Register("first");
+  const int64_t w2 = Register("second");
+  auto a1 = Lease(w1);
+  const int64_t run = a1.spec().run_id();
+  ASSERT_TRUE(Report(run, 1, 0, 59, /*offset=*/100).ok());
+
+  // Checkpoint at step 40, streamed in three chunks.
+  const std::string blob = std::string(300000, 'c') + "end";
+  {
+    v1::PutCheckpointResponse stored;
+    auto ctx = Ctx();
+    auto writer = WorkerStub()->PutCheckpoint(ctx.get(), &stored);
+    v1::CheckpointChunk header;
+    header.set_run_id(run);
+    header.set_attempt(1);
+    header.mutable_ref()->set_step(40);
+    header.mutable_ref()->set_sha256(Sha256Hex(blob));
+    header.mutable_ref()->set_size_bytes(static_cast<int64_t>(blob.size()));
+    ASSERT_TRUE(writer->Write(header));
+    for (size_t off = 0; off < blob.size(); off += 100001) {
+      v1::CheckpointChunk c;
+      c.set_data(blob.substr(off, 100001));
+      ASSERT_TRUE(writer->Write(c));
+    }
+    writer->WritesDone();
+    auto s = writer->Finish();
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(stored.stored().step(), 40);
+  }
+
+  WaitForState(sub.sweep().id(), run, v1::QUEUED);
+  auto a2 = Lease(w2);
+  ASSERT_TRUE(a2.has_run());
+  ASSERT_EQ(a2.lease().attempt(), 2);
+  ASSERT_TRUE(a2.has_resume_from());
+  EXPECT_EQ(a2.resume_from().step(), 40);
+  EXPECT_EQ(a2.resume_from().sha256(), Sha256Hex(blob));
+
+  // The resuming worker fetches the checkpoint and gets the same bytes.
+  {
+    v1::GetCheckpointRequest req;
+    req.set_run_id(run);
+    req.set_attempt(2);
+    auto ctx = Ctx();
+    auto reader = WorkerStub()->GetCheckpoint(ctx.get(), req);
+    std::string got;
+    v1::CheckpointChunk c;
+    while (reader->Read(&c)) got += c.data();
+    ASSERT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(got, blob);
+  }
+
+  // Points after the checkpoint's step were dropped with the lease.
+  auto kept = Points(run);
+  ASSERT_EQ(kept.size(), 41u);
+  EXPECT_EQ(kept.back().step(), 40);
+
+  ASSERT_TRUE(Report(run, 2, 41, 99).ok());
+  ASSERT_TRUE(Complete(run, 2).ok());
+  auto series = Points(run);
+  ASSERT_EQ(series.size(), 100u);
+  for (int64_t s = 0; s < 100; ++s) {
+    EXPECT_EQ(series[s].step(), s);
+    // Steps up to the checkpoint come from attempt 1, the rest from attempt 2.
+    EXPECT_DOUBLE_EQ(series[s].value(), 10.0 - s * 0.01 + (s <= 40 ? 100 : 0));
+  }
+}
+
+TEST_F(QueueTest, CancelReachesTheWorkerAndRefusesItsWrites) {
+  auto sub = Submit(SweepYaml("cancel", 3, 1));
+  const int64_t w = Register("busy");
+  auto l = Lease(w);
+  const int64_t run = l.spec().run_id();
+  EXPECT_FALSE(Beat(w, run, 1).cancel());
+
+  v1::CancelSweepRequest req;
+  req.mutable_sweep()->set_id(sub.sweep().id());
+  v1::CancelSweepResponse resp;
+  ASSERT_TRUE(SweepStub()->CancelSweep(Ctx().get(), req, &resp).ok());
+  EXPECT_EQ(resp.cancelled(), 3);
+
+  auto hb = Beat(w, run, 1);
+  EXPECT_TRUE(hb.cancel());
+  EXPECT_FALSE(hb.lease_lost());
+  EXPECT_EQ(Report(run, 1, 0, 3).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Complete(run, 1).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_FALSE(Lease(w).has_run());
+  auto s = GetSweep(sub.sweep().id());
+  EXPECT_EQ(s.sweep().state(), "cancelled");
+  EXPECT_EQ(s.sweep().counts().cancelled(), 3);
+}
+
+TEST_F(QueueTest, ReleaseRequeuesAtOnceWithoutSpendingAnAttempt) {
+  auto sub = Submit(SweepYaml("release", 1, 1, "", "max_attempts: 1\n"));
+  const int64_t w = Register("leaving");
+  auto l = Lease(w);
+  const int64_t run = l.spec().run_id();
+  v1::ReleaseRequest req;
+  req.set_run_id(run);
+  req.set_attempt(1);
+  req.set_reason("worker shutting down (SIGTERM)");
+  v1::ReleaseResponse resp;
+  ASSERT_TRUE(WorkerStub()->Release(Ctx().get(), req, &resp).ok());
+  auto r = GetSweep(sub.sweep().id()).runs(0);
+  EXPECT_EQ(r.state(), v1::QUEUED);
+  EXPECT_EQ(r.max_attempts(), 2);  // max_attempts 1, yet a second attempt is allowed
+  auto again = Lease(w);
+  ASSERT_TRUE(again.has_run());
+  EXPECT_EQ(again.lease().attempt(), 2);
+  // The released attempt is fenced like any other stale one.
+  EXPECT_EQ(Report(run, 1, 0, 1).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(QueueTest, WorkersOnlyLeaseRunsTheirDeviceCanRun) {
+  Submit(SweepYaml("gpu-only", 1, 1, ", device: cuda"));
+  const int64_t cpu = Register("laptop", "cpu");
+  const int64_t gpu = Register("rented", "cuda");
+  EXPECT_FALSE(Lease(cpu).has_run());
+  auto l = Lease(gpu);
+  ASSERT_TRUE(l.has_run());
+  EXPECT_EQ(l.spec().config().device(), "cuda");
+}
+
+TEST_F(QueueTest, LongPollWakesWhenASweepArrives) {
+  const int64_t w = Register("idle");
+  v1::LeaseResponse got;
+  std::thread waiter([&] { got = Lease(w, /*wait=*/10); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Submit(SweepYaml("wake", 1, 1));
+  waiter.join();
+  EXPECT_TRUE(got.has_run());  // woken by NOTIFY; a timeout would have answered has_run=false
+}
+
+TEST_F(QueueTest, UnknownWorkerIsToldToRegister) {
+  v1::LeaseRequest req;
+  req.set_worker_id(424242);
+  v1::LeaseResponse resp;
+  auto s = WorkerStub()->Lease(Ctx().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.error_message(), "worker 424242 is not registered (call Register first)");
+}
+
+}  // namespace
+}  // namespace ablate::testing
