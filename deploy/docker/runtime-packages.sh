@@ -12,22 +12,22 @@
 # to ldd; the worker images add the BLAS backend explicitly for that reason.
 set -euo pipefail
 [[ $# -ge 1 ]] || { echo "usage: runtime-packages.sh BINARY..." >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
-owner() {
-  # usrmerge: a file packaged as /lib/x/libfoo.so may be reached as /usr/lib/x/libfoo.so, and
-  # the reverse; alternatives symlinks resolve to the file the package really ships.
-  local p=$1 candidates=("$1" "$(realpath "$1")")
-  case $p in
-    /usr/lib/*) candidates+=("${p#/usr}") ;;
-    /lib/*) candidates+=("/usr$p") ;;
-  esac
-  for c in "${candidates[@]}"; do
-    if out=$(dpkg -S "$c" 2>/dev/null); then
-      echo "${out%%:*}"
-      return 0
-    fi
+# Prints, for each library path on stdin, the candidate paths a package may own it under:
+# usrmerge means a file packaged as /lib/x/libfoo.so may be reached as /usr/lib/x/libfoo.so and
+# the reverse, and alternatives symlinks resolve to the file a package really ships.
+candidates() {
+  local p
+  while read -r p; do
+    echo "$p"
+    realpath "$p"
+    case $p in
+      /usr/lib/*) echo "${p#/usr}" ;;
+      /lib/*) echo "/usr$p" ;;
+    esac
   done
-  return 1
 }
 
 for bin in "$@"; do
@@ -39,6 +39,21 @@ for bin in "$@"; do
     fi
   done
   ldd "$bin" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// {print $1}'
-done | sort -u | while read -r lib; do
-  owner "$lib" || echo "runtime-packages.sh: no package owns $lib (copy it into the image)" >&2
-done | sort -u
+done | sort -u >"$tmp/libs"
+
+# One dpkg query for all candidates (one per library takes minutes for LibTorch's ~250).
+candidates <"$tmp/libs" | sort -u | xargs -r dpkg -S 2>/dev/null >"$tmp/owners" || true
+while read -r lib; do
+  found=""
+  while read -r c; do
+    # dpkg -S prints "pkg[:arch][, pkg2]: /path"; a path may be owned by several packages.
+    owner=$(awk -v path="$c" 'index($0, ": " path) && substr($0, length($0) - length(path) + 1) == path {
+               sub(/: \/.*/, ""); print; exit }' "$tmp/owners")
+    if [[ -n $owner ]]; then found=$owner; break; fi
+  done < <(echo "$lib" | candidates)
+  if [[ -n $found ]]; then
+    tr ',' '\n' <<<"$found" | sed 's/^ *//; s/:.*//'
+  else
+    echo "runtime-packages.sh: no package owns $lib (copy it into the image)" >&2
+  fi
+done <"$tmp/libs" | sort -u
