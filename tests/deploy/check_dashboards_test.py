@@ -45,6 +45,7 @@ class FakePrometheus(http.server.BaseHTTPRequestHandler):
     """Knows one sweep 's1' with variants none/layernorm; val loss exists only for `have`."""
     have = {"none", "layernorm"}
     queries = []
+    paths = []
 
     def do_GET(self):  # noqa: N802
         url = urllib.parse.urlparse(self.path)
@@ -57,15 +58,22 @@ class FakePrometheus(http.server.BaseHTTPRequestHandler):
                 data = [{"__name__": "ablate_run_val_loss", "sweep": "s1", "qk_norm": q}
                         for q in ("none", "layernorm")]
             self.reply(200, {"status": "success", "data": data})
-        elif url.path == "/api/v1/query":
+        elif url.path in ("/api/v1/query", "/api/v1/query_range"):
             q = params["query"][0]
             FakePrometheus.queries.append(q)
+            FakePrometheus.paths.append(url.path)
             if "syntax error" in q:
                 self.reply(400, {"status": "error", "error": "parse error"})
                 return
             present = 'sweep="s1"' in q and ("progress" in q or any(f'"{v}"' in q for v in self.have))
-            result = [{"metric": {}, "value": [0, "1"]}] if present else []
-            self.reply(200, {"status": "success", "data": {"resultType": "vector", "result": result}})
+            if url.path.endswith("query_range"):
+                # A series that existed earlier in the window but has no points now: still data.
+                result = [{"metric": {}, "values": [[0, "1"]] if present else []}]
+                data = {"resultType": "matrix", "result": result}
+            else:
+                data = {"resultType": "vector",
+                        "result": [{"metric": {}, "value": [0, "1"]}] if present else []}
+            self.reply(200, {"status": "success", "data": data})
         else:
             self.reply(404, {"status": "error", "error": "not found"})
 
@@ -92,6 +100,7 @@ class CheckDashboardsTest(unittest.TestCase):
             f.write("datasources:\n  - name: p\n    uid: ablate-prometheus\n")
         FakePrometheus.have = {"none", "layernorm"}
         FakePrometheus.queries = []
+        FakePrometheus.paths = []
 
     def tearDown(self):
         self.dir.cleanup()
@@ -228,6 +237,19 @@ class CheckDashboardsTest(unittest.TestCase):
         rc, text = self.run_check(self.serve(), "--sweep", "other")
         self.assertEqual(rc, 1)
         self.assertIn('ablate_sweep_progress_ratio{sweep="other"}', text)
+
+    def test_lookback_uses_range_queries(self):
+        self.write("a.json", minimal_dashboard())
+        rc, text = self.run_check(self.serve(), "--lookback", "600")
+        self.assertEqual(rc, 0, text)
+        self.assertEqual(set(FakePrometheus.paths), {"/api/v1/query_range"})
+
+    def test_lookback_series_without_points_is_no_data(self):
+        FakePrometheus.have = {"none"}
+        self.write("a.json", minimal_dashboard())
+        rc, text = self.run_check(self.serve(), "--lookback", "600")
+        self.assertEqual(rc, 1)
+        self.assertIn("(qk_norm=layernorm): no data", text)
 
     def test_live_unreachable_prometheus(self):
         self.write("a.json", minimal_dashboard())
