@@ -125,7 +125,9 @@ if [[ $mode == docker ]]; then
   run_line="${run_line# } $(quote_all "$image" --server "$server" "${tls_args[@]}" --device cuda "${worker_args[@]}")"
   remote 'docker rm -f ablate-worker >/dev/null 2>&1 || true'
   remote "$run_line"
-  remote 'sleep 15; docker ps --filter name=^ablate-worker$ --filter status=running --format "{{.Names}}: {{.Status}}" | grep . && docker logs --tail 20 ablate-worker'
+  # A worker that cannot reach the server or the GPU exits at once and docker restarts it, so
+  # "still running after 15 s" is the check; its log says why when it is not.
+  remote 'sleep 15; docker logs --tail 20 ablate-worker; docker ps --filter name=^ablate-worker$ --filter status=running --format "{{.Names}}: {{.Status}}" | grep .'
 else
   # remote-service.sh adds ABLATE_TLS_CA for wherever it installs ca.crt.
   if [[ -z $tls_ca && $insecure == 0 ]]; then worker_args=(--tls "${worker_args[@]}"); fi
