@@ -1,0 +1,103 @@
+// Bearer tokens and roles (DESIGN.md §8): worker tokens only reach WorkerService, user tokens
+// only SweepService, admin both; missing, unknown and revoked tokens are refused.
+#include "server/store/db.h"
+#include "tests/integration/harness.h"
+
+namespace ablate::testing {
+namespace {
+
+using server::Role;
+
+class AuthTest : public ServerFixture {
+ protected:
+  grpc::Status ListSweeps(const std::string& token) {
+    v1::ListSweepsRequest req;
+    v1::ListSweepsResponse resp;
+    return SweepStub()->ListSweeps(Ctx(token).get(), req, &resp);
+  }
+  grpc::Status RegisterWorker(const std::string& token) {
+    v1::RegisterRequest req;
+    req.mutable_info()->set_name("w");
+    req.mutable_info()->set_device_kind("cpu");
+    v1::RegisterResponse resp;
+    return WorkerStub()->Register(Ctx(token).get(), req, &resp);
+  }
+  grpc::Status LeaseWith(const std::string& token) {
+    v1::LeaseRequest req;
+    req.set_worker_id(1);
+    v1::LeaseResponse resp;
+    return WorkerStub()->Lease(Ctx(token).get(), req, &resp);
+  }
+};
+
+TEST_F(AuthTest, RolesReachOnlyTheirService) {
+  const std::string worker = Token(Role::kWorker, "gpu-box");
+  const std::string user = Token(Role::kUser, "alice");
+  EXPECT_TRUE(RegisterWorker(worker).ok());
+  EXPECT_TRUE(ListSweeps(user).ok());
+  EXPECT_TRUE(RegisterWorker(admin_).ok());
+  EXPECT_TRUE(ListSweeps(admin_).ok());
+
+  auto denied = ListSweeps(worker);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied.error_message(),
+            "token \"gpu-box\" has role worker; SweepService.ListSweeps needs role user or admin");
+  auto denied2 = RegisterWorker(user);
+  EXPECT_EQ(denied2.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(denied2.error_message(),
+            "token \"alice\" has role user; WorkerService.Register needs role worker or admin");
+  // The callback-API long-poll checks too.
+  EXPECT_EQ(LeaseWith(user).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+}
+
+TEST_F(AuthTest, MissingUnknownAndRevokedTokensAreUnauthenticated) {
+  auto none = ListSweeps("");
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(none.error_message().find("authorization: Bearer <token>"), std::string::npos);
+  auto junk = ListSweeps("ablt_not_a_real_token");
+  EXPECT_EQ(junk.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(junk.error_message(), "unknown or revoked token");
+
+  const std::string user = Token(Role::kUser, "bob");
+  server::Db db(url_, 1);
+  server::TokenStore tokens(&db);
+  auto list = tokens.List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_TRUE(tokens.Revoke(list->back().id).ok());
+  EXPECT_EQ(ListSweeps(user).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(LeaseWith(user).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+TEST_F(AuthTest, TokensAreStoredOnlyAsDigests) {
+  const std::string secret = Token(Role::kWorker, "digest");
+  pqxx::connection conn(url_);
+  pqxx::work tx(conn);
+  auto r = tx.exec_params("SELECT count(*) FROM tokens WHERE sha256 = $1 OR name = $1", secret);
+  EXPECT_EQ(r[0][0].as<int>(), 0);
+  auto d = tx.exec("SELECT sha256 FROM tokens WHERE name = 'digest'");
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0][0].as<std::string>().size(), 64u);
+}
+
+TEST(ServerOptionsTest, RefusesPlaintextBeyondLoopbackAndAuthNoneBeyondLoopback) {
+  server::ServerOptions o;
+  o.database_url = "postgresql://unused/none";
+  o.listen = "0.0.0.0:0";
+  auto s = server::Server::Start(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("without TLS"), std::string::npos);
+  o.insecure = true;
+  o.auth = false;
+  s = server::Server::Start(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--auth none is only allowed on a loopback"),
+            std::string::npos);
+  EXPECT_TRUE(server::IsLoopback("127.0.0.1:7070"));
+  EXPECT_TRUE(server::IsLoopback("[::1]:7070"));
+  EXPECT_TRUE(server::IsLoopback("localhost:1"));
+  EXPECT_FALSE(server::IsLoopback("0.0.0.0:7070"));
+  EXPECT_FALSE(server::IsLoopback("10.0.0.5:7070"));
+}
+
+}  // namespace
+}  // namespace ablate::testing

@@ -1,0 +1,66 @@
+// `ablate-server migrate`: idempotent, recorded in schema_migrations, safe when replicas race.
+#include <thread>
+
+#include "pqxx/pqxx"
+#include "server/store/db.h"
+#include "server/store/migrator.h"
+#include "tests/integration/harness.h"
+
+namespace ablate::testing {
+namespace {
+
+TEST(MigrateTest, AppliesOnceAndIsIdempotent) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  server::Db db(url, 1);
+  auto first = server::Migrate(&db, server::BuiltinMigrations());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->size(), server::BuiltinMigrations().size());
+  auto second = server::Migrate(&db, server::BuiltinMigrations());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(second->empty());
+}
+
+TEST(MigrateTest, ConcurrentReplicasApplyEachMigrationExactlyOnce) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  std::vector<std::thread> threads;
+  std::atomic<int> applied{0}, failures{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] {
+      server::Db db(url, 1);
+      auto r = server::Migrate(&db, server::BuiltinMigrations());
+      if (!r.ok()) {
+        ++failures;
+      } else {
+        applied += static_cast<int>(r->size());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(applied.load(), static_cast<int>(server::BuiltinMigrations().size()));
+  pqxx::connection conn(url);
+  pqxx::work tx(conn);
+  EXPECT_EQ(tx.exec("SELECT count(*) FROM schema_migrations")[0][0].as<size_t>(),
+            server::BuiltinMigrations().size());
+}
+
+TEST(MigrateTest, AFailingMigrationLeavesNoTrace) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  server::Db db(url, 1);
+  std::vector<server::Migration> bad = {
+      {"0001_ok", "CREATE TABLE a (x int);"},
+      {"0002_broken", "CREATE TABLE b (x int); SELECT no_such_function();"}};
+  auto r = server::Migrate(&db, bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("migration 0002_broken"), std::string::npos);
+  pqxx::connection conn(url);
+  pqxx::work tx(conn);
+  EXPECT_EQ(tx.exec("SELECT version FROM schema_migrations")[0][0].as<std::string>(), "0001_ok");
+  EXPECT_TRUE(tx.exec("SELECT 1 FROM pg_tables WHERE tablename = 'b'").empty());
+}
+
+}  // namespace
+}  // namespace ablate::testing
