@@ -1,0 +1,129 @@
+// export and report: a sweep's results leave the server, and become the study's answer.
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/commands.h"
+#include "client/render.h"
+#include "common/analysis/analysis.h"
+#include "common/report/export.h"
+#include "common/report/report.h"
+#include "common/spec/spec.h"
+
+namespace ablate::cli {
+namespace {
+
+absl::StatusOr<std::vector<report::MetricRow>> FetchMetrics(Context& ctx, int64_t run_id) {
+  grpc::ClientContext gctx;
+  ctx.Prepare(&gctx, 300);
+  v1::GetRunMetricsRequest req;
+  req.set_run_id(run_id);
+  req.set_after_step(-1);
+  auto reader = ctx.stub->GetRunMetrics(&gctx, req);
+  v1::GetRunMetricsResponse chunk;
+  std::vector<report::MetricRow> rows;
+  while (reader->Read(&chunk)) {
+    for (const auto& p : chunk.points()) rows.push_back({run_id, p.step(), p.name(), p.value()});
+  }
+  absl::Status s = rpc::ToAbsl(reader->Finish(), absl::StrCat("metrics of run ", run_id).c_str(),
+                               ctx.conn.server);
+  if (!s.ok()) return s;
+  return rows;
+}
+
+absl::StatusOr<std::pair<double, double>> ParseRange(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  double a = 0, b = 0;
+  if (parts.size() != 2 || !absl::SimpleAtod(parts[0], &a) || !absl::SimpleAtod(parts[1], &b) ||
+      !(a > 0) || !(b >= a)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lr-range ", text, ": expected A:B with 0 < A <= B, e.g. 3e-4:3e-1"));
+  }
+  return std::make_pair(a, b);
+}
+
+}  // namespace
+
+int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics) {
+  auto resp = FetchSweep(ctx, sweep);
+  if (!resp.ok()) return Fail(resp.status());
+  report::Export data;
+  data.sweep = resp->sweep();
+  data.runs.assign(resp->runs().begin(), resp->runs().end());
+  if (metrics) {
+    for (const auto& r : data.runs) {
+      auto rows = FetchMetrics(ctx, r.id());
+      if (!rows.ok()) return Fail(rows.status());
+      data.metrics.insert(data.metrics.end(), rows->begin(), rows->end());
+    }
+  }
+  absl::Status s = report::WriteExport(data, out_dir);
+  if (!s.ok()) return Fail(s);
+  if (ctx.json) {
+    std::cout << "{\"dir\":\"" << out_dir << "\",\"runs\":" << data.runs.size()
+              << ",\"metric_points\":" << data.metrics.size() << "}\n";
+  } else {
+    std::cout << "exported sweep " << data.sweep.id() << " '" << data.sweep.name()
+              << "': " << data.runs.size() << " runs, " << data.metrics.size()
+              << " metric points -> " << out_dir << "\n";
+  }
+  return 0;
+}
+
+int Report(Context& ctx, const ReportArgs& args) {
+  v1::Sweep sweep;
+  std::vector<v1::Run> runs;
+  if (!args.from.empty()) {
+    auto data = report::ReadExport(args.from);
+    if (!data.ok()) return Fail(data.status());
+    sweep = data->sweep;
+    runs = std::move(data->runs);
+  } else {
+    auto resp = FetchSweep(ctx, args.sweep);
+    if (!resp.ok()) return Fail(resp.status());
+    sweep = resp->sweep();
+    runs.assign(resp->runs().begin(), resp->runs().end());
+  }
+  analysis::Options opts;
+  opts.variant_axis = args.variant;
+  opts.moderator_axis = args.by;
+  opts.delta_floor = args.delta;
+  opts.tau = args.tau;
+  if (!args.lr_range.empty()) {
+    auto range = ParseRange(args.lr_range);
+    if (!range.ok()) return Fail(range.status());
+    opts.lr_min = range->first;
+    opts.lr_max = range->second;
+  }
+  // ℓ0 falls back to ln(vocab) for cells where no run reported an initial loss.
+  if (!sweep.spec_yaml().empty()) {
+    auto parsed = spec::ParseSweep(sweep.spec_yaml(), sweep.file_name());
+    if (parsed.ok()) opts.vocab = parsed->data.tokenizer().vocab();
+  }
+  auto result = analysis::Analyze(runs, opts);
+  if (!result.ok()) return Fail(result.status());
+
+  report::ReportOptions ropts;
+  ropts.title = absl::StrCat("sweep ", sweep.id(), " '", sweep.name(), "'");
+  if (args.format == "json" || ctx.json) {
+    std::cout << report::FormatJson(*result) << "\n";
+  } else if (args.format == "md") {
+    std::cout << report::FormatMarkdown(*result, ropts);
+  } else {
+    std::cout << ropts.title << ": " << CountsLine(sweep.counts()) << "\n\n"
+              << report::FormatTable(*result);
+  }
+  if (!args.out_dir.empty()) {
+    auto written = report::WriteReport(*result, runs, ropts, args.out_dir);
+    if (!written.ok()) return Fail(written.status());
+    for (const auto& w : written->warnings) std::cerr << "ablate: warning: " << w << "\n";
+    if (args.format == "table" && !ctx.json) {
+      std::cout << "\nwrote " << written->files.size() << " files to " << args.out_dir
+                << " (report.md, runs.csv, cells.csv, figures)\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace ablate::cli
