@@ -1,0 +1,146 @@
+// Prometheus /metrics: the DESIGN.md §7 names, per-run series labelled for the dashboards while
+// the sweep is active, and removed when it ends.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/integration/harness.h"
+
+namespace ablate::testing {
+namespace {
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  if (write(fd, req.data(), req.size()) < 0) {
+    close(fd);
+    return "";
+  }
+  std::string out;
+  char buf[8192];
+  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
+  close(fd);
+  return out;
+}
+
+// The line of `text` for `metric` whose labels contain every `needle`.
+std::string Line(const std::string& text, const std::string& metric,
+                 const std::vector<std::string>& needles) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StartsWith(line, metric + "{") && !absl::StartsWith(line, metric + " ")) continue;
+    bool all = true;
+    for (const auto& n : needles) all &= absl::StrContains(line, n);
+    if (all) return std::string(line);
+  }
+  return "";
+}
+
+class MetricsTest : public ServerFixture {
+ protected:
+  void Configure(server::ServerOptions* o) override {
+    port_ = FreePort();
+    o->metrics_listen = absl::StrCat("127.0.0.1:", port_);
+    o->stats_interval_seconds = 0.2;
+  }
+  // Scrapes until `metric` with `needles` appears (or disappears), bounded.
+  std::string WaitFor(const std::string& metric, const std::vector<std::string>& needles,
+                      bool present = true) {
+    std::string text;
+    for (int i = 0; i < 50; ++i) {
+      text = HttpGet(port_, "/metrics");
+      if (Line(text, metric, needles).empty() != present) return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << metric << (present ? " never appeared" : " never went away") << "\n" << text;
+    return text;
+  }
+  int port_ = 0;
+};
+
+TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
+  auto sub = Submit(SweepYaml("metered", 1, 1, ", qk_norm: layernorm, n_layer: 3"));
+  const int64_t w = Register("gauge-worker");
+  auto l = Lease(w);
+  const int64_t run = l.spec().run_id();
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(w);
+  hb.set_run_id(run);
+  hb.set_attempt(1);
+  hb.set_step(7);
+  hb.set_tokens_per_second(1234);
+  v1::HeartbeatResponse hr;
+  ASSERT_TRUE(WorkerStub()->Heartbeat(Ctx().get(), hb, &hr).ok());
+  v1::ReportMetricsRequest rep;
+  rep.set_run_id(run);
+  rep.set_attempt(1);
+  for (const char* name : {"train_loss", "val_loss", "max_attn_logit"}) {
+    auto* p = rep.add_points();
+    p->set_name(name);
+    p->set_step(7);
+    p->set_value(2.5);
+  }
+  v1::ReportMetricsResponse rr;
+  ASSERT_TRUE(WorkerStub()->ReportMetrics(Ctx().get(), rep, &rr).ok());
+
+  const std::vector<std::string> labels = {
+      "sweep=\"metered\"",     absl::StrCat("run=\"", run, "\""),
+      "qk_norm=\"layernorm\"", "lr=\"0.001\"",
+      "n_layer=\"3\"",         "seed=\"0\""};
+  std::string text = WaitFor("ablate_run_train_loss", labels);
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_step", labels), " 7"));
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_val_loss", labels), " 2.5"));
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_max_attn_logit", labels), " 2.5"));
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_tokens_per_second", labels), " 1234"));
+  EXPECT_TRUE(
+      absl::EndsWith(Line(text, "ablate_runs", {"sweep=\"metered\"", "state=\"running\""}), " 1"));
+  EXPECT_TRUE(
+      absl::EndsWith(Line(text, "ablate_workers", {"state=\"busy\"", "device=\"cpu\""}), " 1"));
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_leases_granted_total", {}), " 1"));
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_metric_points_total", {}), " 3"));
+  EXPECT_FALSE(Line(text, "ablate_leases_expired_total", {}).empty());
+  EXPECT_FALSE(Line(text, "ablate_rpc_duration_seconds_count", {"method=\"Lease\""}).empty());
+  EXPECT_TRUE(
+      absl::EndsWith(Line(text, "ablate_sweep_progress_ratio", {"sweep=\"metered\""}), " 0"));
+  EXPECT_FALSE(Line(text, "ablate_sweep_eta_seconds", {"sweep=\"metered\""}).empty());
+
+  v1::CompleteRequest c;
+  c.set_run_id(run);
+  c.set_attempt(1);
+  c.set_state(v1::SUCCEEDED);
+  v1::CompleteResponse cr;
+  ASSERT_TRUE(WorkerStub()->Complete(Ctx().get(), c, &cr).ok());
+  // The sweep finished: its per-run and per-sweep series go away.
+  text = WaitFor("ablate_run_train_loss", {"sweep=\"metered\""}, /*present=*/false);
+  EXPECT_TRUE(Line(text, "ablate_runs", {"sweep=\"metered\""}).empty());
+  EXPECT_TRUE(Line(text, "ablate_sweep_progress_ratio", {"sweep=\"metered\""}).empty());
+}
+
+}  // namespace
+}  // namespace ablate::testing
