@@ -5,12 +5,14 @@ Run through ctest (tests/e2e/CMakeLists.txt), which provides the PostgreSQL and 
 import collections
 import os
 import signal
+import subprocess
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import CLI, SRC, Stack, wait_for, write_sweep  # noqa: E402
+from harness import SRC, Stack, wait_for, write_sweep  # noqa: E402
+from harness import free_port as harness_free_port  # noqa: E402
 
 # A tiny model on the generated corpus, so the test needs no downloaded data.
 TINY = """
@@ -196,6 +198,31 @@ class NetworkCut(E2E):
         self.assertEqual(int(runs[0]["attempt"]), 1, "the lease outlived the cut")
         self.assertIn("training continues", s.log("w1"))
         assert_series_whole(self, s, run_id, first=1, last=1500)
+
+
+class Observability(E2E):
+    """A real Prometheus scrapes the real server and worker during a sweep; every dashboard
+    query (template variables filled in) must return data."""
+
+    def test_every_dashboard_query_returns_data_during_a_sweep(self):
+        s = self.stack
+        s.start_server()
+        worker_metrics = harness_free_port()
+        s.start_worker("w1", extra=["--metrics-listen", f"127.0.0.1:{worker_metrics}"])
+        self.sweep_id = s.submit(sweep_file(s, "e2e-obs", {"qk_norm": "[none, layernorm]",
+                                                           "lr": "[1.0e-3, 1.0e-2]"},
+                                            steps=1500, ckpt=500, eval_every=100))
+        run = wait_for(self.first_running, 120, "a run to start")
+        # Some validation loss and a probe must exist before the panels can show them.
+        wait_for(lambda: self.run_step(int(run["id"]))[0] >= 250, 300, "the first run to pass step 250")
+        live = subprocess.run(
+            [sys.executable, os.path.join(SRC, "tests", "deploy", "dashboards_live_test.py"),
+             f"127.0.0.1:{s.metrics_port}", f"127.0.0.1:{worker_metrics}", "--",
+             "--sweep", "e2e-obs", "--run", str(run["id"]), "--var", "qk_norm=none",
+             "--lookback", "600"],
+            capture_output=True, text=True, timeout=600)
+        self.assertEqual(live.returncode, 0, live.stdout + live.stderr)
+        s.cli("cancel", str(self.sweep_id))
 
 
 class CliErrors(E2E):
