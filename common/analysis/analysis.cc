@@ -270,6 +270,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
     }
   }
   a.failed += unplaced;
+  a.has_threshold = has_threshold;
   a.partial = a.pending + a.failed + a.absent > 0;
   if (a.partial) {
     a.notes.push_back(absl::StrCat("partial: ", a.finished, " of ", a.runs + a.absent,

@@ -1,0 +1,95 @@
+#include <cmath>
+
+#include "common/report/report.h"
+#include "nlohmann/json.hpp"
+
+namespace ablate::report {
+namespace {
+
+using nlohmann::json;
+
+json Opt(const std::optional<double>& x) {
+  return x && std::isfinite(*x) ? json(*x) : json(nullptr);
+}
+
+json PointJson(const analysis::Point& p) {
+  json j = {{"lr", p.lr},
+            {"lr_text", p.lr_text},
+            {"l0", Opt(p.l0)},
+            {"loss", Opt(p.loss)},
+            {"loss_std", Opt(p.loss_std)},
+            {"train_loss", Opt(p.train_loss)},
+            {"perplexity", Opt(p.perplexity)},
+            {"steps_to_threshold", Opt(p.steps_to_threshold)},
+            {"n", p.n},
+            {"n_diverged", p.n_diverged},
+            {"n_pending", p.n_pending},
+            {"n_failed", p.n_failed},
+            {"n_absent", p.n_absent},
+            {"run_ids", p.run_ids},
+            {"probes", json::object()}};
+  for (const auto& [name, v] : p.probes) j["probes"][name] = v;
+  return j;
+}
+
+}  // namespace
+
+std::string FormatJson(const analysis::Analysis& a) {
+  const auto& o = a.options;
+  json j = {{"options",
+             {{"variant_axis", o.variant_axis},
+              {"moderator_axis", o.moderator_axis},
+              {"lr_axis", o.lr_axis},
+              {"lr_range", {o.lr_min, o.lr_max}},
+              {"delta_floor", o.delta_floor},
+              {"tau", o.tau}}},
+            {"baseline", a.baseline},
+            {"variants", a.variants},
+            {"moderators", a.moderators},
+            {"contexts", a.contexts},
+            {"runs", a.runs},
+            {"finished", a.finished},
+            {"diverged", a.diverged},
+            {"pending", a.pending},
+            {"failed", a.failed},
+            {"absent", a.absent},
+            {"partial", a.partial},
+            {"notes", a.notes},
+            {"curves", json::array()},
+            {"necessity", json::array()},
+            {"verdicts", json::array()}};
+  for (const auto& c : a.curves) {
+    json cj = {{"context", c.context},
+               {"variant", c.variant},
+               {"moderator", c.moderator},
+               {"l0", Opt(c.l0)},
+               {"opt_lr", Opt(c.opt_lr)},
+               {"opt_loss", Opt(c.opt_loss)},
+               {"lr_sensitivity", Opt(c.lr_sensitivity)},
+               {"sensitivity_points", c.sensitivity_points},
+               {"max_stable_lr", Opt(c.max_stable_lr)},
+               {"max_good_lr", Opt(c.max_good_lr)},
+               {"seeds", c.seeds},
+               {"complete", c.complete},
+               {"points", json::array()}};
+    for (const auto& p : c.points) cj["points"].push_back(PointJson(p));
+    j["curves"].push_back(std::move(cj));
+  }
+  for (const auto& n : a.necessity) {
+    j["necessity"].push_back({{"context", n.context},
+                              {"moderator", n.moderator},
+                              {"baseline", n.baseline},
+                              {"variant", n.variant},
+                              {"eta_dagger", Opt(n.eta_dagger)},
+                              {"interpolated", n.interpolated},
+                              {"cap", Opt(n.cap)},
+                              {"detail", n.detail}});
+  }
+  for (const auto& v : a.verdicts) {
+    j["verdicts"].push_back(
+        {{"hypothesis", v.hypothesis}, {"outcome", v.outcome}, {"line", v.line}});
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace ablate::report

@@ -1,0 +1,165 @@
+#include "common/report/tables.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+
+namespace ablate::report {
+
+using analysis::Analysis;
+using analysis::Curve;
+using analysis::Point;
+
+std::string Fmt(const std::optional<double>& x, const char* none) {
+  return x ? absl::StrFormat("%.4g", *x) : std::string(none);
+}
+
+namespace {
+
+const Point* PointAt(const Curve& c, const std::optional<double>& lr) {
+  if (!lr) return nullptr;
+  for (const auto& p : c.points) {
+    if (std::fabs(p.lr - *lr) <= 1e-9 * p.lr) return &p;
+  }
+  return nullptr;
+}
+
+std::string Steps(const Analysis& a, const Point* p) {
+  if (!a.has_threshold) return "n/a";
+  if (p == nullptr) return "-";
+  return Fmt(p->steps_to_threshold, "never");
+}
+
+std::string CurveStatus(const Curve& c) {
+  int pending = 0, failed = 0, absent = 0;
+  for (const auto& p : c.points) {
+    pending += p.n_pending;
+    failed += p.n_failed;
+    absent += p.n_absent;
+  }
+  if (c.complete) return "complete";
+  std::vector<std::string> parts;
+  if (pending) parts.push_back(absl::StrCat(pending, " pending"));
+  if (failed) parts.push_back(absl::StrCat(failed, " failed"));
+  if (absent) parts.push_back(absl::StrCat(absent, " missing"));
+  return absl::StrCat("partial: ", absl::StrJoin(parts, ", "));
+}
+
+}  // namespace
+
+Table SummaryTable(const Analysis& a) {
+  const auto& o = a.options;
+  Table t;
+  const bool contexts = a.contexts.size() > 1 || !a.contexts.front().empty();
+  if (contexts) t.header.push_back("context");
+  t.header.insert(t.header.end(),
+                  {o.variant_axis, o.moderator_axis, "eta*", "loss*", "ppl*", "LR sens.",
+                   "max stable LR", "max good LR", "steps to thr. @eta*", "seeds", "status"});
+  for (const auto& c : a.curves) {
+    std::vector<std::string> row;
+    if (contexts) row.push_back(c.context);
+    const Point* opt = PointAt(c, c.opt_lr);
+    row.insert(row.end(), {c.variant, c.moderator, Fmt(c.opt_lr), Fmt(c.opt_loss),
+                           Fmt(opt ? opt->perplexity : std::nullopt), Fmt(c.lr_sensitivity),
+                           Fmt(c.max_stable_lr), Fmt(c.max_good_lr), Steps(a, opt),
+                           absl::StrCat(c.seeds), CurveStatus(c)});
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+Table NecessityTable(const Analysis& a) {
+  Table t;
+  t.header = {"context", a.options.moderator_axis, "variant", "eta-dagger", "how"};
+  for (const auto& n : a.necessity) {
+    const std::string how =
+        !n.eta_dagger ? "never necessary" : (n.interpolated ? "interpolated" : "at a grid LR");
+    t.rows.push_back({n.context.empty() ? "-" : n.context, n.moderator,
+                      absl::StrCat(n.variant, " vs ", n.baseline), Fmt(n.eta_dagger),
+                      absl::StrCat(how, ": ", n.detail)});
+  }
+  return t;
+}
+
+Table LossTable(const Analysis& a, const std::string& context, const std::string& moderator) {
+  Table t;
+  t.header.push_back(a.options.lr_axis);
+  std::vector<const Curve*> curves;
+  std::set<double> lrs;
+  for (const auto& v : a.variants) {
+    const Curve* c = a.FindCurve(context, v, moderator);
+    if (c == nullptr) continue;
+    curves.push_back(c);
+    t.header.push_back(absl::StrCat(v, " loss"));
+    for (const auto& p : c->points) lrs.insert(p.lr);
+  }
+  for (double lr : lrs) {
+    std::vector<std::string> row = {absl::StrFormat("%.4g", lr)};
+    for (const Curve* c : curves) {
+      const Point* p = PointAt(*c, lr);
+      if (p == nullptr || !p->loss) {
+        row.push_back("-");
+        continue;
+      }
+      std::string cell = Fmt(p->loss);
+      if (p->loss_std) absl::StrAppend(&cell, " ± ", Fmt(p->loss_std));
+      absl::StrAppend(&cell, " (n=", p->n);
+      if (p->n_diverged) absl::StrAppend(&cell, ", ", p->n_diverged, " diverged");
+      absl::StrAppend(&cell, ")");
+      row.push_back(cell);
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+std::string RenderText(const Table& t) {
+  // Width in code points, so "±" and "η" do not skew the columns.
+  auto width = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+    return n;
+  };
+  std::vector<size_t> widths(t.header.size(), 0);
+  for (size_t i = 0; i < t.header.size(); ++i) widths[i] = width(t.header[i]);
+  for (const auto& row : t.rows) {
+    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
+      widths[i] = std::max(widths[i], width(row[i]));
+    }
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string out;
+    for (size_t i = 0; i < cells.size() && i < widths.size(); ++i) {
+      out += cells[i];
+      if (i + 1 < cells.size()) out += std::string(widths[i] - width(cells[i]) + 2, ' ');
+    }
+    return out + "\n";
+  };
+  std::string out = line(t.header);
+  size_t total = 0;
+  for (size_t w : widths) total += w + 2;
+  out += std::string(total > 2 ? total - 2 : 0, '-') + "\n";
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
+std::string RenderMarkdown(const Table& t) {
+  auto escape = [](const std::string& s) { return absl::StrReplaceAll(s, {{"|", "\\|"}}); };
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::vector<std::string> escaped;
+    for (const auto& c : cells) escaped.push_back(escape(c));
+    return absl::StrCat("| ", absl::StrJoin(escaped, " | "), " |\n");
+  };
+  std::string out = line(t.header);
+  out += absl::StrCat("|", absl::StrJoin(std::vector<std::string>(t.header.size(), "---"), "|"),
+                      "|\n");
+  for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
+}  // namespace ablate::report

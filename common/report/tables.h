@@ -1,0 +1,33 @@
+// The rows behind the terminal table and report.md, built once and rendered either way.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/analysis/analysis.h"
+
+namespace ablate::report {
+
+struct Table {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+// "%.4g", or `none` for a figure that does not exist.
+std::string Fmt(const std::optional<double>& x, const char* none = "none");
+
+// One row per curve: η*, ℓ*, perplexity, LR sensitivity, max stable/good LR, steps, seeds.
+Table SummaryTable(const analysis::Analysis& a);
+
+// One row per η† (context, moderator, variant vs baseline).
+Table NecessityTable(const analysis::Analysis& a);
+
+// Loss vs LR for one context and moderator: a row per LR, a column per variant.
+Table LossTable(const analysis::Analysis& a, const std::string& context,
+                const std::string& moderator);
+
+std::string RenderText(const Table& t);      // space-aligned columns
+std::string RenderMarkdown(const Table& t);  // GitHub table
+
+}  // namespace ablate::report

@@ -1,0 +1,70 @@
+// FormatTable (terminal) and FormatMarkdown (report.md): the same tables, two renderings.
+#include "absl/strings/str_cat.h"
+#include "common/report/report.h"
+#include "common/report/tables.h"
+
+namespace ablate::report {
+
+using analysis::Analysis;
+
+std::string FormatTable(const Analysis& a) {
+  std::string out;
+  for (const auto& note : a.notes) absl::StrAppend(&out, "note: ", note, "\n");
+  if (!a.notes.empty()) out += "\n";
+  out += RenderText(SummaryTable(a));
+  if (!a.necessity.empty()) {
+    out += "\n";
+    out += RenderText(NecessityTable(a));
+  }
+  if (!a.verdicts.empty()) out += "\n";
+  for (const auto& v : a.verdicts) absl::StrAppend(&out, v.line, "\n");
+  return out;
+}
+
+std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
+                           const std::vector<std::string>& figures) {
+  const auto& o = a.options;
+  std::string out = absl::StrCat("# ", options.title.empty() ? "ablate report" : options.title,
+                                 a.partial ? " (partial)" : "", "\n\n");
+  absl::StrAppend(&out, a.finished, " of ", a.runs + a.absent, " runs finished (", a.diverged,
+                  " diverged). Variant: `", o.variant_axis, "` (baseline `", a.baseline,
+                  "`), moderator: `", o.moderator_axis, "`, LR axis: `", o.lr_axis,
+                  "`. LR sensitivity over [", o.lr_min, ", ", o.lr_max, "], tau = ", o.tau,
+                  ", delta = max(", o.delta_floor,
+                  ", 2 x seed std). Diverged runs count as the "
+                  "initial loss l0.\n\n");
+  for (const auto& note : a.notes) absl::StrAppend(&out, "> **Note:** ", note, "\n>\n");
+  if (!a.notes.empty()) out += "\n";
+
+  if (!a.verdicts.empty()) {
+    out += "## Verdicts\n\n";
+    for (const auto& v : a.verdicts)
+      absl::StrAppend(&out, "- **", v.outcome, "** — ", v.line, "\n");
+    out += "\n";
+  }
+  out += "## Summary per curve\n\n";
+  out += RenderMarkdown(SummaryTable(a));
+  if (!a.necessity.empty()) {
+    absl::StrAppend(&out, "\n## Necessity threshold (eta-dagger) per ", o.moderator_axis, "\n\n");
+    out += RenderMarkdown(NecessityTable(a));
+  }
+  out += "\n## Final validation loss vs LR\n\nMean ± sample std over finished seeds (n).\n";
+  for (const auto& context : a.contexts) {
+    for (const auto& m : a.moderators) {
+      const Table t = LossTable(a, context, m);
+      if (t.rows.empty()) continue;
+      absl::StrAppend(&out, "\n### ", o.moderator_axis, " = ", m,
+                      context.empty() ? "" : absl::StrCat(" (", context, ")"), "\n\n");
+      out += RenderMarkdown(t);
+    }
+  }
+  if (!figures.empty()) {
+    out +=
+        "\n## Figures\n\nEach PNG has a PDF, the gnuplot script (.gp) and the data (.dat) "
+        "beside it.\n\n";
+    for (const auto& f : figures) absl::StrAppend(&out, "![", f, "](", f, ")\n\n");
+  }
+  return out;
+}
+
+}  // namespace ablate::report

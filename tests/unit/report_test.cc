@@ -1,0 +1,263 @@
+// Report files from a hand-built run set; the export format round trip; CSV quoting.
+#include "common/report/report.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/report/csv.h"
+#include "common/report/export.h"
+#include "nlohmann/json.hpp"
+
+namespace ablate::report {
+namespace {
+
+using ablate::v1::Run;
+using ::testing::HasSubstr;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string TempDir() {
+  std::string pattern = ::testing::TempDir() + "ablate_report_XXXXXX";
+  char* dir = mkdtemp(pattern.data());
+  EXPECT_NE(dir, nullptr);
+  return pattern;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// 2 variants x 2 depths x 3 LRs x 2 seeds; layernorm never diverges, none diverges at 0.1 for
+// depth 8; one run still queued so the report is partial.
+std::vector<Run> StudyRuns() {
+  std::vector<Run> runs;
+  const char* lrs[] = {"0.001", "0.01", "0.1"};
+  int64_t id = 0;
+  for (const char* variant : {"none", "layernorm"}) {
+    for (const char* depth : {"2", "8"}) {
+      for (int i = 0; i < 3; ++i) {
+        for (int seed : {0, 1}) {
+          Run r;
+          r.set_id(++id);
+          r.set_seed(seed);
+          (*r.mutable_grid_values())["qk_norm"] = variant;
+          (*r.mutable_grid_values())["n_layer"] = depth;
+          (*r.mutable_grid_values())["lr"] = lrs[i];
+          (*r.mutable_grid_values())["seed"] = std::to_string(seed);
+          auto* res = r.mutable_result();
+          res->set_initial_loss(8.3);
+          res->set_steps_to_threshold(-1);
+          const bool diverge =
+              std::string(variant) == "none" && std::string(depth) == "8" && i == 2;
+          if (diverge) {
+            r.set_state(ablate::v1::DIVERGED);
+            res->set_diverged(true);
+            res->set_diverged_step(420);
+          } else {
+            r.set_state(ablate::v1::SUCCEEDED);
+            const double loss =
+                3.0 + 0.1 * i * (std::string(variant) == "none" ? 3 : 1) + 0.01 * seed;
+            res->set_final_val_loss(loss);
+            res->set_final_train_loss(loss - 0.05);
+            res->set_final_val_ppl(std::exp(loss));
+            res->set_steps_to_threshold(100 + 10 * i);
+          }
+          (*res->mutable_final_probes())["max_attn_logit"] =
+              std::string(variant) == "none" ? 10.0 * std::pow(10, i) : 5.0;
+          (*res->mutable_final_probes())["attn_entropy"] = 1.5;
+          runs.push_back(r);
+        }
+      }
+    }
+  }
+  // One run not finished yet: the report must say it is partial.
+  runs[1].set_state(ablate::v1::QUEUED);
+  runs[1].clear_result();
+  return runs;
+}
+
+TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
+  const auto runs = StudyRuns();
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  const std::string dir = TempDir() + "/out";
+  ReportOptions options;
+  options.title = "study";
+  auto written = WriteReport(*analysis, runs, options, dir);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_TRUE(written->warnings.empty()) << written->warnings[0];
+
+  for (const char* f :
+       {"report.md", "runs.csv", "cells.csv", "loss_vs_lr__n_layer_2.gp",
+        "loss_vs_lr__n_layer_2.dat", "loss_vs_lr__n_layer_8.png", "loss_vs_lr__n_layer_8.pdf",
+        "eta_dagger.png", "eta_dagger.gp", "lr_sensitivity.png", "max_attn_logit_vs_lr.png",
+        "max_attn_logit_vs_lr.pdf"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+  }
+  int pngs = 0;
+  for (const auto& f : written->files) {
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+    if (f.ends_with(".png")) {
+      ++pngs;
+      EXPECT_EQ(Slurp(dir + "/" + f).substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << f;
+    }
+    if (f.ends_with(".pdf")) {
+      EXPECT_EQ(Slurp(dir + "/" + f).substr(0, 5), "%PDF-") << f;
+    }
+  }
+  EXPECT_EQ(pngs, 5);  // loss vs LR x 2 depths, eta-dagger, sensitivity, attention logit
+
+  // runs.csv: a header and one row per run, in order, with the run's own values.
+  const auto rows = Lines(Slurp(dir + "/runs.csv"));
+  ASSERT_EQ(rows.size(), runs.size() + 1);
+  EXPECT_EQ(rows[0],
+            "id,lr,n_layer,qk_norm,seed,state,attempt,l0,final_train_loss,final_val_loss,"
+            "final_val_ppl,diverged_step,steps_to_threshold,steps_done,wall_seconds,device,"
+            "probe_attn_entropy,probe_max_attn_logit");
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto fields = SplitCsvLine(rows[i + 1]);
+    ASSERT_TRUE(fields.ok());
+    const ablate::v1::Run& r = runs[i];
+    EXPECT_EQ((*fields)[0], std::to_string(r.id()));
+    EXPECT_EQ((*fields)[1], r.grid_values().at("lr"));
+    EXPECT_EQ((*fields)[2], r.grid_values().at("n_layer"));
+    EXPECT_EQ((*fields)[3], r.grid_values().at("qk_norm"));
+    EXPECT_EQ((*fields)[4], r.grid_values().at("seed"));
+    if (r.state() == ablate::v1::SUCCEEDED) {
+      EXPECT_EQ((*fields)[5], "succeeded");
+      EXPECT_DOUBLE_EQ(std::stod((*fields)[9]), r.result().final_val_loss());
+      EXPECT_EQ((*fields)[11], "");
+    } else if (r.state() == ablate::v1::DIVERGED) {
+      EXPECT_EQ((*fields)[5], "diverged");
+      EXPECT_EQ((*fields)[9], "");
+      EXPECT_EQ((*fields)[11], "420");
+    } else {
+      EXPECT_EQ((*fields)[5], "queued");
+      EXPECT_EQ((*fields)[7], "");
+    }
+  }
+  // cells.csv: 2 x 2 x 3 cells.
+  const auto cells = Lines(Slurp(dir + "/cells.csv"));
+  EXPECT_EQ(cells.size(), 13u);
+  EXPECT_THAT(cells,
+              testing::Contains(",none,8,0.1,8.3,8.3,0,2,2,0,0,0,,4023.872394,never,1.5,1000"));
+
+  const std::string md = Slurp(dir + "/report.md");
+  EXPECT_THAT(md, HasSubstr("# study (partial)"));
+  EXPECT_THAT(md, HasSubstr("![loss_vs_lr__n_layer_2.png](loss_vs_lr__n_layer_2.png)"));
+  EXPECT_THAT(md, HasSubstr("| 0.1 | 8.3 ± 0 (n=2, 2 diverged) |"));
+  EXPECT_THAT(md, HasSubstr("H3 (eta-dagger of layernorm falls as n_layer grows)"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(WriteReport, WithoutGnuplotWritesScriptsAndSaysSo) {
+  const auto runs = StudyRuns();
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok());
+  const std::string dir = TempDir();
+  ReportOptions options;
+  options.gnuplot = "/nonexistent/gnuplot";
+  auto written = WriteReport(*analysis, runs, options, dir);
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_EQ(written->warnings.size(), 1u);
+  EXPECT_THAT(written->warnings[0], HasSubstr("/nonexistent/gnuplot not found"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/eta_dagger.gp"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/eta_dagger.dat"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/eta_dagger.png"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/report.md"));
+  for (const auto& f : written->files) {
+    EXPECT_FALSE(f.ends_with(".png")) << f;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Formats, TableMarkdownAndJsonCarryTheFigures) {
+  auto analysis = analysis::Analyze(StudyRuns());
+  ASSERT_TRUE(analysis.ok());
+  const std::string table = FormatTable(*analysis);
+  EXPECT_THAT(
+      table,
+      HasSubstr(
+          "note: partial: 23 of 24 runs finished (1 pending, 0 failed or cancelled, 0 missing)"));
+  EXPECT_THAT(table, HasSubstr("qk_norm"));
+  EXPECT_THAT(table, HasSubstr("H2 ("));
+  // depth 8, none: losses 3.005, 3.305, diverged (8.3): η* 0.001, max stable 0.01.
+  EXPECT_THAT(table, testing::ContainsRegex("none +8 +0.001 +3.005 .* 0.01 "));
+
+  const auto j = nlohmann::json::parse(FormatJson(*analysis));
+  EXPECT_EQ(j["baseline"], "none");
+  EXPECT_EQ(j["curves"].size(), 4u);
+  EXPECT_EQ(j["curves"][1]["moderator"], "8");
+  EXPECT_DOUBLE_EQ(j["curves"][1]["max_stable_lr"].get<double>(), 0.01);
+  EXPECT_TRUE(j["necessity"][0]["eta_dagger"].is_null() ||
+              j["necessity"][0]["eta_dagger"].is_number());
+  EXPECT_EQ(j["verdicts"].size(), 3u);
+  EXPECT_TRUE(j["partial"].get<bool>());
+}
+
+TEST(Export, RoundTripsSweepRunsAndMetrics) {
+  Export data;
+  data.sweep.set_id(7);
+  data.sweep.set_name("q'uote\"d,sweep");
+  data.sweep.set_spec_yaml("name: x\ngrid: {lr: [0.1]}\n");
+  data.sweep.add_axes("lr");
+  data.runs = StudyRuns();
+  data.metrics = {{1, 0, "train_loss", 8.31}, {1, 10, "weird,\"name\"", -1e-300}};
+  const std::string dir = TempDir() + "/export";
+  ASSERT_TRUE(WriteExport(data, dir).ok());
+  auto back = ReadExport(dir);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->sweep.SerializeAsString(), data.sweep.SerializeAsString());
+  ASSERT_EQ(back->runs.size(), data.runs.size());
+  for (size_t i = 0; i < data.runs.size(); ++i) {
+    EXPECT_EQ(back->runs[i].id(), data.runs[i].id());
+    EXPECT_EQ(back->runs[i].state(), data.runs[i].state());
+    EXPECT_EQ(back->runs[i].grid_values().at("lr"), data.runs[i].grid_values().at("lr"));
+    EXPECT_EQ(back->runs[i].result().final_val_loss(), data.runs[i].result().final_val_loss());
+    EXPECT_EQ(back->runs[i].result().final_probes().size(),
+              data.runs[i].result().final_probes().size());
+    EXPECT_TRUE(back->runs[i].result().final_probes().empty() ||
+                back->runs[i].result().final_probes().at("max_attn_logit") ==
+                    data.runs[i].result().final_probes().at("max_attn_logit"));
+  }
+  ASSERT_EQ(back->metrics.size(), 2u);
+  EXPECT_EQ(back->metrics[1].name, "weird,\"name\"");
+  EXPECT_EQ(back->metrics[1].value, -1e-300);
+  EXPECT_EQ(back->metrics[1].step, 10);
+
+  // Without metrics.csv: still readable. A broken line: named with file and line.
+  std::filesystem::remove(dir + "/metrics.csv");
+  EXPECT_TRUE(ReadExport(dir).ok());
+  std::ofstream(dir + "/runs.jsonl", std::ios::app) << "{\"id\": \"not a number\"}\n";
+  auto broken = ReadExport(dir);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr("runs.jsonl:25"));
+  EXPECT_FALSE(ReadExport(dir + "/nope").ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Csv, QuotesAndSplitsBack) {
+  const std::vector<std::string> fields = {"plain", "a,b", "say \"hi\"", ""};
+  const std::string line = CsvLine(fields);
+  EXPECT_EQ(line, "plain,\"a,b\",\"say \"\"hi\"\"\",\n");
+  auto back = SplitCsvLine(line.substr(0, line.size() - 1));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, fields);
+  EXPECT_FALSE(SplitCsvLine("\"open").ok());
+}
+
+}  // namespace
+}  // namespace ablate::report
