@@ -17,6 +17,7 @@
 #include "server/reaper.h"
 #include "server/store/db.h"
 #include "server/store/migrator.h"
+#include "server/store/notify_batcher.h"
 #include "server/store/queue_store.h"
 #include "server/store/stats_store.h"
 #include "server/store/sweep_store.h"
@@ -31,6 +32,7 @@ namespace ablate::server {
 struct Server::Impl {
   ServerOptions options;
   std::unique_ptr<Db> db;
+  std::unique_ptr<NotifyBatcher> notes;
   std::unique_ptr<QueueStore> queue;
   std::unique_ptr<SweepStore> sweeps;
   std::unique_ptr<TokenStore> tokens;
@@ -107,7 +109,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   impl->blobs = std::make_unique<BlobStore>(o.store_dir);
   if (auto s = impl->blobs->Init(); !s.ok()) return s;
-  impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
+  impl->notes = std::make_unique<NotifyBatcher>(impl->db.get());
+  impl->notes->Start();
+  impl->queue = std::make_unique<QueueStore>(impl->db.get(), impl->notes.get(), o.lease_seconds);
   impl->sweeps = std::make_unique<SweepStore>(impl->db.get(), o.lease_seconds);
   impl->tokens = std::make_unique<TokenStore>(impl->db.get());
   impl->stats = std::make_unique<StatsStore>(impl->db.get(), o.lease_seconds);
@@ -209,6 +213,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   impl_->metrics->Stop();
   impl_->notifier->Stop();
   impl_->executor->Shutdown();
+  impl_->notes->Stop();
 }
 
 }  // namespace ablate::server

@@ -55,68 +55,67 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info) {
 }
 
 absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
-  using Out = LeaseOutcome;
-  return db_->Tx<Out>("lease", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result w = tx.exec_params(
-        "UPDATE workers SET last_seen_at = now() WHERE id = $1 RETURNING name, device_kind",
-        worker_id);
-    if (w.empty()) {
+  auto out = db_->Tx<LeaseOutcome>("lease", [&](pqxx::work& tx) -> absl::StatusOr<LeaseOutcome> {
+    // One statement, so the hot path is one round trip. Without a checkpoint the attempt starts
+    // over and every earlier point goes (step > -1); with one, the points after its step go,
+    // and the new attempt's series continues without gap or duplicate.
+    pqxx::row row = tx.exec_params1(
+        "WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1), "
+        "next AS ("
+        "  SELECT id FROM runs WHERE state = 'queued' "
+        "  AND device IN ('auto', (SELECT device_kind FROM w)) "
+        "  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED), "
+        "ck AS ("
+        "  SELECT c.step, c.sha256, c.size_bytes FROM checkpoints c, next "
+        "  WHERE c.run_id = next.id ORDER BY c.step DESC LIMIT 1), "
+        "upd AS ("
+        "  UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1, "
+        "    lease_expires_at = now() + make_interval(secs => $2), "
+        "    started_at = coalesce(r.started_at, now()), error = '', "
+        "    step = coalesce((SELECT step FROM ck), 0) "
+        "  FROM next WHERE r.id = next.id "
+        "  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at, r.spec), "
+        "d AS (DELETE FROM metric_points m USING upd WHERE m.run_id = upd.id "
+        "  AND m.step > coalesce((SELECT step FROM ck), -1)), "
+        "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
+        "  SELECT id, 'leased', attempt, (SELECT name FROM w), "
+        "    coalesce('resume from step ' || (SELECT step FROM ck), '') FROM upd), "
+        "wu AS (UPDATE workers SET last_seen_at = now(), "
+        "  current_run_id = (SELECT id FROM upd) WHERE id = $1) "
+        "SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt, "
+        "  extract(epoch from upd.lease_expires_at), upd.spec::text, ck.step, ck.sha256, "
+        "  ck.size_bytes "
+        "FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true",
+        worker_id, lease_seconds_);
+    if (row[0].is_null()) {
       return absl::NotFoundError(
           absl::StrCat("worker ", worker_id, " is not registered (call Register first)"));
     }
-    const std::string worker_name = w[0][0].as<std::string>();
-    Out result;
-    result.device_kind = w[0][1].as<std::string>();
-    pqxx::result r = tx.exec_params(
-        "WITH next AS ("
-        "  SELECT id FROM runs WHERE state = 'queued' AND device IN ('auto', $2)"
-        "  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED) "
-        "UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1, "
-        "  lease_expires_at = now() + make_interval(secs => $3), "
-        "  started_at = coalesce(r.started_at, now()), error = '' "
-        "FROM next WHERE r.id = next.id "
-        "RETURNING r.id, r.sweep_id, r.attempt, extract(epoch from r.lease_expires_at), "
-        "  r.spec::text",
-        worker_id, result.device_kind, lease_seconds_);
-    if (r.empty()) return result;
+    LeaseOutcome result;
+    result.device_kind = row[0].as<std::string>();
+    if (row[1].is_null()) return result;
     v1::LeaseResponse out;
     out.set_has_run(true);
-    const int64_t run_id = r[0][0].as<int64_t>();
-    const int64_t sweep_id = r[0][1].as<int64_t>();
-    const int attempt = r[0][2].as<int>();
-    absl::Status parsed = pg::FromJson(r[0][4].as<std::string>(), out.mutable_spec());
+    const int64_t run_id = row[1].as<int64_t>();
+    absl::Status parsed = pg::FromJson(row[5].as<std::string>(), out.mutable_spec());
     if (!parsed.ok()) return parsed;
     out.mutable_spec()->set_run_id(run_id);
-    out.mutable_spec()->set_sweep_id(sweep_id);
+    out.mutable_spec()->set_sweep_id(row[2].as<int64_t>());
     out.mutable_lease()->set_run_id(run_id);
-    out.mutable_lease()->set_attempt(attempt);
-    out.mutable_lease()->set_expires_at(r[0][3].as<double>());
-
-    int64_t resume_step = -1;
-    pqxx::result c = tx.exec_params(
-        "SELECT step, sha256, size_bytes FROM checkpoints WHERE run_id = $1 "
-        "ORDER BY step DESC LIMIT 1",
-        run_id);
-    if (!c.empty()) {
-      resume_step = c[0][0].as<int64_t>();
-      out.mutable_resume_from()->set_step(resume_step);
-      out.mutable_resume_from()->set_sha256(c[0][1].as<std::string>());
-      out.mutable_resume_from()->set_size_bytes(c[0][2].as<int64_t>());
+    out.mutable_lease()->set_attempt(row[3].as<int>());
+    out.mutable_lease()->set_expires_at(row[4].as<double>());
+    if (!row[6].is_null()) {
+      out.mutable_resume_from()->set_step(row[6].as<int64_t>());
+      out.mutable_resume_from()->set_sha256(row[7].as<std::string>());
+      out.mutable_resume_from()->set_size_bytes(row[8].as<int64_t>());
     }
-    // Without a checkpoint the attempt starts over, so every earlier point goes (step > -1).
-    tx.exec_params(
-        "WITH d AS (DELETE FROM metric_points WHERE run_id = $1 AND step > $2), "
-        "s AS (UPDATE runs SET step = greatest($2, 0) WHERE id = $1), "
-        "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
-        "      VALUES ($1, 'leased', $3, $4, $5)), "
-        "w AS (UPDATE workers SET current_run_id = $1 WHERE id = $6) "
-        "SELECT pg_notify($7, $8)",
-        run_id, resume_step, attempt, worker_name,
-        resume_step >= 0 ? absl::StrCat("resume from step ", resume_step) : std::string(),
-        worker_id, std::string(channels::kSweep), absl::StrCat(sweep_id));
     result.lease = std::move(out);
     return result;
   });
+  if (out.ok() && out->lease.has_value()) {
+    notes_->Add(channels::kSweep, absl::StrCat(out->lease->spec().sweep_id()));
+  }
+  return out;
 }
 
 absl::StatusOr<v1::HeartbeatResponse> QueueStore::Heartbeat(const v1::HeartbeatRequest& req) {
@@ -161,7 +160,7 @@ absl::StatusOr<v1::HeartbeatResponse> QueueStore::Heartbeat(const v1::HeartbeatR
               "INSERT INTO run_events (run_id, kind, attempt, worker) VALUES ($1, 'started', $2, "
               "$3)",
               req.run_id(), attempt, w[0][0].as<std::string>());
-          Notify(tx, channels::kSweep, absl::StrCat(u[1].as<int64_t>()));
+          notes_->Add(channels::kSweep, absl::StrCat(u[1].as<int64_t>()));
         }
         return out;
       });
@@ -195,7 +194,7 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
   auto [has_train, train] = latest_of("train_loss");
   auto [has_val, val] = latest_of("val_loss");
   auto [has_logit, logit] = latest_of("max_attn_logit");
-  return db_->Tx<int>("report metrics", [&](pqxx::work& tx) -> absl::StatusOr<int> {
+  auto stored = db_->Tx<int>("report metrics", [&](pqxx::work& tx) -> absl::StatusOr<int> {
     // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points past
     // the resume step) waits for this batch to commit, then deletes what it must.
     pqxx::row row = tx.exec_params1(
@@ -218,9 +217,10 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
         pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
         pg::DoubleArray(times));
     if (row[0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
-    Notify(tx, channels::kRun, absl::StrCat(req.run_id()));
     return static_cast<int>(row[1].as<int64_t>());
   });
+  if (stored.ok()) notes_->Add(channels::kRun, absl::StrCat(req.run_id()));
+  return stored;
 }
 
 absl::Status QueueStore::CheckFence(int64_t run_id, int attempt) {
@@ -289,49 +289,45 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
                      v1::RunState_Name(state), ")"));
   }
   const std::string name = pg::StateName(state);
-  return db_
-      ->Tx<bool>(
-          "complete",
-          [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-            pqxx::result r = tx.exec_params(
-                absl::StrCat(
-                    "UPDATE runs SET state = $3, result = $4::jsonb, error = $5, "
-                    "finished_at = now(), lease_expires_at = NULL, step = greatest(step, $6) "
-                    "WHERE id = $1 AND attempt = $2 AND state IN ",
-                    kLive, " RETURNING sweep_id, worker_id"),
-                req.run_id(), req.attempt(), name, pg::ToJson(req.result()), req.error(),
-                req.result().steps_done());
-            if (r.empty()) {
-              // A retry of a Complete whose reply was lost finds its own result already there.
-              pqxx::result cur =
-                  tx.exec_params("SELECT state, attempt FROM runs WHERE id = $1", req.run_id());
-              if (!cur.empty() && cur[0][1].as<int>() == req.attempt() &&
-                  cur[0][0].as<std::string>() == name) {
-                return true;
-              }
-              return FenceError(tx, req.run_id(), req.attempt());
-            }
-            const int64_t sweep_id = r[0][0].as<int64_t>();
-            // Finishing the sweep here is optimistic: two last runs completing at once may each
-            // still see the other unfinished. The reaper's periodic pass closes that gap, so a
-            // sweep is marked finished at most one reaper interval late, without a sweep lock
-            // serialising every Complete.
-            tx.exec_params(
-                "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
-                "  SELECT $1, 'completed', $2, coalesce(name, ''), $3 FROM runs r "
-                "  LEFT JOIN workers w ON w.id = r.worker_id WHERE r.id = $1), "
-                "w AS (UPDATE workers SET runs_completed = runs_completed + 1, "
-                "  current_run_id = NULL WHERE id = $4 AND current_run_id = $1), "
-                "s AS (UPDATE sweeps SET state = 'finished', finished_at = now() "
-                "  WHERE id = $5 AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs "
-                "  WHERE sweep_id = $5 AND state IN ('queued', 'leased', 'running'))) "
-                "SELECT pg_notify($6, $7), pg_notify($8, $9)",
-                req.run_id(), req.attempt(), name, r[0][1].is_null() ? 0 : r[0][1].as<int64_t>(),
-                sweep_id, std::string(channels::kSweep), absl::StrCat(sweep_id),
-                std::string(channels::kRun), absl::StrCat(req.run_id()));
-            return true;
-          })
-      .status();
+  auto sweep = db_->Tx<int64_t>("complete", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+    // Finishing the sweep here is optimistic: two last runs completing at once may each still
+    // see the other unfinished. The reaper's periodic pass closes that gap, so a sweep is marked
+    // finished at most one reaper interval late, without a sweep lock serialising every Complete.
+    pqxx::result r = tx.exec_params(
+        "WITH upd AS ("
+        "  UPDATE runs SET state = $3, result = $4::jsonb, error = $5, finished_at = now(), "
+        "    lease_expires_at = NULL, step = greatest(step, $6) "
+        "  WHERE id = $1 AND attempt = $2 AND state IN ('leased', 'running') "
+        "  RETURNING sweep_id, worker_id), "
+        "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
+        "  SELECT $1, 'completed', $2, "
+        "    coalesce((SELECT name FROM workers WHERE id = upd.worker_id), ''), $3 FROM upd), "
+        "w AS (UPDATE workers SET runs_completed = runs_completed + 1, "
+        "  current_run_id = CASE WHEN current_run_id = $1 THEN NULL ELSE current_run_id END "
+        "  WHERE id = (SELECT worker_id FROM upd)), "
+        "s AS (UPDATE sweeps SET state = 'finished', finished_at = now() "
+        "  WHERE id = (SELECT sweep_id FROM upd) AND state = 'active' AND NOT EXISTS ("
+        "    SELECT 1 FROM runs WHERE sweep_id = (SELECT sweep_id FROM upd) AND id <> $1 "
+        "    AND state IN ('queued', 'leased', 'running'))) "
+        "SELECT sweep_id FROM upd",
+        req.run_id(), req.attempt(), name, pg::ToJson(req.result()), req.error(),
+        req.result().steps_done());
+    if (!r.empty()) return r[0][0].as<int64_t>();
+    // A retry of a Complete whose reply was lost finds its own result already there.
+    pqxx::result cur =
+        tx.exec_params("SELECT state, attempt FROM runs WHERE id = $1", req.run_id());
+    if (!cur.empty() && cur[0][1].as<int>() == req.attempt() &&
+        cur[0][0].as<std::string>() == name) {
+      return int64_t{0};
+    }
+    return FenceError(tx, req.run_id(), req.attempt());
+  });
+  if (!sweep.ok()) return sweep.status();
+  if (*sweep != 0) {
+    notes_->Add(channels::kSweep, absl::StrCat(*sweep));
+    notes_->Add(channels::kRun, absl::StrCat(req.run_id()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status QueueStore::Release(const v1::ReleaseRequest& req) {

@@ -23,6 +23,7 @@
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
 #include "server/store/db.h"
+#include "server/store/notify_batcher.h"
 
 namespace ablate::server {
 
@@ -39,7 +40,9 @@ struct ReapResult {
 
 class QueueStore {
  public:
-  QueueStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
+  // `notes` carries the watcher notifications of the hot paths (see NotifyBatcher).
+  QueueStore(Db* db, NotifyBatcher* notes, double lease_seconds)
+      : db_(db), notes_(notes), lease_seconds_(lease_seconds) {}
 
   double lease_seconds() const { return lease_seconds_; }
 
@@ -81,6 +84,7 @@ class QueueStore {
 
  private:
   Db* db_;
+  NotifyBatcher* notes_;
   double lease_seconds_;
 };
 
