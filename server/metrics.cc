@@ -146,25 +146,10 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
 
 void ServerMetrics::StartRefresh(SweepStore* sweeps, StatsStore* stats,
                                  std::chrono::milliseconds interval) {
-  refresher_ = std::thread([this, sweeps, stats, interval] {
-    std::unique_lock<std::mutex> lock(stop_mu_);
-    while (!stop_) {
-      lock.unlock();
-      absl::Status s = Refresh(sweeps, stats);
-      if (!s.ok()) spdlog::warn("metrics refresh: {}", s.ToString());
-      lock.lock();
-      stop_cv_.wait_for(lock, interval, [this] { return stop_; });
-    }
+  refresher_.Start(interval, [this, sweeps, stats] {
+    absl::Status s = Refresh(sweeps, stats);
+    if (!s.ok()) spdlog::warn("metrics refresh: {}", s.ToString());
   });
-}
-
-void ServerMetrics::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(stop_mu_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
-  if (refresher_.joinable()) refresher_.join();
 }
 
 }  // namespace ablate::server

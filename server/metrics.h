@@ -22,6 +22,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/periodic.h"
 #include "server/store/stats_store.h"
 #include "server/store/sweep_store.h"
 
@@ -44,7 +45,7 @@ class ServerMetrics {
   absl::Status Refresh(SweepStore* sweeps, StatsStore* stats);
   // Refreshes every `interval` on a background thread until Stop().
   void StartRefresh(SweepStore* sweeps, StatsStore* stats, std::chrono::milliseconds interval);
-  void Stop();
+  void Stop() { refresher_.Stop(); }
 
   prometheus::Registry& registry() { return *registry_; }
 
@@ -77,10 +78,7 @@ class ServerMetrics {
   std::unique_ptr<GaugeSet> runs_, workers_, progress_, eta_;
   std::unique_ptr<GaugeSet> run_step_, run_train_loss_, run_val_loss_, run_tps_, run_logit_;
 
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;
-  std::thread refresher_;
+  Periodic refresher_;
 };
 
 // Records one RPC's duration on destruction.

@@ -6,11 +6,9 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
 
 #include "server/metrics.h"
+#include "server/periodic.h"
 #include "server/store/queue_store.h"
 
 namespace ablate::server {
@@ -19,19 +17,17 @@ class Reaper {
  public:
   Reaper(QueueStore* queue, ServerMetrics* metrics, std::chrono::milliseconds interval)
       : queue_(queue), metrics_(metrics), interval_(interval) {}
-  ~Reaper() { Stop(); }
 
   void Start();
-  void Stop();
+  void Stop() { loop_.Stop(); }
 
  private:
+  void Pass();
+
   QueueStore* queue_;
   ServerMetrics* metrics_;
   std::chrono::milliseconds interval_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
+  Periodic loop_;
 };
 
 }  // namespace ablate::server

@@ -13,25 +13,11 @@ void NotifyBatcher::Add(const std::string& channel, const std::string& payload) 
 }
 
 void NotifyBatcher::Start() {
-  thread_ = std::thread([this] {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(20), [this] { return stop_; });
-      lock.unlock();
-      Flush();
-      lock.lock();
-    }
-  });
+  loop_.Start(std::chrono::milliseconds(20), [this] { Flush(); });
 }
 
 void NotifyBatcher::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  loop_.Stop();
   Flush();
 }
 

@@ -8,13 +8,12 @@
 // leasable runs) stays transactional: it is rare and a lost one would delay a worker.
 #pragma once
 
-#include <condition_variable>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 
+#include "server/periodic.h"
 #include "server/store/db.h"
 
 namespace ablate::server {
@@ -33,10 +32,8 @@ class NotifyBatcher {
 
   Db* db_;
   std::mutex mu_;
-  std::condition_variable cv_;
   std::set<std::pair<std::string, std::string>> pending_;
-  bool stop_ = false;
-  std::thread thread_;
+  Periodic loop_;
 };
 
 }  // namespace ablate::server
