@@ -1,9 +1,9 @@
 #include "server/store/pg_codec.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ablate::server::pg {
@@ -44,7 +44,10 @@ std::string DoubleArray(const std::vector<double>& values) {
     } else if (std::isinf(v)) {
       out->append(v > 0 ? "Infinity" : "-Infinity");
     } else {
-      out->append(absl::StrFormat("%.17g", v));
+      // Shortest text that parses back to the same double (exact round trip, and cheap).
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof(buf), v);
+      out->append(buf, r.ptr);
     }
   });
 }
