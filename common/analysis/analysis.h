@@ -109,7 +109,7 @@ struct Analysis {
   int failed = 0;
   int absent = 0;
   int max_seeds = 0;
-  bool has_threshold = false;  // some run reached a steps-to-threshold target (else n/a)
+  bool has_threshold = false;      // some run reached a steps-to-threshold target (else n/a)
   bool partial = false;            // some run is pending, failed or absent
   std::vector<std::string> notes;  // honest caveats ("no spread available: 1 seed")
 

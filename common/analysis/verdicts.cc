@@ -1,6 +1,8 @@
 #include "common/analysis/verdicts.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <set>
@@ -80,11 +82,13 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
 }
 
 // -1 / 0 / +1: is `treated` worse / equal / better than `base`; higher is better unless `lower`.
-int Compare(const std::optional<double>& base, const std::optional<double>& treated, bool lower) {
+// Differences within `tolerance` (absolute) are ties.
+int Compare(const std::optional<double>& base, const std::optional<double>& treated, bool lower,
+            double tolerance = 0) {
   // "none" (no stable or good LR at all) ranks below every LR.
   const double b = base.value_or(lower ? std::numeric_limits<double>::infinity() : 0);
   const double t = treated.value_or(lower ? std::numeric_limits<double>::infinity() : 0);
-  const double tol = 1e-9 * std::max(std::fabs(b), std::fabs(t));
+  const double tol = std::max(tolerance, 1e-9 * std::max(std::fabs(b), std::fabs(t)));
   if (std::fabs(b - t) <= tol) return 0;
   return (lower ? t < b : t > b) ? 1 : -1;
 }
@@ -101,7 +105,8 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
     const int stable = Compare(b->max_stable_lr, q->max_stable_lr, false);
     const int good = Compare(b->max_good_lr, q->max_good_lr, false);
     const int sens = (b->lr_sensitivity && q->lr_sensitivity)
-                         ? Compare(b->lr_sensitivity, q->lr_sensitivity, true)
+                         // Sensitivities are losses: closer than the δ floor is a tie.
+                         ? Compare(b->lr_sensitivity, q->lr_sensitivity, true, o.delta_floor)
                          : 0;
     const bool any_worse = stable < 0 || good < 0 || sens < 0;
     const bool any_better = stable > 0 || good > 0 || sens > 0;
@@ -124,6 +129,21 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
   return v;
 }
 
+// The median ratio between consecutive LRs of the grid (10 for a decade grid); 10 if unknown.
+double GridRatio(const Analysis& a) {
+  std::set<double> lrs;
+  for (const auto& c : a.curves) {
+    for (const auto& p : c.points) lrs.insert(p.lr);
+  }
+  std::vector<double> ratios;
+  for (auto it = lrs.begin(); it != lrs.end() && std::next(it) != lrs.end(); ++it) {
+    ratios.push_back(*std::next(it) / *it);
+  }
+  if (ratios.empty()) return 10;
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2];
+}
+
 Verdict H3(const Analysis& a, const std::string& context, const std::string& variant) {
   const auto& o = a.options;
   std::vector<std::pair<std::string, std::optional<double>>> seq;
@@ -144,18 +164,27 @@ Verdict H3(const Analysis& a, const std::string& context, const std::string& var
     auto value = [](const std::optional<double>& e) {
       return e.value_or(std::numeric_limits<double>::infinity());
     };
-    bool non_increasing = true, non_decreasing = true;
+    // An interpolated η† is not resolved finer than the LR grid: steps smaller than half a
+    // grid step (in log LR) count as flat, so 0.00132 -> 0.00126 on a decade grid is no trend.
+    const double tol = 0.5 * std::log(GridRatio(a));
+    auto step = [&](double from, double to) {  // -1 falls, 0 flat, +1 rises
+      if (std::isinf(from) && std::isinf(to)) return 0;
+      if (std::isinf(from)) return -1;
+      if (std::isinf(to)) return 1;
+      const double d = std::log(to) - std::log(from);
+      return d < -tol ? -1 : (d > tol ? 1 : 0);
+    };
+    bool rises = false, falls = false;
     for (size_t i = 1; i < seq.size(); ++i) {
-      non_increasing &= value(seq[i].second) <= value(seq[i - 1].second);
-      non_decreasing &= value(seq[i].second) >= value(seq[i - 1].second);
+      const int s = step(value(seq[i - 1].second), value(seq[i].second));
+      rises |= s > 0;
+      falls |= s < 0;
     }
-    const double first = value(seq.front().second), last = value(seq.back().second);
-    if (non_increasing && last < first) {
+    const int overall = step(value(seq.front().second), value(seq.back().second));
+    if (!rises && overall < 0) {
       v.outcome = "supported";
-    } else if (non_decreasing && last > first) {
-      v.outcome = "not supported";
-    } else if (first == last && non_increasing) {
-      v.outcome = "not supported";
+    } else if (!falls || overall >= 0) {
+      v.outcome = rises && falls ? "mixed" : "not supported";
     } else {
       v.outcome = "mixed";
     }

@@ -381,6 +381,41 @@ TEST(Analysis, VerdictsCarryTheirNumbers) {
   EXPECT_THAT(a.verdicts[2].line, HasSubstr("n_layer 2: none, 8: 0.001"));
 }
 
+TEST(Analysis, EtaDaggerChangesFinerThanTheGridAreNoTrend) {
+  RunSet s;
+  const char* lrs[] = {"0.001", "0.01", "0.1"};
+  // η† = 10^-2.8 at depth 2 and 10^(-3 + 0.02/0.105) = 10^-2.81 at depth 8: a 2 % fall, far
+  // below half a decade-grid step (a factor 3.16), so H3 must not call it a trend.
+  const double none2[] = {3.0, 3.1, 4.0}, none8[] = {3.0, 3.105, 4.0};
+  for (int i = 0; i < 3; ++i) {
+    s.Add("none", "2", lrs[i], 0, none2[i]);
+    s.Add("none", "8", lrs[i], 0, none8[i]);
+    s.Add("layernorm", "2", lrs[i], 0, 3.0);
+    s.Add("layernorm", "8", lrs[i], 0, 3.0);
+  }
+  const auto a = s.Analyse();
+  ASSERT_EQ(a.necessity.size(), 2u);
+  EXPECT_NEAR(*a.necessity[0].eta_dagger, std::pow(10.0, -2.8), 1e-12);
+  EXPECT_NEAR(*a.necessity[1].eta_dagger, std::pow(10.0, -3 + 0.02 / 0.105), 1e-12);
+  EXPECT_EQ(a.verdicts[2].outcome, "not supported");
+  // H2 at depth 2: none's sensitivity over 1e-3, 1e-2, 1e-1 is (0 + 0.1 + 1) / 3, layernorm's
+  // is 0: better, with stable and good LR equal.
+  EXPECT_NEAR(*CurveOf(a, "none", "2").lr_sensitivity, 1.1 / 3, 1e-12);
+  EXPECT_EQ(a.verdicts[1].outcome, "supported");
+}
+
+TEST(Analysis, SensitivityDifferencesWithinTheDeltaFloorAreTies) {
+  RunSet s;
+  s.Add("none", "2", "0.001", 0, 3.01);
+  s.Add("none", "2", "0.01", 0, 3.0);
+  s.Add("layernorm", "2", "0.001", 0, 3.0);
+  s.Add("layernorm", "2", "0.01", 0, 3.0);
+  // Sensitivity 0.005 vs 0: a tie under δ = 0.02, and everything else is equal too.
+  const auto a = s.Analyse();
+  EXPECT_EQ(a.verdicts[1].outcome, "not supported");
+  EXPECT_THAT(a.verdicts[1].line, HasSubstr("sensitivity 0.005->0"));
+}
+
 TEST(Analysis, AnyAxisCanBeTheVariantAndOtherAxesFormContexts) {
   RunSet s = DepthStudy();
   for (auto& r : s.runs) (*r.mutable_grid_values())["pos"] = r.id() % 2 ? "rope" : "learned";
