@@ -70,6 +70,9 @@ GPTImpl::GPTImpl(const ablate::v1::RunConfig& config, int64_t vocab_size)
 
   const int64_t t = config.block_size();
   causal_mask_ = register_buffer("causal_mask", torch::ones({t, t}, torch::kBool).triu(1));
+  causal_bias_ = register_buffer(
+      "causal_bias",
+      torch::zeros({t, t}).masked_fill(causal_mask_, -std::numeric_limits<float>::infinity()));
   if (config.pos() == "rope") {
     // Rotate-half RoPE (GPT-NeoX layout), base 10000: pairs (i, i + head_dim/2) rotate together.
     auto inv_freq = torch::pow(10000.0, -torch::arange(0, head_dim, 2, torch::kDouble) / head_dim);
@@ -154,22 +157,38 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
     q = ApplyRope(q);
     k = ApplyRope(k);
   }
-  auto att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(static_cast<double>(hd)));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   auto mask = causal_mask_.slice(0, 0, t).slice(1, 0, t);
-  if (probe != nullptr) {
-    probe->q_rms = Rms(q);
-    probe->k_rms = Rms(k);
-    probe->max_attn_logit = MaxCausalLogit(att, mask);
-  }
+  torch::Tensor att;
   if (config_.attn_softcap() > 0) {
+    // The cap must act before the mask (tanh(-inf) would unmask), so this path stays unfused.
+    att = torch::matmul(q, k.transpose(-2, -1)) * scale;
+    if (probe != nullptr) RecordQk(q, k, att, mask, probe);
     const double cap = config_.attn_softcap();
     att = torch::tanh(att / cap) * cap;
+    att = att.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  } else {
+    // One GEMM writes scale * q k^T on top of the additive causal mask: two fewer passes over
+    // the (B, H, T, T) tensor forward and backward than scaling and masking separately.
+    auto bias = causal_bias_.slice(0, 0, t).slice(1, 0, t);
+    att = torch::baddbmm(bias, q.reshape({batch * h, t, hd}),
+                         k.reshape({batch * h, t, hd}).transpose(1, 2), /*beta=*/1,
+                         /*alpha=*/scale)
+              .view({batch, h, t, t});
+    if (probe != nullptr) RecordQk(q, k, att, mask, probe);
   }
-  att = torch::softmax(att.masked_fill(mask, -std::numeric_limits<float>::infinity()), -1);
+  att = torch::softmax(att, -1);
   if (probe != nullptr) probe->attn_entropy = AttentionEntropy(att);
   att = torch::dropout(att, config_.dropout(), is_training());
   auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, t, c});
   return torch::dropout(b.attn_proj(y), config_.dropout(), is_training());
+}
+
+void GPTImpl::RecordQk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& logits,
+                       const torch::Tensor& mask, LayerProbe* probe) const {
+  probe->q_rms = Rms(q);
+  probe->k_rms = Rms(k);
+  probe->max_attn_logit = MaxCausalLogit(logits, mask);
 }
 
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx, ProbeRecord* probes) {

@@ -72,6 +72,10 @@ class GPTImpl : public torch::nn::Module {
   torch::Tensor wte_, wpe_, lm_head_;
   std::vector<Block> blocks_;
   Norm ln_f_;
+  void RecordQk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& logits,
+                const torch::Tensor& mask, LayerProbe* probe) const;
+
+  torch::Tensor causal_bias_;          // (block, block) float: -inf above the diagonal, else 0
   torch::Tensor causal_mask_;          // (block, block) bool, true above the diagonal
   torch::Tensor rope_cos_, rope_sin_;  // (block, head_dim / 2)
   std::vector<std::pair<std::string, torch::Tensor>> named_;

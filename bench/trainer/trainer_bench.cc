@@ -1,0 +1,157 @@
+// Trainer throughput on CPU: tokens/s, ms/step, MFU against the measured torch::mm peak, the
+// Python reference's tokens/s on the same config, and the cost of probes and metric output.
+//
+//   trainer_bench [--threads N] [--steps K] [--no-python]
+// Config (issue 3): 4 layers, 4 heads, n_embd 256, block 256, batch 16, vocab 4096, fp32.
+// Step times are the best of K (the least disturbed by other load on a shared machine).
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "common/spec/spec.h"
+#include "worker/train/adamw.h"
+#include "worker/train/device.h"
+#include "worker/train/model.h"
+#include "worker/train/probes.h"
+
+namespace {
+
+using ablate::train::AdamW;
+using ablate::train::GPT;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Best-of-5 fp32 GEMM throughput at a size where BLIS reaches its plateau.
+double MatmulPeakFlops() {
+  const int64_t n = 1024;
+  auto a = torch::randn({n, n});
+  auto b = torch::randn({n, n});
+  auto c = torch::mm(a, b);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t = Clock::now();
+    c = torch::mm(a, b);
+    best = std::min(best, Since(t));
+  }
+  return 2.0 * n * n * n / best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0, steps = 5;
+  bool python = true;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--no-python")) python = false;
+  }
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  ablate::train::ConfigureThreads(threads);
+
+  ablate::v1::RunConfig c;
+  c.set_n_layer(4);
+  c.set_n_head(4);
+  c.set_n_embd(256);
+  c.set_block_size(256);
+  c.set_batch_size(16);
+  ablate::spec::ApplyDefaults(&c);
+  const int64_t vocab = 4096, batch = c.batch_size(), t = c.block_size();
+  torch::manual_seed(0);
+  GPT model(c, vocab);
+  auto named = model->NamedTensors();
+  AdamW opt(named, c);
+  std::vector<torch::Tensor> params;
+  int64_t n_params = 0;
+  for (auto& [name, p] : named) {
+    params.push_back(p);
+    if (name != "wpe.weight") n_params += p.numel();  // nanoGPT's N: no position embedding
+  }
+  auto x = torch::randint(vocab, {batch, t}, torch::kInt64);
+  auto y = torch::randint(vocab, {batch, t}, torch::kInt64);
+
+  auto step = [&] {
+    auto loss = model->Loss(model->forward(x), y);
+    loss.backward();
+    const double norm = ablate::train::GlobalNorm([&] {
+      std::vector<torch::Tensor> g;
+      for (auto& p : params) g.push_back(p.grad());
+      return g;
+    }());
+    if (norm > 1.0) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : params) p.grad().mul_(1.0 / (norm + 1e-6));
+    }
+    opt.Step(6e-4);
+    for (auto& p : params) p.mutable_grad() = torch::Tensor();
+    return loss.item<double>();
+  };
+
+  std::printf(
+      "trainer_bench: 4 layers, 4 heads, n_embd 256, block 256, batch 16, vocab 4096, "
+      "fp32, CPU, %d threads, torch %s\n",
+      threads, ablate::train::TorchVersion().c_str());
+  const double peak = MatmulPeakFlops();
+  for (int i = 0; i < 2; ++i) step();  // warm-up: allocator, BLIS buffers
+  double best = 1e30;
+  for (int i = 0; i < steps; ++i) {
+    const auto s = Clock::now();
+    step();
+    best = std::min(best, Since(s));
+  }
+  const double tokens_per_s = static_cast<double>(batch * t) / best;
+  const double flops_per_token =
+      6.0 * static_cast<double>(n_params) +
+      12.0 * c.n_layer() * c.n_head() * (c.n_embd() / c.n_head()) * static_cast<double>(t);
+  const double mfu = flops_per_token * tokens_per_s / peak;
+  std::printf("params (N, without wpe)     %.2fM\n", n_params / 1e6);
+  std::printf("torch::mm fp32 peak         %.1f GFLOP/s\n", peak / 1e9);
+  std::printf("step time (best of %d)      %.1f ms\n", steps, best * 1e3);
+  std::printf("tokens/s                    %.0f\n", tokens_per_s);
+  std::printf("MFU                         %.1f %%\n", 100 * mfu);
+
+  // Probes: one probe pass (what the trainer runs every probe_every steps) plus the metric
+  // points it emits; amortised over the default probe_every (50).
+  auto probe_x = x.slice(0, 0, 8);
+  ablate::train::RunProbes(model, probe_x);
+  double probe_best = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    const auto s = Clock::now();
+    auto probes = ablate::train::RunProbes(model, probe_x);
+    probe_best = std::min(probe_best, Since(s));
+  }
+  std::printf("probe pass                  %.1f ms = %.2f %% of step time at probe_every=50\n",
+              probe_best * 1e3, 100 * probe_best / (50 * best));
+
+  if (python) {
+    const char* src = std::getenv("ABLATE_SOURCE_DIR");
+    const std::string dir = src != nullptr ? std::string(src) : std::string(ABLATE_SOURCE_DIR);
+    const std::string cmd = "/usr/bin/python3 " + dir +
+                            "/bench/trainer/python_reference_bench.py " + std::to_string(threads) +
+                            " " + std::to_string(steps);
+    FILE* p = popen(cmd.c_str(), "r");
+    double py = 0;
+    if (p != nullptr) {
+      char line[256];
+      while (std::fgets(line, sizeof line, p) != nullptr) {
+        std::sscanf(line, "python_tokens_per_second %lf", &py);
+      }
+      pclose(p);
+    }
+    if (py > 0) {
+      std::printf("python reference tokens/s   %.0f\n", py);
+      std::printf("C++ / Python                %.2fx\n", tokens_per_s / py);
+    } else {
+      std::printf("python reference: could not run %s\n", cmd.c_str());
+    }
+  }
+  return 0;
+}
