@@ -118,6 +118,35 @@ Table LossTable(const Analysis& a, const std::string& context, const std::string
   return t;
 }
 
+Table ProbeTable(const Analysis& a, const std::string& context, const std::string& moderator) {
+  std::set<std::string> names;
+  for (const auto& v : a.variants) {
+    const Curve* c = a.FindCurve(context, v, moderator);
+    if (c == nullptr) continue;
+    for (const auto& p : c->points) {
+      for (const auto& [name, value] : p.probes) names.insert(name);
+    }
+  }
+  Table t;
+  if (names.empty()) return t;
+  t.header = {a.options.variant_axis, a.options.lr_axis};
+  t.header.insert(t.header.end(), names.begin(), names.end());
+  for (const auto& v : a.variants) {
+    const Curve* c = a.FindCurve(context, v, moderator);
+    if (c == nullptr) continue;
+    for (const auto& p : c->points) {
+      if (p.probes.empty()) continue;
+      std::vector<std::string> row = {v, absl::StrFormat("%.4g", p.lr)};
+      for (const auto& name : names) {
+        auto it = p.probes.find(name);
+        row.push_back(it == p.probes.end() ? "-" : Fmt(it->second));
+      }
+      t.rows.push_back(std::move(row));
+    }
+  }
+  return t;
+}
+
 std::string RenderText(const Table& t) {
   // Width in code points, so "±" and "η" do not skew the columns.
   auto width = [](const std::string& s) {

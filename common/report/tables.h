@@ -27,6 +27,11 @@ Table NecessityTable(const analysis::Analysis& a);
 Table LossTable(const analysis::Analysis& a, const std::string& context,
                 const std::string& moderator);
 
+// Final probes vs LR for one context and moderator: a row per (variant, LR), a column per
+// probe (means over finished seeds). No rows when no run reported probes.
+Table ProbeTable(const analysis::Analysis& a, const std::string& context,
+                 const std::string& moderator);
+
 std::string RenderText(const Table& t);      // space-aligned columns
 std::string RenderMarkdown(const Table& t);  // GitHub table
 

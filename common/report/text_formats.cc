@@ -58,6 +58,22 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
       out += RenderMarkdown(t);
     }
   }
+  bool probes_header = false;
+  for (const auto& context : a.contexts) {
+    for (const auto& m : a.moderators) {
+      const Table t = ProbeTable(a, context, m);
+      if (t.rows.empty()) continue;
+      if (!probes_header) {
+        out +=
+            "\n## Final probes vs LR\n\nMeasured at the last probe step, averaged over finished "
+            "seeds (diverged runs included where the probe was finite).\n";
+        probes_header = true;
+      }
+      absl::StrAppend(&out, "\n### ", o.moderator_axis, " = ", m,
+                      context.empty() ? "" : absl::StrCat(" (", context, ")"), "\n\n");
+      out += RenderMarkdown(t);
+    }
+  }
   if (!figures.empty()) {
     out +=
         "\n## Figures\n\nEach PNG has a PDF, the gnuplot script (.gp) and the data (.dat) "

@@ -160,6 +160,8 @@ TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
   EXPECT_THAT(md, HasSubstr("![loss_vs_lr__n_layer_2.png](loss_vs_lr__n_layer_2.png)"));
   EXPECT_THAT(md, HasSubstr("| 0.1 | 8.3 ± 0 (n=2, 2 diverged) |"));
   EXPECT_THAT(md, HasSubstr("H3 (eta-dagger of layernorm falls as n_layer grows)"));
+  EXPECT_THAT(md, HasSubstr("| qk_norm | lr | attn_entropy | max_attn_logit |"));
+  EXPECT_THAT(md, HasSubstr("| none | 0.1 | 1.5 | 1000 |"));
   std::filesystem::remove_all(dir);
 }
 
