@@ -10,6 +10,7 @@
 // std::nullopt, never a sentinel number. Losses are in nats.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>

@@ -1,6 +1,5 @@
 // WriteReport: every output file of `ablate report --out DIR`.
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

@@ -282,6 +282,27 @@ TEST(Rejections, EveryPathNamesFileLineAndField) {
   }
 }
 
+TEST(Rejections, MalformedDocumentsComeBackAsErrorsNotExceptions) {
+  const std::vector<std::string> docs = {
+      "",
+      "\t- x",
+      "name: [",
+      "{{{{",
+      std::string("\x00\xff\xfe", 3),
+      "name: t\ndata: *nowhere\n",
+      "name: t\ndata: {train: a, val: b}\ngrid: {lr: [[0.1]]}\n",
+      "name: t\ndata: {train: a, val: b}\ngrid: {lr: {logspace: 3}}\n",
+      "name: t\ndata: {train: a, val: b}\ngrid: [lr, n_layer]\n",
+      "name: t\ndata: {train: a, val: b}\nfixed: [lr]\n",
+      "name: {a: 1}\n",
+      "? [complex, key]\n: value\n",
+  };
+  for (const auto& doc : docs) {
+    EXPECT_FALSE(ParseSweep(doc, "s.yaml").ok()) << doc;
+    EXPECT_FALSE(ParseRunFile(doc, "r.yaml").ok()) << doc;
+  }
+}
+
 TEST(Rejections, GridOverTheLimit) {
   Limits limits;
   limits.max_runs = 10;
