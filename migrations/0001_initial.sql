@@ -29,6 +29,8 @@ CREATE TABLE workers (
 );
 
 -- priority is copied from the sweep so the lease query walks one partial index in queue order.
+-- The run's spec (its config, ~1 KB) lives in run_specs: every lease, heartbeat, report and
+-- completion rewrites the runs row, and a narrow row keeps those writes cheap.
 CREATE TABLE runs (
   id                 BIGSERIAL PRIMARY KEY,
   sweep_id           BIGINT NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
@@ -37,7 +39,6 @@ CREATE TABLE runs (
   order_index        INT NOT NULL,
   priority           INT NOT NULL,
   device             TEXT NOT NULL,
-  spec               JSONB NOT NULL,
   state              TEXT NOT NULL DEFAULT 'queued'
                      CHECK (state IN ('queued', 'leased', 'running', 'succeeded', 'diverged',
                                       'failed', 'cancelled')),
@@ -60,7 +61,13 @@ CREATE TABLE runs (
 );
 CREATE INDEX runs_queue ON runs (priority DESC, sweep_id, order_index) WHERE state = 'queued';
 CREATE INDEX runs_leases ON runs (lease_expires_at) WHERE state IN ('leased', 'running');
-CREATE INDEX runs_sweep_state ON runs (sweep_id, state);
+-- "Does the sweep have unfinished runs?" without walking its finished ones.
+CREATE INDEX runs_unfinished ON runs (sweep_id) WHERE state IN ('queued', 'leased', 'running');
+
+CREATE TABLE run_specs (
+  run_id  BIGINT PRIMARY KEY REFERENCES runs (id) ON DELETE CASCADE,
+  spec    JSONB NOT NULL  -- ablate.v1.RunSpec as JSON; run_id and sweep_id filled at lease
+);
 
 -- Keyed (run, name, step): a resumed attempt's points replace the earlier attempt's.
 -- seq is bumped on every insert or replacement: followers (GetRunMetrics follow) read "what

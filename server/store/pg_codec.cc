@@ -112,8 +112,9 @@ const char* const kRunColumns =
     "r.result::text, r.error, extract(epoch from r.created_at), "
     "extract(epoch from r.started_at), extract(epoch from r.finished_at), "
     "extract(epoch from r.lease_expires_at), r.order_index, "
-    "(r.spec->'grid_values')::text, (r.spec->'config')::text "
-    "FROM runs r LEFT JOIN workers w ON w.id = r.worker_id";
+    "(rs.spec->'grid_values')::text, (rs.spec->'config')::text "
+    "FROM runs r LEFT JOIN workers w ON w.id = r.worker_id "
+    "LEFT JOIN run_specs rs ON rs.run_id = r.id";
 
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
   v1::Run run;

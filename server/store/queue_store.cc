@@ -74,7 +74,7 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
         "    started_at = coalesce(r.started_at, now()), error = '', "
         "    step = coalesce((SELECT step FROM ck), 0) "
         "  FROM next WHERE r.id = next.id "
-        "  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at, r.spec), "
+        "  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at), "
         "d AS (DELETE FROM metric_points m USING upd WHERE m.run_id = upd.id "
         "  AND m.step > coalesce((SELECT step FROM ck), -1)), "
         "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
@@ -83,7 +83,8 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
         "wu AS (UPDATE workers SET last_seen_at = now(), "
         "  current_run_id = (SELECT id FROM upd) WHERE id = $1) "
         "SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt, "
-        "  extract(epoch from upd.lease_expires_at), upd.spec::text, ck.step, ck.sha256, "
+        "  extract(epoch from upd.lease_expires_at), "
+        "  (SELECT spec::text FROM run_specs WHERE run_id = upd.id), ck.step, ck.sha256, "
         "  ck.size_bytes "
         "FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true",
         worker_id, lease_seconds_);

@@ -15,12 +15,13 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
   return db_->Tx<Out>("run stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = tx.exec(
         "SELECT r.id, r.sweep_id, "
-        "  coalesce(r.spec->'grid_values'->>'qk_norm', r.spec->'config'->>'qk_norm', ''), "
-        "  coalesce(r.spec->'grid_values'->>'lr', r.spec->'config'->>'lr', ''), "
-        "  coalesce(r.spec->'grid_values'->>'n_layer', r.spec->'config'->>'n_layer', ''), "
+        "  coalesce(rs.spec->'grid_values'->>'qk_norm', rs.spec->'config'->>'qk_norm', ''), "
+        "  coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''), "
+        "  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''), "
         "  r.seed::text, r.step, r.latest_train_loss, r.latest_val_loss, r.tokens_per_second, "
         "  r.latest_max_attn_logit "
         "FROM runs r JOIN sweeps s ON s.id = r.sweep_id "
+        "LEFT JOIN run_specs rs ON rs.run_id = r.id "
         "WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL");
     Out out;
     out.reserve(r.size());

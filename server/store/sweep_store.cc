@@ -99,11 +99,14 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     const int64_t id = s[0].as<int64_t>();
     // One multi-row INSERT over unnest()ed arrays: 10,000 runs cost one round trip.
     tx.exec_params(
-        "INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, spec, "
+        "WITH u AS (SELECT * FROM unnest($4::text[], $5::bigint[], $6::int[], $7::text[], "
+        "  $8::text[], $9::bigint[]) AS u(cell, seed, ord, device, spec, steps)), "
+        "ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
         "  max_attempts, total_steps) "
-        "SELECT $1, u.cell, u.seed, u.ord, $2, u.device, u.spec::jsonb, $3, u.steps FROM "
-        "unnest($4::text[], $5::bigint[], $6::int[], $7::text[], $8::text[], $9::bigint[]) "
-        "  AS u(cell, seed, ord, device, spec, steps)",
+        "  SELECT $1, u.cell, u.seed, u.ord, $2, u.device, $3, u.steps FROM u "
+        "  RETURNING id, order_index) "
+        "INSERT INTO run_specs (run_id, spec) "
+        "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
         id, sweep.priority, sweep.max_attempts, pg::TextArray(cells), pg::Int64Array(seeds),
         pg::Int64Array(orders), pg::TextArray(devices), pg::TextArray(specs),
         pg::Int64Array(steps));
@@ -121,6 +124,11 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
           "ON CONFLICT (sha256) DO UPDATE SET path = excluded.path",
           pg::TextArray(shas), pg::TextArray(paths), pg::Int64Array(sizes));
     }
+    // A big sweep can change the runs table more than autovacuum's statistics know for up to a
+    // minute; with stale row counts the planner may sort every queued run on each Lease instead
+    // of walking the queue index in order. ANALYZE samples a bounded number of rows, so it
+    // costs tens of milliseconds here rather than seconds on every lease.
+    if (sweep.runs.size() >= 1000) tx.exec("ANALYZE runs");
     for (const auto& d : distinct_devices) {
       tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kQueue), d);
     }
