@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -158,7 +159,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   builder.RegisterService(impl->worker_service.get());
   builder.RegisterService(impl->sweep_service.get());
   builder.SetMaxReceiveMessageSize(o.max_message_bytes);
-  builder.SetMaxSendMessageSize(o.max_message_bytes);
+  // Inputs are capped by --max-message-bytes; replies (a big sweep's runs) may be larger, up to
+  // what ablate's clients accept (common/rpc: 64 MiB).
+  builder.SetMaxSendMessageSize(std::max(o.max_message_bytes, 64 << 20));
   // Workers behind NAT ping every 30 s even when idle; allow it instead of answering GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);

@@ -15,6 +15,7 @@ namespace {
 constexpr int kPointsPerMessage = 20000;
 // Fallback re-read for streams when no NOTIFY arrives (ETA and worker liveness change silently).
 constexpr auto kIdlePoll = std::chrono::seconds(5);
+constexpr int kWatchAllRunsUpTo = 5000;
 
 std::vector<v1::RunState> States(const google::protobuf::RepeatedField<int>& states) {
   std::vector<v1::RunState> out;
@@ -160,7 +161,12 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
         Stream::Fetch fetch = [this, sweep_id, previous]() -> absl::StatusOr<Stream::Batch> {
           auto sweep = d_.sweeps->Get(sweep_id);
           if (!sweep.ok()) return sweep.status();
-          auto runs = d_.sweeps->ListRuns(sweep_id, {}, 0);
+          // Every run, re-sent at up to min_interval, is fine for thousands of runs; beyond
+          // that an update carries only the runs in flight (what a live view shows) and the
+          // counts, so a 100,000-run sweep does not stream 40 MB a second.
+          std::vector<v1::RunState> states;
+          if (sweep->counts().total() > kWatchAllRunsUpTo) states = {v1::LEASED, v1::RUNNING};
+          auto runs = d_.sweeps->ListRuns(sweep_id, states, 0);
           if (!runs.ok()) return runs.status();
           v1::SweepUpdate update;
           *update.mutable_sweep() = *std::move(sweep);
