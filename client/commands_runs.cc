@@ -21,6 +21,9 @@ absl::StatusOr<v1::RunState> ParseState(const std::string& name) {
   return st;
 }
 
+// Losses are positive; 0 means "not measured yet".
+std::string Loss(double v) { return v > 0 ? Num(v) : "-"; }
+
 }  // namespace
 
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states,
@@ -48,8 +51,8 @@ int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>&
                                        : ""),
            absl::StrCat(r.attempt(), "/", r.max_attempts()),
            absl::StrCat(r.step(), "/", r.total_steps()),
-           Num(done ? r.result().final_train_loss() : r.latest_train_loss()),
-           Num(done ? r.result().final_val_loss() : r.latest_val_loss()),
+           Loss(done ? r.result().final_train_loss() : r.latest_train_loss()),
+           Loss(done ? r.result().final_val_loss() : r.latest_val_loss()),
            r.worker().empty() ? "-" : r.worker()});
   }
   std::cout << t.Render();

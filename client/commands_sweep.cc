@@ -1,6 +1,7 @@
 // submit, ls, status, watch, cancel, retry.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -204,6 +205,20 @@ int Status(Context& ctx, const std::string& sweep_ref) {
       it->second.total += r.total_steps();
     }
   }
+  // Rows sorted by the axes in file order, numbers numerically, so an LR axis reads as a curve.
+  std::sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    const auto& x = cells[a].cols;
+    const auto& y = cells[b].cols;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+      double dx = 0, dy = 0;
+      if (absl::SimpleAtod(x[i], &dx) && absl::SimpleAtod(y[i], &dy)) {
+        if (dx != dy) return dx < dy;
+      } else if (x[i] != y[i]) {
+        return x[i] < y[i];
+      }
+    }
+    return false;
+  });
   std::vector<std::string> header;
   for (const auto& a : s.axes()) {
     if (a != "seed") header.push_back(a);

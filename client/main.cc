@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   using namespace ablate::cli;
   CLI::App app{"ablate: submit ablation sweeps of small GPT models, watch them, report on them"};
   app.require_subcommand(1);
+  app.fallthrough();  // global flags (--server, --token, -o) may follow the command too
   app.set_help_all_flag("--help-all", "Help for every command");
 
   ConnectionFlags conn;

@@ -268,7 +268,9 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
   complete.set_run_id(run_id_);
   complete.set_attempt(attempt_);
   absl::Status fetched = FetchInputs(&spec, lease, &resume_path);
-  absl::StatusOr<train::TrainResult> trained = fetched;
+  absl::StatusOr<train::TrainResult> trained =
+      fetched.ok() ? absl::StatusOr<train::TrainResult>(absl::CancelledError("not started"))
+                   : absl::StatusOr<train::TrainResult>(fetched);
   double train_seconds = 0;
   if (fetched.ok() && !ShouldStop()) {
     std::thread sender([this] { SenderLoop(); });
@@ -299,8 +301,15 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     out = {SessionEnd::kCancelled, "cancelled by the server", 0, 0, {}, {}};
   } else if (lease_lost_) {
     out = {SessionEnd::kLeaseLost, "lease lost", 0, 0, {}, {}};
-  } else if (!trained.ok() && rpc::IsTransient(trained.status()) && shutting_down) {
-    out = {SessionEnd::kAbandoned, std::string(trained.status().message()), 0, 0, {}, {}};
+  } else if (!trained.ok() && shutting_down) {
+    // Stopped before or while fetching inputs: nothing to save, hand the run straight back.
+    const bool handed = c_->Release(run_id_, attempt_, "worker shutting down").ok();
+    out = {handed ? SessionEnd::kReleased : SessionEnd::kAbandoned,
+           handed ? "handed back" : std::string(trained.status().message()),
+           0,
+           0,
+           {},
+           {}};
   } else if (trained.ok() && trained->outcome == train::Outcome::kStopped) {
     // Shutting down: the trainer wrote a checkpoint at the current step. Upload it, flush the
     // metrics up to it, and hand the run back so another worker resumes at once.
