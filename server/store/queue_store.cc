@@ -59,7 +59,8 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
     // One statement, so the hot path is one round trip. Without a checkpoint the attempt starts
     // over and every earlier point goes (step > -1); with one, the points after its step go,
     // and the new attempt's series continues without gap or duplicate.
-    pqxx::row row = tx.exec_params1(
+    pqxx::result lr = ExecPrepared(
+        tx, "lease",
         "WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1), "
         "next AS ("
         "  SELECT id FROM runs WHERE state = 'queued' "
@@ -75,8 +76,8 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
         "    step = coalesce((SELECT step FROM ck), 0) "
         "  FROM next WHERE r.id = next.id "
         "  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at), "
-        "d AS (DELETE FROM metric_points m USING upd WHERE m.run_id = upd.id "
-        "  AND m.step > coalesce((SELECT step FROM ck), -1)), "
+        "d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd) "
+        "  AND step > coalesce((SELECT step FROM ck), -1)), "
         "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
         "  SELECT id, 'leased', attempt, (SELECT name FROM w), "
         "    coalesce('resume from step ' || (SELECT step FROM ck), '') FROM upd), "
@@ -88,6 +89,7 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
         "  ck.size_bytes "
         "FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true",
         worker_id, lease_seconds_);
+    const pqxx::row row = lr[0];
     if (row[0].is_null()) {
       return absl::NotFoundError(
           absl::StrCat("worker ", worker_id, " is not registered (call Register first)"));
@@ -198,7 +200,8 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
   auto stored = db_->Tx<int>("report metrics", [&](pqxx::work& tx) -> absl::StatusOr<int> {
     // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points past
     // the resume step) waits for this batch to commit, then deletes what it must.
-    pqxx::row row = tx.exec_params1(
+    pqxx::result rr = ExecPrepared(
+        tx, "report_metrics",
         "WITH fence AS ("
         "  UPDATE runs SET "
         "    latest_train_loss = CASE WHEN $3 THEN $4::float8 ELSE latest_train_loss END, "
@@ -217,6 +220,7 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
         req.run_id(), req.attempt(), has_train, train, has_val, val, has_logit, logit, max_step,
         pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
         pg::DoubleArray(times));
+    const pqxx::row row = rr[0];
     if (row[0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
     return static_cast<int>(row[1].as<int64_t>());
   });
@@ -294,7 +298,8 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
     // Finishing the sweep here is optimistic: two last runs completing at once may each still
     // see the other unfinished. The reaper's periodic pass closes that gap, so a sweep is marked
     // finished at most one reaper interval late, without a sweep lock serialising every Complete.
-    pqxx::result r = tx.exec_params(
+    pqxx::result r = ExecPrepared(
+        tx, "complete",
         "WITH upd AS ("
         "  UPDATE runs SET state = $3, result = $4::jsonb, error = $5, finished_at = now(), "
         "    lease_expires_at = NULL, step = greatest(step, $6) "
