@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -140,6 +141,38 @@ TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
   text = WaitFor("ablate_run_train_loss", {"sweep=\"metered\""}, /*present=*/false);
   EXPECT_TRUE(Line(text, "ablate_runs", {"sweep=\"metered\""}).empty());
   EXPECT_TRUE(Line(text, "ablate_sweep_progress_ratio", {"sweep=\"metered\""}).empty());
+}
+
+TEST_F(MetricsTest, HealthServiceSaysServing) {
+  // grpc.health.v1.Health/Check with an empty request; the reply's field 1 is the status
+  // (1 = SERVING), i.e. the bytes 08 01. Spoken through the generic stub so the test needs no
+  // generated health proto.
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", servers_[0]->port()),
+                                     grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::Slice empty{std::string()};
+  grpc::ByteBuffer request(&empty, 1), reply;
+  grpc::Status status;
+  bool done = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  stub.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &reply,
+                 [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = std::move(s);
+                   done = true;
+                   cv.notify_one();
+                 });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(reply.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& sl : slices) bytes.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
 }  // namespace
