@@ -70,9 +70,10 @@ CREATE TABLE run_specs (
 );
 
 -- Keyed (run, name, step): a resumed attempt's points replace the earlier attempt's.
--- seq is bumped on every insert or replacement: followers (GetRunMetrics follow) read "what
--- changed since seq N", which also catches values a resumed attempt rewrote. Reports for one
--- run are serialised by the fence's row lock on the run, so per run seq follows commit order.
+-- seq is set on every insert or replacement (one value per ReportMetrics batch): followers
+-- (GetRunMetrics follow) read "what changed since seq N", which also catches values a resumed
+-- attempt rewrote. Reports for one run are serialised by the fence's row lock on the run, so
+-- per run seq follows commit order.
 CREATE SEQUENCE metric_points_seq;
 CREATE TABLE metric_points (
   run_id  BIGINT NOT NULL REFERENCES runs (id) ON DELETE CASCADE,

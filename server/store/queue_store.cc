@@ -208,14 +208,15 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
         "    latest_val_loss = CASE WHEN $5 THEN $6::float8 ELSE latest_val_loss END, "
         "    latest_max_attn_logit = CASE WHEN $7 THEN $8::float8 ELSE latest_max_attn_logit END, "
         "    step = greatest(step, $9) "
-        "  WHERE id = $1 AND attempt = $2 AND state IN ('leased', 'running') RETURNING id), "
+        "  WHERE id = $1 AND attempt = $2 AND state IN ('leased', 'running') "
+        "  RETURNING id, nextval('metric_points_seq') AS seq), "
         "ins AS ("
-        "  INSERT INTO metric_points (run_id, name, step, value, time) "
-        "  SELECT fence.id, p.name, p.step, p.value, p.time FROM fence, "
+        "  INSERT INTO metric_points (run_id, name, step, value, time, seq) "
+        "  SELECT fence.id, p.name, p.step, p.value, p.time, fence.seq FROM fence, "
         "    unnest($10::text[], $11::bigint[], $12::float8[], $13::float8[]) "
         "      AS p(name, step, value, time) "
         "  ON CONFLICT (run_id, name, step) DO UPDATE SET value = excluded.value, "
-        "    time = excluded.time, seq = nextval('metric_points_seq') RETURNING 1) "
+        "    time = excluded.time, seq = excluded.seq RETURNING 1) "
         "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)",
         req.run_id(), req.attempt(), has_train, train, has_val, val, has_logit, logit, max_step,
         pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
