@@ -5,7 +5,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/util/sha256.h"
+#include "pqxx/pqxx"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -15,9 +18,20 @@ using v1::RunState;
 
 class QueueTest : public ServerFixture {
  protected:
+  // Leases are long enough that a slow CI machine never loses one by accident; tests that
+  // want an expiry force it with ExpireLease, and the reaper (every 0.2 s) does the rest.
   void Configure(server::ServerOptions* o) override {
-    o->lease_seconds = 1;
+    o->lease_seconds = 30;
     o->reap_interval_seconds = 0.2;
+  }
+
+  // Moves the run's lease expiry into the past, as if its worker had stopped heartbeating.
+  void ExpireLease(int64_t run) {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    tx.exec_params("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+                   run);
+    tx.commit();
   }
 
   grpc::Status Report(int64_t run, int attempt, int64_t from, int64_t to, double offset = 0) {
@@ -93,7 +107,10 @@ TEST_F(QueueTest, SubmitLeaseHeartbeatReportComplete) {
   auto hb = Beat(w, run, 1, 5);
   EXPECT_FALSE(hb.cancel());
   EXPECT_FALSE(hb.lease_lost());
-  EXPECT_GT(hb.expires_at(), 0);
+  // The lease now runs until lease_seconds (30) from this heartbeat.
+  const double now = absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch());
+  EXPECT_NEAR(hb.expires_at(), now + 30, 5);
+  EXPECT_NEAR(lease.lease().expires_at(), now + 30, 5);
 
   ASSERT_TRUE(Report(run, 1, 0, 9).ok());
   auto points = Points(run);
@@ -168,7 +185,8 @@ TEST_F(QueueTest, ExpiredLeaseRequeuesBumpsAttemptAndFencesTheStaleWorker) {
   const int64_t run = first.spec().run_id();
   ASSERT_TRUE(Report(run, 1, 0, 4).ok());
 
-  // No heartbeats: the 1 s lease lapses and the reaper requeues the run.
+  // The worker stops heartbeating: its lease lapses and the reaper requeues the run.
+  ExpireLease(run);
   WaitForState(sub.sweep().id(), run, v1::QUEUED);
   auto second = Lease(fresh);
   ASSERT_TRUE(second.has_run());
@@ -201,9 +219,11 @@ TEST_F(QueueTest, RunFailsAfterMaxAttemptsAndRetryRequeuesIt) {
   auto a1 = Lease(w);
   ASSERT_TRUE(a1.has_run());
   const int64_t run = a1.spec().run_id();
+  ExpireLease(run);
   WaitForState(sub.sweep().id(), run, v1::QUEUED);
   auto a2 = Lease(w);
   ASSERT_EQ(a2.lease().attempt(), 2);
+  ExpireLease(run);
   auto failed = WaitForState(sub.sweep().id(), run, v1::FAILED);
   EXPECT_EQ(failed.error(), "lease expired on attempt 2 of 2 (worker stopped heartbeating)");
   EXPECT_FALSE(Lease(w).has_run());
@@ -254,6 +274,7 @@ TEST_F(QueueTest, ResumedAttemptLeavesNoDuplicateOrMissingSteps) {
     EXPECT_EQ(stored.stored().step(), 40);
   }
 
+  ExpireLease(run);
   WaitForState(sub.sweep().id(), run, v1::QUEUED);
   auto a2 = Lease(w2);
   ASSERT_TRUE(a2.has_run());
