@@ -240,6 +240,24 @@ TEST(ScheduleTest, WarmupThenCosineToMinLr) {
   EXPECT_DOUBLE_EQ(MinLearningRate(c), 1e-4);
 }
 
+TEST(DeviceTest, ProbesCpuAndRefusesAbsentDevices) {
+  auto cpu = ProbeDevice("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ(cpu->kind, "cpu");
+  EXPECT_GT(cpu->memory_bytes, 0);
+  EXPECT_FALSE(cpu->torch_version.empty());
+  auto any = ProbeDevice("auto");
+  ASSERT_TRUE(any.ok()) << any.status();
+  auto cuda = ProbeDevice("cuda");
+  if (cuda.ok()) {
+    EXPECT_EQ(cuda->kind, "cuda");  // a machine with a GPU
+  } else {
+    EXPECT_NE(any->kind, "cuda");
+    EXPECT_NE(cuda.status().message().find("cuda"), std::string::npos);
+  }
+  EXPECT_FALSE(ProbeDevice("tpu").ok());
+}
+
 TEST(SyntheticCorpusTest, DeterministicAndParsed) {
   EXPECT_EQ(SyntheticCorpus(20, 1), SyntheticCorpus(20, 1));
   EXPECT_NE(SyntheticCorpus(20, 1), SyntheticCorpus(20, 2));

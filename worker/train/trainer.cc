@@ -167,6 +167,11 @@ absl::Status Run::Setup() {
   if (!spec_.data().val().empty()) {
     ASSIGN_OR_RETURN(val_text, ResolveTextPath(spec_.data().val(), "val", cache_dir));
   }
+  const std::string& tokenizer = spec_.data().tokenizer().type();
+  if (!tokenizer.empty() && tokenizer != "bpe") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.tokenizer.type: '", tokenizer, "' is not supported (bpe)"));
+  }
   const int vocab = spec_.data().tokenizer().vocab() > 0 ? spec_.data().tokenizer().vocab() : 4096;
   ASSIGN_OR_RETURN(PreparedDataset data,
                    PrepareDataset({train_text}, {train_text, val_text}, vocab, cache_dir));
