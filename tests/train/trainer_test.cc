@@ -160,6 +160,13 @@ TEST_F(TrainerTest, ResumedRunIsBitIdentical) {
   EXPECT_EQ(seen_a, seen_b);
   for (const auto& [key, n] : seen_b) EXPECT_EQ(n, 1) << key.second << " at " << key.first;
   EXPECT_TRUE(fs::exists(Path("b/result.json")));
+
+  // The same checkpoint under other settings is refused, naming the setting.
+  auto changed = spec;
+  changed.mutable_config()->set_lr(1e-2);
+  auto refused = Train(changed, options, nullptr);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("lr"), std::string::npos) << refused.status();
 }
 
 TEST_F(TrainerTest, HugeLearningRateDivergesWithItsStep) {

@@ -63,6 +63,7 @@ absl::Status SaveCheckpoint(const std::string& path, GPT& model, const AdamW& op
     archive.write("sampler", Words(state.sampler));
     if (state.torch_rng.defined()) archive.write("torch_rng", state.torch_rng);
     archive.write("tracker", c10::IValue(TrackerJson(state)));
+    archive.write("config", c10::IValue(state.config.SerializeAsString()));
     const auto named = model->NamedTensors();
     const AdamW::State opt = optimizer.state();
     archive.write("optimizer_steps", c10::IValue(opt.steps));
@@ -100,6 +101,10 @@ absl::Status LoadCheckpoint(const std::string& path, GPT& model, AdamW& optimize
     if (archive.try_read("torch_rng", rng)) state->torch_rng = rng;
     archive.read("tracker", v);
     ParseTrackerJson(v.toStringRef(), state);
+    archive.read("config", v);
+    if (!state->config.ParseFromString(v.toStringRef())) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": unreadable run config"));
+    }
     const auto named = model->NamedTensors();
     archive.read("tensors", v);
     if (v.toInt() != static_cast<int64_t>(named.size())) {

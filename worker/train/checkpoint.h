@@ -29,6 +29,7 @@ struct CheckpointState {
   double last_val_loss = -1;  // -1: not measured yet
   double min_val_loss = -1;
   std::map<std::string, double> last_probes;
+  ablate::v1::RunConfig config;  // the run's config, so a resume with another one is refused
 };
 
 absl::Status SaveCheckpoint(const std::string& path, GPT& model, const AdamW& optimizer,

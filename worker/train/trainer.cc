@@ -20,6 +20,7 @@
 #include "common/spec/spec.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "worker/train/adamw.h"
 #include "worker/train/batches.h"
 #include "worker/train/checkpoint.h"
@@ -96,6 +97,24 @@ void PruneCheckpoints(const std::string& dir) {
 }
 
 class NullObserver : public TrainObserver {};
+
+// Resuming under a different config (an edited run file, say) would silently splice two runs
+// into one series, so it is refused, naming the settings that differ. Placement (device) may
+// change: a run can move between workers.
+absl::Status CheckSameConfig(const std::string& path, ablate::v1::RunConfig saved,
+                             ablate::v1::RunConfig current) {
+  saved.clear_device();
+  current.clear_device();
+  google::protobuf::util::MessageDifferencer differ;
+  std::string report;
+  differ.ReportDifferencesToString(&report);
+  if (differ.Compare(saved, current)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path,
+      " was written by a run with other settings; start a new output directory or undo "
+      "the change:\n",
+      report));
+}
 
 class Run {
  public:
@@ -207,6 +226,7 @@ absl::Status Run::Setup() {
   if (!options_.resume_from.empty()) {
     CheckpointState state;
     RETURN_IF_ERROR(LoadCheckpoint(options_.resume_from, *model_, *optimizer_, &state));
+    RETURN_IF_ERROR(CheckSameConfig(options_.resume_from, state.config, config_));
     start_step_ = state.step;
     resumed_ = true;
     sampler_->rng().set_state(state.sampler);
@@ -300,6 +320,7 @@ absl::Status Run::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sample
   state.last_val_loss = last_val_loss_;
   state.min_val_loss = min_val_loss_;
   state.last_probes = last_probes_;
+  state.config = config_;
   const std::string path = CheckpointPath(checkpoint_dir_, step);
   RETURN_IF_ERROR(SaveCheckpoint(path, *model_, *optimizer_, state));
   PruneCheckpoints(checkpoint_dir_);
