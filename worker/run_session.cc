@@ -98,6 +98,7 @@ class Session : public train::TrainObserver {
   std::atomic<bool> sender_stop_{false};  // ends the sender thread (training is over)
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> lease_lost_{false};
+  bool unreachable_ = false;  // sender thread only: the last send failed transiently
   Clock::time_point last_progress_ = Clock::now();
   int64_t last_progress_step_ = -1;
 };
@@ -199,8 +200,20 @@ void Session::SenderLoop() {
       auto s = c_->ReportMetrics(run_id_, attempt_, *batch);
       if (!s.ok()) {
         NoteFenced(s);
+        if (!absl::IsFailedPrecondition(s) && !unreachable_) {
+          spdlog::warn(
+              "run {}: metrics: {} (spooling to disk; they are replayed in order once the "
+              "server answers)",
+              run_id_, s.message());
+          unreachable_ = true;
+        }
         failed = true;
         break;
+      }
+      if (unreachable_) {
+        spdlog::info("run {}: server reachable again; replaying {} spooled points", run_id_,
+                     spool_->pending());
+        unreachable_ = false;
       }
       spool_->Ack(batch->size());
       stats_->spooled_points = spool_->pending();

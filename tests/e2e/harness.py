@@ -101,14 +101,19 @@ class Proxy:
     def cut(self):
         with self._lock:
             if self._listener:
+                # close() alone does not wake a thread blocked in accept(); shutdown() does.
+                try:
+                    self._listener.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 self._listener.close()
                 self._listener = None
             for c in self._conns:
                 try:
                     c.shutdown(socket.SHUT_RDWR)
-                    c.close()
                 except OSError:
                     pass
+                c.close()
             self._conns = []
 
     def restore(self):
@@ -149,6 +154,7 @@ class Stack:
         e = dict(os.environ)
         e.update(env or {})
         p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=e, start_new_session=True)
+        log.close()  # the child holds its own descriptor
         self.procs[name] = p
         return p
 
@@ -208,7 +214,7 @@ class Stack:
     # -- CLI ---------------------------------------------------------------------------------
     def cli(self, *args, token=None, server=None, check=True, timeout=120):
         argv = [CLI, "--server", server or self.server_addr, "--token",
-                self.user_token if token is None else token, *args]
+                (self.user_token or "") if token is None else token, *args]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         if check and p.returncode != 0:
             raise AssertionError(f"{' '.join(argv)} exited {p.returncode}\nstdout:{p.stdout}\nstderr:{p.stderr}")

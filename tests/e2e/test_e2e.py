@@ -196,8 +196,34 @@ class NetworkCut(E2E):
         runs = s.wait_sweep_done(self.sweep_id, 600)
         self.assertEqual(runs[0]["state"], "SUCCEEDED")
         self.assertEqual(int(runs[0]["attempt"]), 1, "the lease outlived the cut")
-        self.assertIn("training continues", s.log("w1"))
+        log = s.log("w1")
+        self.assertIn("training continues", log)
+        self.assertIn("replaying", log)
         assert_series_whole(self, s, run_id, first=1, last=1500)
+
+
+class LeaseLostWhileCutOff(E2E):
+    lease_seconds = 3  # shorter than the cut: the server requeues the run meanwhile
+
+    def test_worker_drops_a_run_whose_lease_expired_while_cut_off(self):
+        s = self.stack
+        s.start_server()
+        s.start_proxy()
+        s.start_worker("w1", via_proxy=True)
+        self.sweep_id = s.submit(sweep_file(s, "e2e-lost", {"seed": "[0]"}, steps=2000, ckpt=100,
+                                            eval_every=500))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        wait_for(lambda: self.run_step(run_id)[0] >= 250, 300, "the run to pass step 250")
+        s.proxy.cut()
+        wait_for(lambda: self.run_step(run_id)[1]["state"] == "QUEUED", 60,
+                 "the server to requeue the run")
+        s.proxy.restore()
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(runs[0]["state"], "SUCCEEDED")
+        self.assertEqual(int(runs[0]["attempt"]), 2)
+        self.assertRegex(s.log("w1"), r"lease lost")
+        self.assertRegex(s.log("w1"), r"resuming at step [1-9]\d*00\b")
+        assert_series_whole(self, s, run_id, first=1, last=2000)
 
 
 class Observability(E2E):
