@@ -43,5 +43,6 @@ int Report(Context& ctx, const ReportArgs& args);
 // Shared by commands: a finished-or-not sweep with all its runs.
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);
 int Fail(const absl::Status& status);  // prints "ablate: <message>" and returns ExitCode
+absl::StatusOr<v1::RunState> ParseRunState(const std::string& name);  // "failed" -> FAILED
 
 }  // namespace ablate::cli

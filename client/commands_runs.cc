@@ -6,9 +6,9 @@
 #include "client/render.h"
 
 namespace ablate::cli {
-namespace {
+namespace {}  // namespace
 
-absl::StatusOr<v1::RunState> ParseState(const std::string& name) {
+absl::StatusOr<v1::RunState> ParseRunState(const std::string& name) {
   std::string upper = name;
   for (auto& ch : upper) ch = static_cast<char>(std::toupper(ch));
   v1::RunState st;
@@ -24,14 +24,12 @@ absl::StatusOr<v1::RunState> ParseState(const std::string& name) {
 // Losses are positive; 0 means "not measured yet".
 std::string Loss(double v) { return v > 0 ? Num(v) : "-"; }
 
-}  // namespace
-
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states,
          int limit) {
   v1::ListRunsRequest req;
   if (!sweep.empty()) *req.mutable_sweep() = ParseSweepRef(sweep);
   for (const auto& s : states) {
-    auto st = ParseState(s);
+    auto st = ParseRunState(s);
     if (!st.ok()) return Fail(st.status());
     req.add_states(*st);
   }

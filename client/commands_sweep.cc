@@ -324,13 +324,9 @@ int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& ru
   *req.mutable_sweep() = ParseSweepRef(sweep);
   for (auto r : runs) req.add_run_ids(r);
   for (const auto& name : states) {
-    v1::RunState st;
-    std::string upper = name;
-    for (auto& ch : upper) ch = static_cast<char>(std::toupper(ch));
-    if (!v1::RunState_Parse(upper, &st)) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat("--state ", name, ": not a run state")));
-    }
-    req.add_states(st);
+    auto st = ParseRunState(name);
+    if (!st.ok()) return Fail(st.status());
+    req.add_states(*st);
   }
   auto resp = ctx.Call("retry", &v1::SweepService::Stub::RetryRuns, req);
   if (!resp.ok()) return Fail(resp.status());
