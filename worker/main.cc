@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   auto* prep_cmd = data_cmd->add_subcommand(
       "prepare", "Train a BPE tokenizer on text files and write uint16 token files");
   prep_cmd->add_option("--text", prep.text_files, "Text files (UTF-8)")->required();
-  prep_cmd->add_option("--vocab", prep.vocab, "Vocabulary size")->check(CLI::Range(256, 65535));
+  prep_cmd->add_option("--vocab", prep.vocab, "Vocabulary size")->check(CLI::Range(260, 65535));
   prep_cmd->add_option("--cache-dir", prep.cache_dir, "Where prepared data sets are cached");
   prep_cmd->add_option("--out", prep.out_dir, "Also copy the tokenizer and token files here");
 

@@ -19,10 +19,10 @@ FROM ${DEBIAN_IMAGE} AS runtime
 COPY --from=build /runtime-packages.txt /tmp/runtime-packages.txt
 # libblis4-pthread: LibTorch reaches BLAS through the libblas.so.3 alternative, which ldd cannot
 # see; BLIS rather than OpenBLAS because OpenBLAS breaks prometheus-cpp's HTTP server in the same
-# process (see scripts/install-deps).
+# process (see scripts/install-deps). sentencepiece: the tokenizer runs its spm_* tools.
 RUN apt-get update \
     && xargs -a /tmp/runtime-packages.txt apt-get install -y --no-install-recommends \
-        ca-certificates curl libblis4-pthread \
+        ca-certificates curl libblis4-pthread sentencepiece \
     && update-alternatives --set libblas.so.3-x86_64-linux-gnu \
         /usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3 \
     && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt

@@ -21,7 +21,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends \
         build-essential cmake pkg-config git ca-certificates curl unzip \
         libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev \
-        libpqxx-dev prometheus-cpp-dev libsentencepiece-dev \
+        libpqxx-dev prometheus-cpp-dev \
         libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev \
     && rm -rf /var/lib/apt/lists/*
 # The "-with-deps" archive bundles the CUDA runtime, cuBLAS and cuDNN libraries LibTorch was
@@ -43,6 +43,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 COPY --from=build /runtime-packages.txt /tmp/runtime-packages.txt
 RUN apt-get update \
     && xargs -a /tmp/runtime-packages.txt apt-get install -y --no-install-recommends ca-certificates curl \
+        sentencepiece \
     && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
 COPY --from=build /opt/libtorch/lib /opt/libtorch/lib
 RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/ablate --shell /usr/sbin/nologin ablate \
