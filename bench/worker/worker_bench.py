@@ -26,6 +26,7 @@ def main():
     ap.add_argument("--sweep", default=os.path.join(SRC, "examples", "smoke.yaml"))
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
     ap.add_argument("--data-dir", default=os.path.join(SRC, "..", "shared", "data"))
+    ap.add_argument("--threads", type=int, default=0, help="worker training threads (0: all cores)")
     args = ap.parse_args()
     os.environ["ABLATE_BINARY_DIR"] = os.path.abspath(args.build)
     os.environ["ABLATE_SOURCE_DIR"] = SRC
@@ -45,7 +46,7 @@ def main():
             text = text.replace("val: tinystories_valid.txt", 'val: "synthetic:2000"')
             sweep = harness.write_sweep(stack.dir, "bench-sweep", text)
         stack.start_server()
-        stack.start_worker("bench-worker", extra=["--threads", str(os.cpu_count() or 2)])
+        stack.start_worker("bench-worker", threads=args.threads)
         sweep_id = stack.submit(sweep)
         runs = stack.wait_sweep_done(sweep_id, 3600)
         log = stack.log("bench-worker")
@@ -62,7 +63,7 @@ def main():
     states = {}
     for r in runs:
         states[r["state"]] = states.get(r["state"], 0) + 1
-    print(f"worker_bench: {len(runs)} runs of {os.path.basename(args.sweep)} on {os.cpu_count()} CPU cores, one worker; states {states}")
+    print(f"worker_bench: {len(runs)} runs of {os.path.basename(args.sweep)} on {os.cpu_count()} CPU cores, one worker ({args.threads or 'all'} threads); states {states}")
     if gaps:
         gaps.sort()
         print(f"  dispatch gap: median {statistics.median(gaps):.1f} ms, p90 {gaps[int(0.9 * (len(gaps) - 1))]:.1f} ms, max {gaps[-1]:.1f} ms (target: median <= 50 ms)")

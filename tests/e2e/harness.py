@@ -146,6 +146,7 @@ class Stack:
         self.proxy = None
         self.worker_token = None
         self.user_token = None
+        self.workers = set()
 
     # -- processes ---------------------------------------------------------------------------
     def _spawn(self, name, argv, env=None):
@@ -192,12 +193,13 @@ class Stack:
             p.kill()
             return p.wait()
 
-    def start_worker(self, name, via_proxy=False, extra=()):
+    def start_worker(self, name, via_proxy=False, extra=(), threads=1):
         addr = f"127.0.0.1:{self.proxy.port}" if via_proxy else self.server_addr
         work = os.path.join(self.dir, name)
         argv = [WORKER, "--server", addr, "--token", self.worker_token, "--device", "cpu", "--work-dir", work,
-                "--name", name, "--threads", "1", "--lease-wait", "5", *extra]
-        return self._spawn(name, argv, env={"BLIS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"})
+                "--name", name, "--threads", str(threads), "--lease-wait", "5", *extra]
+        self.workers.add(name)
+        return self._spawn(name, argv)
 
     def start_proxy(self):
         self.proxy = Proxy(self.port)
@@ -238,6 +240,8 @@ class Stack:
         terminal = {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}
 
         def done():
+            if self.workers and all(self.procs[w].poll() is not None for w in self.workers):
+                raise AssertionError("every worker has exited:\n" + self.dump_logs())
             rs = self.runs(sweep)
             return rs if rs and all(r["state"] in terminal for r in rs) else None
         return wait_for(done, timeout, f"sweep {sweep} to finish", interval=0.5)
