@@ -40,6 +40,9 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   run_val_loss_ = gauge("ablate_run_val_loss", "Latest validation loss of a run");
   run_tps_ = gauge("ablate_run_tokens_per_second", "Training throughput of a run");
   run_logit_ = gauge("ablate_run_max_attn_logit", "Latest max attention logit of a run");
+  run_probe_ = gauge("ablate_run_probe",
+                     "Latest value of a run's aggregate probes (attention entropy, kurtosis, "
+                     "grad and parameter norm, output-logit max, learning rate)");
 }
 
 ServerMetrics::~ServerMetrics() { Stop(); }
@@ -107,7 +110,8 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
     label_of[s.id()] = name_count[s.name()] > 1 ? absl::StrCat(s.name(), "#", s.id()) : s.name();
   }
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
-                  run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get()}) {
+                  run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
+                  run_probe_.get()}) {
     g->Begin();
   }
   for (const auto& s : *active) {
@@ -136,9 +140,15 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
     if (r.val_loss) run_val_loss_->Set(labels, *r.val_loss);
     if (r.tokens_per_second) run_tps_->Set(labels, *r.tokens_per_second);
     if (r.max_attn_logit) run_logit_->Set(labels, *r.max_attn_logit);
+    for (const auto& [probe, value] : r.probes) {
+      Labels with_probe = labels;
+      with_probe["probe"] = probe;
+      run_probe_->Set(with_probe, value);
+    }
   }
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
-                  run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get()}) {
+                  run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
+                  run_probe_.get()}) {
     g->End();
   }
   return absl::OkStatus();

@@ -77,6 +77,7 @@ class ServerMetrics {
   std::mutex refresh_mu_;  // one refresh at a time
   std::unique_ptr<GaugeSet> runs_, workers_, progress_, eta_;
   std::unique_ptr<GaugeSet> run_step_, run_train_loss_, run_val_loss_, run_tps_, run_logit_;
+  std::unique_ptr<GaugeSet> run_probe_;  // labels of the run + probe
 
   Periodic refresher_;
 };

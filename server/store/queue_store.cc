@@ -1,13 +1,16 @@
 #include "server/store/queue_store.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
+#include "server/store/stats_store.h"
 
 namespace ablate::server {
 namespace {
@@ -197,6 +200,15 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
   auto [has_train, train] = latest_of("train_loss");
   auto [has_val, val] = latest_of("val_loss");
   auto [has_logit, logit] = latest_of("max_attn_logit");
+  // The aggregate probes a dashboard shows per run; per-layer ones stay in metric_points.
+  std::string probes = "{";
+  for (const char* name : kExportedProbes) {
+    auto [has, value] = latest_of(name);
+    if (!has || !std::isfinite(value)) continue;
+    if (probes.size() > 1) probes += ",";
+    absl::StrAppend(&probes, "\"", name, "\":", absl::StrFormat("%.17g", value));
+  }
+  probes += "}";
   auto stored = db_->Tx<int>("report metrics", [&](pqxx::work& tx) -> absl::StatusOr<int> {
     // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points past
     // the resume step) waits for this batch to commit, then deletes what it must.
@@ -207,7 +219,8 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
         "    latest_train_loss = CASE WHEN $3 THEN $4::float8 ELSE latest_train_loss END, "
         "    latest_val_loss = CASE WHEN $5 THEN $6::float8 ELSE latest_val_loss END, "
         "    latest_max_attn_logit = CASE WHEN $7 THEN $8::float8 ELSE latest_max_attn_logit END, "
-        "    step = greatest(step, $9) "
+        "    step = greatest(step, $9), "
+        "    latest_probes = latest_probes || $14::jsonb "
         "  WHERE id = $1 AND attempt = $2 AND state IN ('leased', 'running') "
         "  RETURNING id, nextval('metric_points_seq') AS seq), "
         "ins AS ("
@@ -220,7 +233,7 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
         "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)",
         req.run_id(), req.attempt(), has_train, train, has_val, val, has_logit, logit, max_step,
         pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
-        pg::DoubleArray(times));
+        pg::DoubleArray(times), probes);
     const pqxx::row row = rr[0];
     if (row[0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
     return static_cast<int>(row[1].as<int64_t>());

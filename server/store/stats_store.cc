@@ -1,5 +1,7 @@
 #include "server/store/stats_store.h"
 
+#include "nlohmann/json.hpp"
+
 namespace ablate::server {
 namespace {
 
@@ -19,7 +21,7 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
         "  coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''), "
         "  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''), "
         "  r.seed::text, r.step, r.latest_train_loss, r.latest_val_loss, r.tokens_per_second, "
-        "  r.latest_max_attn_logit "
+        "  r.latest_max_attn_logit, r.latest_probes::text "
         "FROM runs r JOIN sweeps s ON s.id = r.sweep_id "
         "LEFT JOIN run_specs rs ON rs.run_id = r.id "
         "WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL");
@@ -38,6 +40,13 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
       s.val_loss = Opt(row[8]);
       s.tokens_per_second = Opt(row[9]);
       s.max_attn_logit = Opt(row[10]);
+      // A flat {"name": number} object written by ReportMetrics; anything else is skipped.
+      nlohmann::json probes = nlohmann::json::parse(row[11].as<std::string>(), nullptr, false);
+      if (probes.is_object()) {
+        for (const auto& [name, value] : probes.items()) {
+          if (value.is_number()) s.probes[name] = value.get<double>();
+        }
+      }
       out.push_back(std::move(s));
     }
     return out;

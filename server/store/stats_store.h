@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,12 +13,18 @@
 
 namespace ablate::server {
 
+// The aggregate probes exported per active run as ablate_run_probe{probe=...}: what the Run
+// dashboard plots. Per-layer probes stay in metric_points (ablate metrics / report).
+inline constexpr const char* kExportedProbes[] = {"attn_entropy", "kurtosis",         "grad_norm",
+                                                  "param_norm",   "output_logit_max", "lr"};
+
 struct RunStats {
   int64_t run_id = 0;
   int64_t sweep_id = 0;
   std::string qk_norm, lr, n_layer, seed;  // label values as written in the sweep
   double step = 0;
   std::optional<double> train_loss, val_loss, tokens_per_second, max_attn_logit;
+  std::map<std::string, double> probes;  // newest value of each of kExportedProbes reported
 };
 
 struct WorkerCount {

@@ -43,6 +43,7 @@ def render():
 
     for name in ("ablate_runs", "ablate_workers", "ablate_run_step", "ablate_run_train_loss",
                  "ablate_run_val_loss", "ablate_run_tokens_per_second", "ablate_run_max_attn_logit",
+                 "ablate_run_probe",
                  "ablate_sweep_progress_ratio", "ablate_sweep_eta_seconds", "ablate_worker_info",
                  "ablate_worker_busy", "ablate_worker_step_seconds", "ablate_worker_tokens_per_second",
                  "ablate_worker_device_memory_used_bytes", "ablate_worker_current_run",
@@ -62,6 +63,9 @@ def render():
         gauge("ablate_run_tokens_per_second", 12000 + 100 * depth, sweep=SWEEP, **r)
         gauge("ablate_run_max_attn_logit", round(5 + (lr * 1000 * depth if r["qk_norm"] == "none" else 2), 2),
               sweep=SWEEP, **r)
+        for probe, value in (("attn_entropy", 2.5), ("kurtosis", 3.2), ("grad_norm", 0.8),
+                             ("param_norm", 120.0), ("output_logit_max", 9.0), ("lr", lr)):
+            gauge("ablate_run_probe", value, sweep=SWEEP, probe=probe, **r)
     if sweep_active:
         gauge("ablate_sweep_progress_ratio", round(min(1.0, t / 600), 4), sweep=SWEEP)
         gauge("ablate_sweep_eta_seconds", max(0.0, 600 - t), sweep=SWEEP)
