@@ -74,14 +74,19 @@ class Session : public train::TrainObserver {
   template <typename Fn>
   absl::Status Retrying(Fn fn, const char* what);
   void HeartbeatLoop();
+  absl::StatusOr<v1::HeartbeatResponse> HeartbeatOnce();
+  // Takes in what a heartbeat answer says about the run: cancelled, or another attempt owns it.
+  void ApplyHeartbeat(const v1::HeartbeatResponse& resp);
   void SenderLoop();
   // Sends every spooled point; false if fenced or shutting down before done.
   bool DrainMetrics(Clock::time_point deadline);
-  void NoteFenced(const absl::Status& s) {
-    if (absl::IsFailedPrecondition(s)) {
-      if (!lease_lost_.exchange(true)) spdlog::warn("run {}: {}", run_id_, s.message());
-    }
-  }
+  // Sends one batch from the spool. Logs once when the server stops answering (points stay
+  // spooled) and once when it answers again (they are replayed), whichever path sends them.
+  absl::Status SendBatch();
+  // A fenced call (FAILED_PRECONDITION) says only that this attempt may no longer write. Whether
+  // the run was cancelled or re-leased to another attempt is asked of the heartbeat, whose answer
+  // says which, so a cancelled run ends as cancelled whichever call learns of it first.
+  void NoteFenced(const absl::Status& s);
 
   Coordinator* c_;
   const int64_t worker_id_;
@@ -98,7 +103,11 @@ class Session : public train::TrainObserver {
   std::atomic<bool> sender_stop_{false};  // ends the sender thread (training is over)
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> lease_lost_{false};
-  bool unreachable_ = false;  // sender thread only: the last send failed transiently
+  // Set by the heartbeat thread when a heartbeat gets through after one that did not: the
+  // sender leaves its back-off at once instead of sleeping through the rest of it.
+  std::atomic<bool> reachable_again_{false};
+  // The last metric send failed transiently (sender thread, then the drain after it is joined).
+  bool unreachable_ = false;
   Clock::time_point last_progress_ = Clock::now();
   int64_t last_progress_step_ = -1;
 };
@@ -151,26 +160,23 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
 
 void Session::HeartbeatLoop() {
   const auto period = std::chrono::milliseconds(int(opts_.heartbeat_seconds * 1000));
+  bool failing = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!done_) {
     lock.unlock();
-    v1::HeartbeatRequest req;
-    req.set_worker_id(worker_id_);
-    req.set_run_id(run_id_);
-    req.set_attempt(attempt_);
-    req.set_step(stats_->step);
-    req.set_tokens_per_second(stats_->tokens_per_second);
-    auto resp = c_->Heartbeat(req);
+    auto resp = HeartbeatOnce();
     if (resp.ok()) {
-      if (resp->cancel() && !cancelled_.exchange(true)) {
-        spdlog::info("run {}: cancelled by the server", run_id_);
-      }
-      if (resp->lease_lost() && !lease_lost_.exchange(true)) {
-        spdlog::warn("run {}: lease lost (attempt {} is no longer current)", run_id_, attempt_);
+      ApplyHeartbeat(*resp);
+      if (failing) {
+        failing = false;
+        spdlog::info("run {}: heartbeat got through again", run_id_);
+        reachable_again_ = true;
+        wake_.notify_all();
       }
     } else {
       NoteFenced(resp.status());
       if (!absl::IsFailedPrecondition(resp.status())) {
+        failing = true;
         spdlog::warn("run {}: heartbeat: {} (training continues)", run_id_,
                      resp.status().message());
       }
@@ -180,43 +186,87 @@ void Session::HeartbeatLoop() {
   }
 }
 
+absl::StatusOr<v1::HeartbeatResponse> Session::HeartbeatOnce() {
+  v1::HeartbeatRequest req;
+  req.set_worker_id(worker_id_);
+  req.set_run_id(run_id_);
+  req.set_attempt(attempt_);
+  req.set_step(stats_->step);
+  req.set_tokens_per_second(stats_->tokens_per_second);
+  return c_->Heartbeat(req);
+}
+
+void Session::ApplyHeartbeat(const v1::HeartbeatResponse& resp) {
+  if (resp.cancel() && !cancelled_.exchange(true)) {
+    spdlog::info("run {}: cancelled by the server", run_id_);
+  }
+  if (resp.lease_lost() && !lease_lost_.exchange(true)) {
+    spdlog::warn("run {}: lease lost (attempt {} is no longer current)", run_id_, attempt_);
+  }
+}
+
+void Session::NoteFenced(const absl::Status& s) {
+  if (!absl::IsFailedPrecondition(s) || cancelled_ || lease_lost_) return;
+  // The server answered a moment ago, so a transient failure here is brief: a few quick tries.
+  for (int i = 0; i < 5; ++i) {
+    auto resp = HeartbeatOnce();
+    if (resp.ok()) {
+      ApplyHeartbeat(*resp);
+      if (cancelled_ || lease_lost_) return;
+      break;  // the run looks live again to the heartbeat: the fence still stands
+    }
+    if (!rpc::IsTransient(resp.status())) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!lease_lost_.exchange(true)) spdlog::warn("run {}: {}", run_id_, s.message());
+}
+
+absl::Status Session::SendBatch() {
+  auto batch = spool_->Peek(kMetricBatch);
+  if (!batch.ok()) return batch.status();
+  if (batch->empty()) return absl::OkStatus();
+  auto s = c_->ReportMetrics(run_id_, attempt_, *batch);
+  if (!s.ok()) {
+    NoteFenced(s);
+    if (rpc::IsTransient(s) && !unreachable_) {
+      spdlog::warn(
+          "run {}: metrics: {} (spooling to disk; they are replayed in order once the server "
+          "answers)",
+          run_id_, s.message());
+      unreachable_ = true;
+    }
+    return s;
+  }
+  if (unreachable_) {
+    spdlog::info("run {}: server reachable again; replaying {} spooled points", run_id_,
+                 spool_->pending());
+    unreachable_ = false;
+  }
+  spool_->Ack(batch->size());
+  stats_->spooled_points = spool_->pending();
+  return absl::OkStatus();
+}
+
 void Session::SenderLoop() {
   double backoff = 0;
   std::unique_lock<std::mutex> lock(mu_);
   while (!sender_stop_ && !lease_lost_ && !cancelled_) {
     wake_.wait_for(lock, std::chrono::milliseconds(backoff > 0 ? int(backoff * 1000) : 500), [&] {
-      return sender_stop_ ||
+      return sender_stop_ || reachable_again_ ||
              (backoff == 0 && (pending_checkpoint_ || spool_->pending() >= int64_t(kMetricBatch)));
     });
     if (sender_stop_) break;
+    reachable_again_ = false;
     auto ckpt = std::move(pending_checkpoint_);
     pending_checkpoint_.reset();
     lock.unlock();
     bool failed = false;
     // Metrics first: a resumed attempt must never find a checkpoint newer than its metrics.
     while (spool_->pending() > 0) {
-      auto batch = spool_->Peek(kMetricBatch);
-      if (!batch.ok() || batch->empty()) break;
-      auto s = c_->ReportMetrics(run_id_, attempt_, *batch);
-      if (!s.ok()) {
-        NoteFenced(s);
-        if (!absl::IsFailedPrecondition(s) && !unreachable_) {
-          spdlog::warn(
-              "run {}: metrics: {} (spooling to disk; they are replayed in order once the "
-              "server answers)",
-              run_id_, s.message());
-          unreachable_ = true;
-        }
+      if (!SendBatch().ok()) {
         failed = true;
         break;
       }
-      if (unreachable_) {
-        spdlog::info("run {}: server reachable again; replaying {} spooled points", run_id_,
-                     spool_->pending());
-        unreachable_ = false;
-      }
-      spool_->Ack(batch->size());
-      stats_->spooled_points = spool_->pending();
     }
     if (ckpt && !failed && !lease_lost_) {
       auto s = c_->PutCheckpoint(run_id_, attempt_, ckpt->first, ckpt->second);
@@ -234,19 +284,21 @@ void Session::SenderLoop() {
 bool Session::DrainMetrics(Clock::time_point deadline) {
   double backoff = 0.2;
   while (spool_->pending() > 0) {
-    if (lease_lost_ || Clock::now() > deadline) return false;
-    auto batch = spool_->Peek(kMetricBatch);
-    if (!batch.ok()) return false;
-    auto s = c_->ReportMetrics(run_id_, attempt_, *batch);
+    if (lease_lost_ || cancelled_ || Clock::now() > deadline) return false;
+    auto s = SendBatch();
     if (s.ok()) {
-      spool_->Ack(batch->size());
       backoff = 0.2;
       continue;
     }
-    NoteFenced(s);
     if (!rpc::IsTransient(s)) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(int(backoff * 1000)));
-    backoff = std::min(backoff * 2, 10.0);
+    // Back off, but retry at once when a heartbeat gets through again.
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, std::chrono::milliseconds(int(backoff * 1000)),
+                   [&] { return reachable_again_.load(); });
+    if (reachable_again_.exchange(false))
+      backoff = 0.2;
+    else
+      backoff = std::min(backoff * 2, 10.0);
   }
   stats_->spooled_points = 0;
   return true;
@@ -355,8 +407,11 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     absl::Status s = drained
                          ? Retrying([&] { return c_->Complete(complete); }, "complete")
                          : absl::FailedPreconditionError("lease lost before metrics were stored");
+    if (drained) NoteFenced(s);
     if (s.ok()) {
       out = {SessionEnd::kCompleted, v1::RunState_Name(complete.state()), 0, 0, {}, {}};
+    } else if (cancelled_) {
+      out = {SessionEnd::kCancelled, "cancelled by the server", 0, 0, {}, {}};
     } else if (absl::IsFailedPrecondition(s) || lease_lost_) {
       out = {SessionEnd::kLeaseLost, std::string(s.message()), 0, 0, {}, {}};
     } else {

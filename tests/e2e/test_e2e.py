@@ -123,6 +123,27 @@ class SweepLifecycle(E2E):
         self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
 
 
+class CancelSeenFirstByTheSender(E2E):
+    # Heartbeats every 15 s: the metrics sender (every 0.5 s) meets the fenced answer for the
+    # cancelled run long before a heartbeat would report the cancel. It must still end as a cancel,
+    # not as a lost lease.
+    lease_seconds = 60
+
+    def test_a_cancel_learned_from_a_fenced_metrics_call_is_a_cancel(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-cancel-sender", {"seed": "[0]"}, steps=100000,
+                                            ckpt=1000, eval_every=1000))
+        wait_for(self.first_running, 120, "the run to start")
+        s.cli("cancel", str(self.sweep_id))
+        runs = s.wait_sweep_done(self.sweep_id, 30)
+        self.assertEqual([r["state"] for r in runs], ["CANCELLED"])
+        wait_for(lambda: "cancelled by the server" in s.log("w1"), 30, "the worker to stop the run")
+        self.assertNotIn("lease lost", s.log("w1"))
+        self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
+
+
 class Failures(E2E):
     def test_worker_killed_midrun_resumes_elsewhere_without_gaps(self):
         s = self.stack
@@ -196,10 +217,13 @@ class NetworkCut(E2E):
         runs = s.wait_sweep_done(self.sweep_id, 600)
         self.assertEqual(runs[0]["state"], "SUCCEEDED")
         self.assertEqual(int(runs[0]["attempt"]), 1, "the lease outlived the cut")
-        log = s.log("w1")
-        self.assertIn("training continues", log)
-        self.assertIn("replaying", log)
+        # The data decides: every step stored exactly once, although the worker spooled through
+        # the cut. Whether the sender or the end-of-run drain replayed the spool depends on when
+        # the run ended; both say so, so the log lines hold either way.
         assert_series_whole(self, s, run_id, first=1, last=1500)
+        log = s.log("w1")
+        self.assertIn("spooling to disk", log)
+        self.assertIn("replaying", log)
 
 
 class LeaseLostWhileCutOff(E2E):
