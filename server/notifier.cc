@@ -5,26 +5,10 @@
 
 #include "pqxx/pqxx"
 #include "server/store/channels.h"
+#include "server/store/pqxx_compat.h"
 #include "spdlog/spdlog.h"
 
 namespace ablate::server {
-namespace {
-
-class Receiver : public pqxx::notification_receiver {
- public:
-  Receiver(pqxx::connection_base& c, const std::string& channel,
-           std::function<void(const std::string&, const std::string&)> fn)
-      : pqxx::notification_receiver(c, channel), fn_(std::move(fn)) {}
-  void operator()(const std::string& payload, int /*backend_pid*/) override {
-    fn_(channel(), payload);
-  }
-
- private:
-  std::function<void(const std::string&, const std::string&)> fn_;
-};
-
-}  // namespace
-
 Notifier::Notifier(std::string database_url) : url_(std::move(database_url)) {}
 
 Notifier::~Notifier() { Stop(); }
@@ -56,9 +40,9 @@ void Notifier::Loop() {
     try {
       pqxx::connection conn(url_);
       auto fn = [this](const std::string& c, const std::string& p) { Dispatch(c, p); };
-      Receiver queue(conn, channels::kQueue, fn);
-      Receiver sweep(conn, channels::kSweep, fn);
-      Receiver run(conn, channels::kRun, fn);
+      auto queue = pg::Listen(conn, channels::kQueue, fn);
+      auto sweep = pg::Listen(conn, channels::kSweep, fn);
+      auto run = pg::Listen(conn, channels::kRun, fn);
       // LISTEN is issued lazily by libpqxx; an empty transaction makes it happen now, so the
       // resync below cannot race a change that commits before we are listening.
       pqxx::nontransaction(conn).exec("SELECT 1");

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "pqxx/pqxx"
+#include "server/store/pqxx_compat.h"
 
 namespace ablate::server {
 
@@ -58,17 +59,6 @@ class Db {
   std::vector<std::unique_ptr<pqxx::connection>*> free_;
 };
 
-// Runs `sql` as the prepared statement `name` on the transaction's connection, preparing it on
-// first use there. The hot statements (lease, complete, report) are CTEs whose planning costs
-// more than their execution; a prepared statement is planned once per connection (and again
-// only when ANALYZE changes the statistics).
-template <typename... Args>
-pqxx::result ExecPrepared(pqxx::work& tx, const std::string& name, const std::string& sql,
-                          Args&&... args) {
-  tx.conn().prepare(name, sql);
-  return tx.exec_prepared(name, std::forward<Args>(args)...);
-}
-
 template <typename T>
 absl::StatusOr<T> Db::Tx(const std::string& what,
                          const std::function<absl::StatusOr<T>(pqxx::work&)>& fn) {
@@ -79,7 +69,10 @@ absl::StatusOr<T> Db::Tx(const std::string& what,
     bool retry = false;
     bool broken = false;
     try {
-      if (*slot == nullptr) *slot = std::make_unique<pqxx::connection>(url_);
+      if (*slot == nullptr) {
+        *slot = std::make_unique<pqxx::connection>(url_);
+        pg::ForgetConnection(**slot);  // nothing is prepared on a new connection
+      }
       pqxx::work tx(**slot);
       absl::StatusOr<T> out = fn(tx);
       if (out.ok()) tx.commit();

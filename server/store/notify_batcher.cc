@@ -35,8 +35,8 @@ void NotifyBatcher::Flush() {
   }
   // A failure loses hints only (see header); watchers fall back to polling.
   (void)db_->Tx<bool>("notify", [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-    tx.exec_params("SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS t(c, p)",
-                   pg::TextArray(channels), pg::TextArray(payloads));
+    pg::Exec(tx, "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS t(c, p)",
+             pg::TextArray(channels), pg::TextArray(payloads));
     return true;
   });
 }

@@ -19,7 +19,7 @@ constexpr char kLive[] = "('leased', 'running')";
 
 // The error every fenced write returns; a worker that sees it stops the run.
 absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
-  pqxx::result r = tx.exec_params("SELECT attempt, state FROM runs WHERE id = $1", run_id);
+  pqxx::result r = pg::Exec(tx, "SELECT attempt, state FROM runs WHERE id = $1", run_id);
   if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
   const int current = r[0][0].as<int>();
   const std::string state = r[0][1].as<std::string>();
@@ -33,7 +33,7 @@ absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
 }
 
 void Notify(pqxx::work& tx, const char* channel, const std::string& payload) {
-  tx.exec_params("SELECT pg_notify($1, $2)", std::string(channel), payload);
+  pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channel), payload);
 }
 
 }  // namespace
@@ -48,11 +48,12 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info) {
   return db_->Tx<int64_t>("register", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
     // Re-registering under the same name (a restarted daemon) keeps the id; any run the old
     // process held comes back through lease expiry, not here.
-    pqxx::row row = tx.exec_params1(
-        "INSERT INTO workers (name, device_kind, info) VALUES ($1, $2, $3::jsonb) "
-        "ON CONFLICT (name) DO UPDATE SET device_kind = excluded.device_kind, "
-        "info = excluded.info, last_seen_at = now(), current_run_id = NULL RETURNING id",
-        info.name(), kind, pg::ToJson(info));
+    pqxx::row row =
+        pg::Exec1(tx,
+                  "INSERT INTO workers (name, device_kind, info) VALUES ($1, $2, $3::jsonb) "
+                  "ON CONFLICT (name) DO UPDATE SET device_kind = excluded.device_kind, "
+                  "info = excluded.info, last_seen_at = now(), current_run_id = NULL RETURNING id",
+                  info.name(), kind, pg::ToJson(info));
     return row[0].as<int64_t>();
   });
 }
@@ -62,7 +63,7 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
     // One statement, so the hot path is one round trip. Without a checkpoint the attempt starts
     // over and every earlier point goes (step > -1); with one, the points after its step go,
     // and the new attempt's series continues without gap or duplicate.
-    pqxx::result lr = ExecPrepared(
+    pqxx::result lr = pg::ExecPrepared(
         tx, "lease",
         "WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1), "
         "next AS ("
@@ -127,18 +128,19 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
 absl::StatusOr<v1::HeartbeatResponse> QueueStore::Heartbeat(const v1::HeartbeatRequest& req) {
   return db_->Tx<v1::HeartbeatResponse>(
       "heartbeat", [&](pqxx::work& tx) -> absl::StatusOr<v1::HeartbeatResponse> {
-        pqxx::result w = tx.exec_params(
-            "UPDATE workers SET last_seen_at = now(), current_run_id = nullif($2, 0) "
-            "WHERE id = $1 RETURNING name",
-            req.worker_id(), req.run_id());
+        pqxx::result w =
+            pg::Exec(tx,
+                     "UPDATE workers SET last_seen_at = now(), current_run_id = nullif($2, 0) "
+                     "WHERE id = $1 RETURNING name",
+                     req.worker_id(), req.run_id());
         if (w.empty()) {
           return absl::NotFoundError(
               absl::StrCat("worker ", req.worker_id(), " is not registered (call Register first)"));
         }
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;
-        pqxx::result r = tx.exec_params("SELECT state, attempt FROM runs WHERE id = $1 FOR UPDATE",
-                                        req.run_id());
+        pqxx::result r =
+            pg::Exec(tx, "SELECT state, attempt FROM runs WHERE id = $1 FOR UPDATE", req.run_id());
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
         }
@@ -154,7 +156,8 @@ absl::StatusOr<v1::HeartbeatResponse> QueueStore::Heartbeat(const v1::HeartbeatR
           }
           return out;
         }
-        pqxx::row u = tx.exec_params1(
+        pqxx::row u = pg::Exec1(
+            tx,
             "UPDATE runs SET state = 'running', "
             "  lease_expires_at = now() + make_interval(secs => $2), step = greatest(step, $3), "
             "  tokens_per_second = $4 "
@@ -162,7 +165,8 @@ absl::StatusOr<v1::HeartbeatResponse> QueueStore::Heartbeat(const v1::HeartbeatR
             req.run_id(), lease_seconds_, req.step(), req.tokens_per_second());
         out.set_expires_at(u[0].as<double>());
         if (state == "leased") {
-          tx.exec_params(
+          pg::Exec(
+              tx,
               "INSERT INTO run_events (run_id, kind, attempt, worker) VALUES ($1, 'started', $2, "
               "$3)",
               req.run_id(), attempt, w[0][0].as<std::string>());
@@ -212,7 +216,7 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
   auto stored = db_->Tx<int>("report metrics", [&](pqxx::work& tx) -> absl::StatusOr<int> {
     // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points past
     // the resume step) waits for this batch to commit, then deletes what it must.
-    pqxx::result rr = ExecPrepared(
+    pqxx::result rr = pg::ExecPrepared(
         tx, "report_metrics",
         "WITH fence AS ("
         "  UPDATE runs SET "
@@ -247,7 +251,8 @@ absl::Status QueueStore::CheckFence(int64_t run_id, int attempt) {
       ->Tx<bool>(
           "check lease",
           [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-            pqxx::result r = tx.exec_params(
+            pqxx::result r = pg::Exec(
+                tx,
                 absl::StrCat("SELECT 1 FROM runs WHERE id = $1 AND attempt = $2 AND state IN ",
                              kLive),
                 run_id, attempt);
@@ -263,17 +268,18 @@ absl::Status QueueStore::RecordCheckpoint(int64_t run_id, int attempt,
       ->Tx<bool>(
           "record checkpoint",
           [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-            pqxx::result r = tx.exec_params(
+            pqxx::result r = pg::Exec(
+                tx,
                 absl::StrCat("SELECT 1 FROM runs WHERE id = $1 AND attempt = $2 AND state IN ",
                              kLive, " FOR SHARE"),
                 run_id, attempt);
             if (r.empty()) return FenceError(tx, run_id, attempt);
-            tx.exec_params(
-                "INSERT INTO checkpoints (run_id, step, sha256, size_bytes, attempt) "
-                "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO UPDATE SET "
-                "sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
-                "attempt = excluded.attempt, created_at = now()",
-                run_id, ref.step(), ref.sha256(), ref.size_bytes(), attempt);
+            pg::Exec(tx,
+                     "INSERT INTO checkpoints (run_id, step, sha256, size_bytes, attempt) "
+                     "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO UPDATE SET "
+                     "sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
+                     "attempt = excluded.attempt, created_at = now()",
+                     run_id, ref.step(), ref.sha256(), ref.size_bytes(), attempt);
             return true;
           })
       .status();
@@ -283,10 +289,11 @@ absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,
                                                              const std::string& sha256) {
   return db_->Tx<v1::CheckpointRef>(
       "find checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<v1::CheckpointRef> {
-        pqxx::result r = tx.exec_params(
-            "SELECT step, sha256, size_bytes FROM checkpoints WHERE run_id = $1 "
-            "AND ($2 = '' OR sha256 = $2) ORDER BY step DESC LIMIT 1",
-            run_id, sha256);
+        pqxx::result r =
+            pg::Exec(tx,
+                     "SELECT step, sha256, size_bytes FROM checkpoints WHERE run_id = $1 "
+                     "AND ($2 = '' OR sha256 = $2) ORDER BY step DESC LIMIT 1",
+                     run_id, sha256);
         if (r.empty()) {
           return absl::NotFoundError(
               sha256.empty() ? absl::StrCat("run ", run_id, " has no checkpoint")
@@ -312,7 +319,7 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
     // Finishing the sweep here is optimistic: two last runs completing at once may each still
     // see the other unfinished. The reaper's periodic pass closes that gap, so a sweep is marked
     // finished at most one reaper interval late, without a sweep lock serialising every Complete.
-    pqxx::result r = ExecPrepared(
+    pqxx::result r = pg::ExecPrepared(
         tx, "complete",
         "WITH upd AS ("
         "  UPDATE runs SET state = $3, result = $4::jsonb, error = $5, finished_at = now(), "
@@ -334,8 +341,7 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
         req.result().steps_done());
     if (!r.empty()) return r[0][0].as<int64_t>();
     // A retry of a Complete whose reply was lost finds its own result already there.
-    pqxx::result cur =
-        tx.exec_params("SELECT state, attempt FROM runs WHERE id = $1", req.run_id());
+    pqxx::result cur = pg::Exec(tx, "SELECT state, attempt FROM runs WHERE id = $1", req.run_id());
     if (!cur.empty() && cur[0][1].as<int>() == req.attempt() &&
         cur[0][0].as<std::string>() == name) {
       return int64_t{0};
@@ -354,24 +360,25 @@ absl::Status QueueStore::Release(const v1::ReleaseRequest& req) {
   return db_
       ->Tx<bool>("release",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = tx.exec_params(
+                   pqxx::result r = pg::Exec(
+                       tx,
                        absl::StrCat("UPDATE runs SET state = 'queued', lease_expires_at = NULL, "
                                     "max_attempts = max_attempts + 1 "
                                     "WHERE id = $1 AND attempt = $2 AND state IN ",
                                     kLive, " RETURNING sweep_id, device, worker_id"),
                        req.run_id(), req.attempt());
                    if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
-                   tx.exec_params(
-                       "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-                       "  VALUES ($1, 'released', $2, $3)), "
-                       "w AS (UPDATE workers SET current_run_id = NULL WHERE id = $4 "
-                       "  AND current_run_id = $1) "
-                       "SELECT pg_notify($5, $6), pg_notify($7, $8), pg_notify($9, $10)",
-                       req.run_id(), req.attempt(), req.reason(),
-                       r[0][2].is_null() ? 0 : r[0][2].as<int64_t>(), std::string(channels::kQueue),
-                       r[0][1].as<std::string>(), std::string(channels::kSweep),
-                       absl::StrCat(r[0][0].as<int64_t>()), std::string(channels::kRun),
-                       absl::StrCat(req.run_id()));
+                   pg::Exec(tx,
+                            "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+                            "  VALUES ($1, 'released', $2, $3)), "
+                            "w AS (UPDATE workers SET current_run_id = NULL WHERE id = $4 "
+                            "  AND current_run_id = $1) "
+                            "SELECT pg_notify($5, $6), pg_notify($7, $8), pg_notify($9, $10)",
+                            req.run_id(), req.attempt(), req.reason(),
+                            r[0][2].is_null() ? 0 : r[0][2].as<int64_t>(),
+                            std::string(channels::kQueue), r[0][1].as<std::string>(),
+                            std::string(channels::kSweep), absl::StrCat(r[0][0].as<int64_t>()),
+                            std::string(channels::kRun), absl::StrCat(req.run_id()));
                    return true;
                  })
       .status();
@@ -429,7 +436,7 @@ absl::StatusOr<ReapResult> QueueStore::Reap() {
 absl::StatusOr<std::pair<std::string, int64_t>> QueueStore::DatasetPath(const std::string& sha) {
   using Out = std::pair<std::string, int64_t>;
   return db_->Tx<Out>("get dataset", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = tx.exec_params("SELECT path, size_bytes FROM datasets WHERE sha256 = $1", sha);
+    pqxx::result r = pg::Exec(tx, "SELECT path, size_bytes FROM datasets WHERE sha256 = $1", sha);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("no data set with sha256 ", sha));
     return Out(r[0][0].as<std::string>(), r[0][1].as<int64_t>());
   });

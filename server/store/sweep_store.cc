@@ -91,25 +91,26 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     steps.push_back(run.config().steps());
   }
   return db_->Tx<v1::Sweep>("submit sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
-    pqxx::row s = tx.exec_params1(
-        "INSERT INTO sweeps (name, spec_yaml, file_name, priority, max_attempts, axes, "
-        "submitted_by) VALUES ($1, $2, $3, $4, $5, $6::text[], $7) RETURNING id",
-        sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority, sweep.max_attempts,
-        pg::TextArray(sweep.axes), sweep.submitted_by);
+    pqxx::row s =
+        pg::Exec1(tx,
+                  "INSERT INTO sweeps (name, spec_yaml, file_name, priority, max_attempts, axes, "
+                  "submitted_by) VALUES ($1, $2, $3, $4, $5, $6::text[], $7) RETURNING id",
+                  sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority, sweep.max_attempts,
+                  pg::TextArray(sweep.axes), sweep.submitted_by);
     const int64_t id = s[0].as<int64_t>();
     // One multi-row INSERT over unnest()ed arrays: 10,000 runs cost one round trip.
-    tx.exec_params(
-        "WITH u AS (SELECT * FROM unnest($4::text[], $5::bigint[], $6::int[], $7::text[], "
-        "  $8::text[], $9::bigint[]) AS u(cell, seed, ord, device, spec, steps)), "
-        "ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
-        "  max_attempts, total_steps) "
-        "  SELECT $1, u.cell, u.seed, u.ord, $2, u.device, $3, u.steps FROM u "
-        "  RETURNING id, order_index) "
-        "INSERT INTO run_specs (run_id, spec) "
-        "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
-        id, sweep.priority, sweep.max_attempts, pg::TextArray(cells), pg::Int64Array(seeds),
-        pg::Int64Array(orders), pg::TextArray(devices), pg::TextArray(specs),
-        pg::Int64Array(steps));
+    pg::Exec(tx,
+             "WITH u AS (SELECT * FROM unnest($4::text[], $5::bigint[], $6::int[], $7::text[], "
+             "  $8::text[], $9::bigint[]) AS u(cell, seed, ord, device, spec, steps)), "
+             "ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
+             "  max_attempts, total_steps) "
+             "  SELECT $1, u.cell, u.seed, u.ord, $2, u.device, $3, u.steps FROM u "
+             "  RETURNING id, order_index) "
+             "INSERT INTO run_specs (run_id, spec) "
+             "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
+             id, sweep.priority, sweep.max_attempts, pg::TextArray(cells), pg::Int64Array(seeds),
+             pg::Int64Array(orders), pg::TextArray(devices), pg::TextArray(specs),
+             pg::Int64Array(steps));
     std::vector<std::string> shas, paths;
     std::vector<int64_t> sizes;
     for (const auto& d : datasets) {
@@ -118,11 +119,11 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
       sizes.push_back(d.size_bytes);
     }
     if (!shas.empty()) {
-      tx.exec_params(
-          "INSERT INTO datasets (sha256, path, size_bytes) "
-          "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) "
-          "ON CONFLICT (sha256) DO UPDATE SET path = excluded.path",
-          pg::TextArray(shas), pg::TextArray(paths), pg::Int64Array(sizes));
+      pg::Exec(tx,
+               "INSERT INTO datasets (sha256, path, size_bytes) "
+               "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) "
+               "ON CONFLICT (sha256) DO UPDATE SET path = excluded.path",
+               pg::TextArray(shas), pg::TextArray(paths), pg::Int64Array(sizes));
     }
     // A big sweep can change the runs table more than autovacuum's statistics know for up to a
     // minute; with stale row counts the planner may sort every queued run on each Lease instead
@@ -130,9 +131,9 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     // costs tens of milliseconds here rather than seconds on every lease.
     if (sweep.runs.size() >= 1000) tx.exec("ANALYZE runs");
     for (const auto& d : distinct_devices) {
-      tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kQueue), d);
+      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), d);
     }
-    pqxx::result r = tx.exec_params(absl::StrCat(kSweepColumns, "WHERE s.id = $1"), id);
+    pqxx::result r = pg::Exec(tx, absl::StrCat(kSweepColumns, "WHERE s.id = $1"), id);
     return SweepFromRow(r[0]);
   });
 }
@@ -144,9 +145,9 @@ absl::StatusOr<int64_t> SweepStore::Resolve(const v1::SweepRef& ref) {
   return db_->Tx<int64_t>("find sweep", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
     pqxx::result r =
         ref.id() != 0
-            ? tx.exec_params("SELECT id FROM sweeps WHERE id = $1", ref.id())
-            : tx.exec_params("SELECT id FROM sweeps WHERE name = $1 ORDER BY id DESC LIMIT 1",
-                             ref.name());
+            ? pg::Exec(tx, "SELECT id FROM sweeps WHERE id = $1", ref.id())
+            : pg::Exec(tx, "SELECT id FROM sweeps WHERE name = $1 ORDER BY id DESC LIMIT 1",
+                       ref.name());
     if (r.empty()) {
       return absl::NotFoundError(ref.id() != 0
                                      ? absl::StrCat("no sweep with id ", ref.id())
@@ -158,7 +159,7 @@ absl::StatusOr<int64_t> SweepStore::Resolve(const v1::SweepRef& ref) {
 
 absl::StatusOr<v1::Sweep> SweepStore::Get(int64_t sweep_id) {
   return db_->Tx<v1::Sweep>("get sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
-    pqxx::result r = tx.exec_params(absl::StrCat(kSweepColumns, "WHERE s.id = $1"), sweep_id);
+    pqxx::result r = pg::Exec(tx, absl::StrCat(kSweepColumns, "WHERE s.id = $1"), sweep_id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("no sweep with id ", sweep_id));
     return SweepFromRow(r[0]);
   });
@@ -167,10 +168,11 @@ absl::StatusOr<v1::Sweep> SweepStore::Get(int64_t sweep_id) {
 absl::StatusOr<std::vector<v1::Sweep>> SweepStore::List(int limit, bool active_only) {
   using Out = std::vector<v1::Sweep>;
   return db_->Tx<Out>("list sweeps", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = tx.exec_params(
-        absl::StrCat(kSweepColumns,
-                     "WHERE (NOT $1 OR s.state = 'active') ORDER BY s.id DESC LIMIT $2"),
-        active_only, limit > 0 ? limit : 100);
+    pqxx::result r =
+        pg::Exec(tx,
+                 absl::StrCat(kSweepColumns,
+                              "WHERE (NOT $1 OR s.state = 'active') ORDER BY s.id DESC LIMIT $2"),
+                 active_only, limit > 0 ? limit : 100);
     Out out;
     for (const auto& row : r) out.push_back(SweepFromRow(row));
     return out;
@@ -182,7 +184,8 @@ absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
                                                           int limit) {
   using Out = std::vector<v1::Run>;
   return db_->Tx<Out>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = tx.exec_params(
+    pqxx::result r = pg::Exec(
+        tx,
         absl::StrCat("SELECT ", pg::kRunColumns,
                      " WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR "
                      "r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3"),
@@ -200,31 +203,31 @@ absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
 
 absl::StatusOr<int> SweepStore::Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids) {
   return db_->Tx<int>("cancel", [&](pqxx::work& tx) -> absl::StatusOr<int> {
-    pqxx::row row = tx.exec_params1(
-        "WITH c AS (UPDATE runs SET state = 'cancelled', finished_at = now(), "
-        "  lease_expires_at = NULL WHERE sweep_id = $1 "
-        "  AND state IN ('queued', 'leased', 'running') "
-        "  AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[])) "
-        "  RETURNING id, attempt), "
-        "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-        "  SELECT id, 'cancelled', attempt, 'cancelled by user' FROM c), "
-        "n AS (SELECT pg_notify($3, id::text) FROM c) "
-        "SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM n)",
-        sweep_id, pg::Int64Array(run_ids), std::string(channels::kRun));
+    pqxx::row row =
+        pg::Exec1(tx,
+                  "WITH c AS (UPDATE runs SET state = 'cancelled', finished_at = now(), "
+                  "  lease_expires_at = NULL WHERE sweep_id = $1 "
+                  "  AND state IN ('queued', 'leased', 'running') "
+                  "  AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[])) "
+                  "  RETURNING id, attempt), "
+                  "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+                  "  SELECT id, 'cancelled', attempt, 'cancelled by user' FROM c), "
+                  "n AS (SELECT pg_notify($3, id::text) FROM c) "
+                  "SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM n)",
+                  sweep_id, pg::Int64Array(run_ids), std::string(channels::kRun));
     if (run_ids.empty()) {
-      tx.exec_params(
-          "UPDATE sweeps SET state = 'cancelled', finished_at = now() "
-          "WHERE id = $1 AND state = 'active'",
-          sweep_id);
+      pg::Exec(tx,
+               "UPDATE sweeps SET state = 'cancelled', finished_at = now() "
+               "WHERE id = $1 AND state = 'active'",
+               sweep_id);
     } else {
-      tx.exec_params(
-          "UPDATE sweeps SET state = 'finished', finished_at = now() WHERE id = $1 "
-          "AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = $1 "
-          "AND state IN ('queued', 'leased', 'running'))",
-          sweep_id);
+      pg::Exec(tx,
+               "UPDATE sweeps SET state = 'finished', finished_at = now() WHERE id = $1 "
+               "AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = $1 "
+               "AND state IN ('queued', 'leased', 'running'))",
+               sweep_id);
     }
-    tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kSweep),
-                   absl::StrCat(sweep_id));
+    pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kSweep), absl::StrCat(sweep_id));
     return static_cast<int>(row[0].as<int64_t>());
   });
 }
@@ -240,28 +243,29 @@ absl::StatusOr<int> SweepStore::Retry(int64_t sweep_id, const std::vector<int64_
     }
   }
   return db_->Tx<int>("retry", [&](pqxx::work& tx) -> absl::StatusOr<int> {
-    pqxx::result r = tx.exec_params(
-        "WITH q AS (UPDATE runs SET state = 'queued', error = '', result = NULL, "
-        "  finished_at = NULL, lease_expires_at = NULL, "
-        "  max_attempts = attempt + (SELECT max_attempts FROM sweeps WHERE id = $1) "
-        "  WHERE sweep_id = $1 AND state = ANY($2::text[]) "
-        "  AND (cardinality($3::bigint[]) = 0 OR id = ANY($3::bigint[])) "
-        "  RETURNING id, attempt, device), "
-        "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-        "  SELECT id, 'requeued', attempt, 'retried by user' FROM q) "
-        "SELECT device, count(*) FROM q GROUP BY device",
-        sweep_id, pg::TextArray(StateNames(wanted)), pg::Int64Array(run_ids));
+    pqxx::result r =
+        pg::Exec(tx,
+                 "WITH q AS (UPDATE runs SET state = 'queued', error = '', result = NULL, "
+                 "  finished_at = NULL, lease_expires_at = NULL, "
+                 "  max_attempts = attempt + (SELECT max_attempts FROM sweeps WHERE id = $1) "
+                 "  WHERE sweep_id = $1 AND state = ANY($2::text[]) "
+                 "  AND (cardinality($3::bigint[]) = 0 OR id = ANY($3::bigint[])) "
+                 "  RETURNING id, attempt, device), "
+                 "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+                 "  SELECT id, 'requeued', attempt, 'retried by user' FROM q) "
+                 "SELECT device, count(*) FROM q GROUP BY device",
+                 sweep_id, pg::TextArray(StateNames(wanted)), pg::Int64Array(run_ids));
     int64_t total = 0;
     for (const auto& row : r) {
       total += row[1].as<int64_t>();
-      tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kQueue),
-                     row[0].as<std::string>());
+      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue),
+               row[0].as<std::string>());
     }
     if (total > 0) {
-      tx.exec_params("UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1",
-                     sweep_id);
-      tx.exec_params("SELECT pg_notify($1, $2)", std::string(channels::kSweep),
-                     absl::StrCat(sweep_id));
+      pg::Exec(tx, "UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1",
+               sweep_id);
+      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kSweep),
+               absl::StrCat(sweep_id));
     }
     return static_cast<int>(total);
   });
@@ -273,15 +277,16 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
                                                               int64_t* max_seq) {
   using Out = v1::GetRunMetricsResponse;
   return db_->Tx<Out>("get run metrics", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result run = tx.exec_params("SELECT state FROM runs WHERE id = $1", run_id);
+    pqxx::result run = pg::Exec(tx, "SELECT state FROM runs WHERE id = $1", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     Out out;
     out.set_state(pg::StateFromName(run[0][0].as<std::string>()));
-    pqxx::result r = tx.exec_params(
-        "SELECT step, name, value, time, seq FROM metric_points WHERE run_id = $1 "
-        "AND step > $2 AND seq > $4 "
-        "AND (cardinality($3::text[]) = 0 OR name = ANY($3::text[])) ORDER BY step, name",
-        run_id, after_step, pg::TextArray(names), after_seq);
+    pqxx::result r =
+        pg::Exec(tx,
+                 "SELECT step, name, value, time, seq FROM metric_points WHERE run_id = $1 "
+                 "AND step > $2 AND seq > $4 "
+                 "AND (cardinality($3::text[]) = 0 OR name = ANY($3::text[])) ORDER BY step, name",
+                 run_id, after_step, pg::TextArray(names), after_seq);
     *max_seq = after_seq;
     for (const auto& row : r) {
       auto* p = out.add_points();
@@ -298,10 +303,11 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
 absl::StatusOr<std::vector<v1::RunEvent>> SweepStore::Events(int64_t run_id) {
   using Out = std::vector<v1::RunEvent>;
   return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = tx.exec_params(
-        "SELECT extract(epoch from time), kind, attempt, worker, message FROM run_events "
-        "WHERE run_id = $1 ORDER BY id",
-        run_id);
+    pqxx::result r =
+        pg::Exec(tx,
+                 "SELECT extract(epoch from time), kind, attempt, worker, message FROM run_events "
+                 "WHERE run_id = $1 ORDER BY id",
+                 run_id);
     Out out;
     for (const auto& row : r) {
       v1::RunEvent e;
@@ -321,7 +327,8 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
   return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // Offline = not seen for two lease periods: a worker heartbeats every third of one, so
     // that is several missed beats, not one slow reply.
-    pqxx::result r = tx.exec_params(
+    pqxx::result r = pg::Exec(
+        tx,
         "SELECT id, info::text, CASE WHEN last_seen_at < now() - make_interval(secs => $1) "
         "  THEN 'offline' WHEN current_run_id IS NOT NULL THEN 'busy' ELSE 'idle' END, "
         "  extract(epoch from registered_at), extract(epoch from last_seen_at), "

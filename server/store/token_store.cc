@@ -56,7 +56,8 @@ absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) 
       "ablt_", absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), 32)));
   const std::string digest = Sha256Hex(out.secret);
   auto row = db_->Tx<TokenInfo>("token create", [&](pqxx::work& tx) -> absl::StatusOr<TokenInfo> {
-    pqxx::result r = tx.exec_params(
+    pqxx::result r = pg::Exec(
+        tx,
         "WITH t AS (INSERT INTO tokens (name, role, sha256) VALUES ($1, $2, $3) RETURNING *) "
         "SELECT id, name, role, extract(epoch from created_at), revoked_at IS NOT NULL FROM t",
         name, RoleName(role), digest);
@@ -82,7 +83,8 @@ absl::Status TokenStore::Revoke(int64_t id) {
   return db_
       ->Tx<bool>("token revoke",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = tx.exec_params(
+                   pqxx::result r = pg::Exec(
+                       tx,
                        "UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 "
                        "RETURNING id",
                        id);
@@ -96,7 +98,7 @@ absl::StatusOr<std::optional<TokenInfo>> TokenStore::Lookup(const std::string& s
   using Out = std::optional<TokenInfo>;
   return db_->Tx<Out>("authenticate", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r =
-        tx.exec_params(absl::StrCat(kColumns, "WHERE sha256 = $1 AND revoked_at IS NULL"), sha256);
+        pg::Exec(tx, absl::StrCat(kColumns, "WHERE sha256 = $1 AND revoked_at IS NULL"), sha256);
     if (r.empty()) return Out();
     return Out(InfoFromRow(r[0]));
   });

@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "common/util/sha256.h"
 #include "pqxx/pqxx"
+#include "server/store/pqxx_compat.h"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -29,8 +30,8 @@ class QueueTest : public ServerFixture {
   void ExpireLease(int64_t run) {
     pqxx::connection conn(url_);
     pqxx::work tx(conn);
-    tx.exec_params("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
-                   run);
+    server::pg::Exec(
+        tx, "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run);
     tx.commit();
   }
 
