@@ -22,11 +22,7 @@ std::string Fmt(const std::optional<double>& x, const char* none) {
 namespace {
 
 const Point* PointAt(const Curve& c, const std::optional<double>& lr) {
-  if (!lr) return nullptr;
-  for (const auto& p : c.points) {
-    if (std::fabs(p.lr - *lr) <= 1e-9 * p.lr) return &p;
-  }
-  return nullptr;
+  return lr ? c.PointAt(*lr) : nullptr;
 }
 
 std::string Steps(const Analysis& a, const Point* p) {
