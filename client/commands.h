@@ -36,6 +36,7 @@ struct ReportArgs {
   std::string variant = "qk_norm";
   std::string by = "n_layer";
   std::string format = "table";  // table | md | json
+  bool require_uniform = false;  // a mixed cell or comparison is an error (exit 6), not a note
 };
 int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics);
 int Report(Context& ctx, const ReportArgs& args);

@@ -103,6 +103,11 @@ int Report(Context& ctx, const ReportArgs& args) {
   }
   auto result = analysis::Analyze(runs, opts);
   if (!result.ok()) return Fail(result.status());
+  // Checked before anything is printed or written: a pipeline that demands a uniform fleet gets
+  // no report it might publish by mistake, only what differs (FailedPrecondition: exit 6).
+  if (args.require_uniform) {
+    if (absl::Status s = analysis::RequireUniform(*result); !s.ok()) return Fail(s);
+  }
 
   report::ReportOptions ropts;
   ropts.title = absl::StrCat("sweep ", sweep.id(), " '", sweep.name(), "'");

@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   c_report->add_option("--by", report.by, "Moderator axis (default n_layer)");
   c_report->add_option("--format", report.format, "table | md | json")
       ->check(CLI::IsMember({"table", "md", "json"}));
+  c_report->add_flag("--require-uniform", report.require_uniform,
+                     "Fail (exit 6) if any cell or comparison mixes device kinds, dtypes, torch "
+                     "versions or tokenizers");
 
   CLI11_PARSE(app, argc, argv);
 

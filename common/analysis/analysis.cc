@@ -123,6 +123,7 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
       continue;
     }
     ++p.n;
+    ++p.provenance[ProvenanceOf(*r)];
     if (diverged) {
       ++p.n_diverged;
       losses.push_back(*p.l0);
@@ -152,6 +153,13 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
 }
 
 }  // namespace
+
+const Point* Curve::PointAt(double lr) const {
+  for (const auto& p : points) {
+    if (std::fabs(p.lr - lr) <= 1e-9 * p.lr) return &p;
+  }
+  return nullptr;
+}
 
 const Curve* Analysis::FindCurve(const std::string& context, const std::string& variant,
                                  const std::string& moderator) const {
@@ -292,6 +300,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
                                    "' in the runs: nothing to compare, no eta-dagger"));
   }
   a.verdicts = ComputeVerdicts(a);
+  FlagMixedRuns(&a);
   return a;
 }
 

@@ -18,6 +18,7 @@
 
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
+#include "common/analysis/provenance.h"
 
 namespace ablate::analysis {
 
@@ -58,6 +59,9 @@ struct Point {
   std::vector<int64_t> run_ids;
   std::map<std::string, double> probes;  // mean over finished runs of each finite final probe
   std::map<std::string, double> probe_std;
+  ProvenanceCounts provenance;  // the finished runs (those in n) per device/dtype/torch/tokenizer
+  std::vector<std::string>
+      mixed;  // what differs among them (ProvenanceDifferences); empty: uniform
 };
 
 struct Curve {
@@ -74,6 +78,10 @@ struct Curve {
   std::optional<double> max_good_lr;
   int seeds = 0;         // most finished seeds at any LR
   bool complete = true;  // no pending, failed or absent run
+  // What differs among all the curve's finished runs (η*, sensitivity and max LRs compare LRs).
+  std::vector<std::string> mixed;
+
+  const Point* PointAt(double lr) const;  // the point at this LR (to 1e-9 relative), or null
 };
 
 // η† for one (context, moderator, treated variant) against the baseline.
@@ -86,12 +94,16 @@ struct Necessity {
   bool interpolated = false;
   std::optional<double> cap;  // the treated variant's max stable LR (the comparison's upper end)
   std::string detail;         // the numbers at the crossing, or why there is none
+  std::vector<std::string> mixed;  // what differs among the runs of the two curves compared
 };
 
 struct Verdict {
   std::string hypothesis;  // "H1", "H2", "H3"
   std::string outcome;     // supported | not supported | mixed | inconclusive
   std::string line;        // one line with the numbers behind it
+  std::string context;     // the context and treated variant the verdict is about
+  std::string variant;
+  std::vector<std::string> mixed;  // what differs among the runs it rests on; empty: uniform
 };
 
 struct Analysis {
@@ -113,6 +125,7 @@ struct Analysis {
   bool has_threshold = false;      // some run reached a steps-to-threshold target (else n/a)
   bool partial = false;            // some run is pending, failed or absent
   std::vector<std::string> notes;  // honest caveats ("no spread available: 1 seed")
+  std::vector<MixedRuns> mixed;    // every cell, pair, pair of curves, trend on mixed runs
 
   const Curve* FindCurve(const std::string& context, const std::string& variant,
                          const std::string& moderator) const;

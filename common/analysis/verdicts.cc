@@ -68,7 +68,9 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
                                 hi->second, hi->first, delta_at_hi);
     }
   }
-  Verdict v{"H1", Outcome(compared, depends, compared - depends), ""};
+  Verdict v;
+  v.hypothesis = "H1";
+  v.outcome = Outcome(compared, depends, compared - depends);
   v.line = absl::StrCat("H1 (the effect of ", o.variant_axis, "=", variant, " depends on ",
                         o.lr_axis, ")", Scope(context), ": ", v.outcome);
   if (compared == 0) {
@@ -117,7 +119,9 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
                                  Num(q->max_good_lr), ", sensitivity ", Num(b->lr_sensitivity),
                                  "->", Num(q->lr_sensitivity)));
   }
-  Verdict v{"H2", Outcome(compared, better, worse), ""};
+  Verdict v;
+  v.hypothesis = "H2";
+  v.outcome = Outcome(compared, better, worse);
   v.line = absl::StrCat("H2 (", o.variant_axis, "=", variant,
                         " raises max stable/good LR, lowers LR sensitivity; ", a.baseline, "->",
                         variant, ")", Scope(context), ": ", v.outcome);
@@ -158,7 +162,9 @@ Verdict H3(const Analysis& a, const std::string& context, const std::string& var
   for (const auto& s : seq) defined += s.second ? 1 : 0;
   std::vector<std::string> parts;
   for (const auto& [m, eta] : seq) parts.push_back(absl::StrCat(m, ": ", Num(eta)));
-  Verdict v{"H3", "inconclusive", ""};
+  Verdict v;
+  v.hypothesis = "H3";
+  v.outcome = "inconclusive";
   if (seq.size() >= 2 && defined >= 1) {
     // "none" = never needed = +infinity, so none -> 0.05 -> 0.01 is a falling threshold.
     auto value = [](const std::optional<double>& e) {
@@ -206,9 +212,11 @@ std::vector<Verdict> ComputeVerdicts(const Analysis& a) {
   for (const auto& context : a.contexts) {
     for (const auto& variant : a.variants) {
       if (variant == a.baseline) continue;
-      out.push_back(H1(a, context, variant));
-      out.push_back(H2(a, context, variant));
-      out.push_back(H3(a, context, variant));
+      for (auto v : {H1(a, context, variant), H2(a, context, variant), H3(a, context, variant)}) {
+        v.context = context;
+        v.variant = variant;
+        out.push_back(std::move(v));
+      }
     }
   }
   return out;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/report/csv.h"
 #include "common/report/report.h"
 
@@ -29,7 +30,8 @@ std::string RunsCsv(const std::vector<ablate::v1::Run>& runs) {
   header.insert(header.end(), axes.begin(), axes.end());
   for (const char* h :
        {"state", "attempt", "l0", "final_train_loss", "final_val_loss", "final_val_ppl",
-        "diverged_step", "steps_to_threshold", "steps_done", "wall_seconds", "device"}) {
+        "diverged_step", "steps_to_threshold", "steps_done", "wall_seconds", "device",
+        "device_kind", "dtype", "torch_version", "tokenizer_sha256"}) {
     header.push_back(h);
   }
   for (const auto& p : probes) header.push_back(absl::StrCat("probe_", p));
@@ -56,6 +58,9 @@ std::string RunsCsv(const std::vector<ablate::v1::Run>& runs) {
     row.push_back(finished ? absl::StrCat(res.steps_done()) : "");
     row.push_back(finished ? Cell(res.wall_seconds()) : "");
     row.push_back(res.device());
+    const analysis::Provenance provenance = analysis::ProvenanceOf(r);
+    row.insert(row.end(), {provenance.device_kind, provenance.dtype, provenance.torch_version,
+                           provenance.tokenizer_sha256});
     for (const auto& p : probes) {
       auto it = res.final_probes().find(p);
       row.push_back(it == res.final_probes().end() ? "" : Cell(it->second));
@@ -76,30 +81,33 @@ std::string CellsCsv(const analysis::Analysis& a) {
                                      a.options.lr_axis};
   for (const char* h :
        {"l0", "loss_mean", "loss_std", "n", "n_diverged", "n_pending", "n_failed", "n_missing",
-        "train_loss_mean", "perplexity", "steps_to_threshold_median"}) {
+        "train_loss_mean", "perplexity", "steps_to_threshold_median", "mixed", "provenance"}) {
     header.push_back(h);
   }
   for (const auto& p : probes) header.push_back(absl::StrCat("probe_", p));
   std::string out = CsvLine(header);
   for (const auto& c : a.curves) {
     for (const auto& p : c.points) {
-      std::vector<std::string> row = {c.context,
-                                      c.variant,
-                                      c.moderator,
-                                      p.lr_text,
-                                      Cell(p.l0),
-                                      Cell(p.loss),
-                                      Cell(p.loss_std),
-                                      absl::StrCat(p.n),
-                                      absl::StrCat(p.n_diverged),
-                                      absl::StrCat(p.n_pending),
-                                      absl::StrCat(p.n_failed),
-                                      absl::StrCat(p.n_absent),
-                                      Cell(p.train_loss),
-                                      Cell(p.perplexity),
-                                      !a.has_threshold       ? ""
-                                      : p.steps_to_threshold ? Cell(p.steps_to_threshold)
-                                                             : "never"};
+      std::vector<std::string> row = {
+          c.context,
+          c.variant,
+          c.moderator,
+          p.lr_text,
+          Cell(p.l0),
+          Cell(p.loss),
+          Cell(p.loss_std),
+          absl::StrCat(p.n),
+          absl::StrCat(p.n_diverged),
+          absl::StrCat(p.n_pending),
+          absl::StrCat(p.n_failed),
+          absl::StrCat(p.n_absent),
+          Cell(p.train_loss),
+          Cell(p.perplexity),
+          !a.has_threshold       ? ""
+          : p.steps_to_threshold ? Cell(p.steps_to_threshold)
+                                 : "never",
+          absl::StrJoin(p.mixed, "; "),
+          absl::StrJoin(analysis::ProvenanceLabels(p.provenance, {}), "; ")};
       for (const auto& name : probes) {
         auto it = p.probes.find(name);
         row.push_back(it == p.probes.end() ? "" : Cell(it->second));

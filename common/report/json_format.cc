@@ -29,6 +29,15 @@ json PointJson(const analysis::Point& p) {
             {"run_ids", p.run_ids},
             {"probes", json::object()}};
   for (const auto& [name, v] : p.probes) j["probes"][name] = v;
+  j["mixed"] = p.mixed;
+  j["provenance"] = json::array();
+  for (const auto& [prov, n] : p.provenance) {
+    j["provenance"].push_back({{"device_kind", prov.device_kind},
+                               {"dtype", prov.dtype},
+                               {"torch_version", prov.torch_version},
+                               {"tokenizer_sha256", prov.tokenizer_sha256},
+                               {"runs", n}});
+  }
   return j;
 }
 
@@ -55,6 +64,7 @@ std::string FormatJson(const analysis::Analysis& a) {
             {"absent", a.absent},
             {"partial", a.partial},
             {"notes", a.notes},
+            {"mixed", json::array()},
             {"curves", json::array()},
             {"necessity", json::array()},
             {"verdicts", json::array()}};
@@ -71,6 +81,7 @@ std::string FormatJson(const analysis::Analysis& a) {
                {"max_good_lr", Opt(c.max_good_lr)},
                {"seeds", c.seeds},
                {"complete", c.complete},
+               {"mixed", c.mixed},
                {"points", json::array()}};
     for (const auto& p : c.points) cj["points"].push_back(PointJson(p));
     j["curves"].push_back(std::move(cj));
@@ -83,11 +94,18 @@ std::string FormatJson(const analysis::Analysis& a) {
                               {"eta_dagger", Opt(n.eta_dagger)},
                               {"interpolated", n.interpolated},
                               {"cap", Opt(n.cap)},
-                              {"detail", n.detail}});
+                              {"detail", n.detail},
+                              {"mixed", n.mixed}});
   }
   for (const auto& v : a.verdicts) {
-    j["verdicts"].push_back(
-        {{"hypothesis", v.hypothesis}, {"outcome", v.outcome}, {"line", v.line}});
+    j["verdicts"].push_back({{"hypothesis", v.hypothesis},
+                             {"outcome", v.outcome},
+                             {"line", v.line},
+                             {"mixed", v.mixed}});
+  }
+  for (const auto& m : a.mixed) {
+    j["mixed"].push_back(
+        {{"kind", m.kind}, {"where", m.where}, {"differs", m.differs}, {"detail", m.detail}});
   }
   return j.dump(2) + "\n";
 }

@@ -22,11 +22,7 @@ std::string Fmt(const std::optional<double>& x, const char* none) {
 namespace {
 
 const Point* PointAt(const Curve& c, const std::optional<double>& lr) {
-  if (!lr) return nullptr;
-  for (const auto& p : c.points) {
-    if (std::fabs(p.lr - *lr) <= 1e-9 * p.lr) return &p;
-  }
-  return nullptr;
+  return lr ? c.PointAt(*lr) : nullptr;
 }
 
 std::string Steps(const Analysis& a, const Point* p) {
@@ -52,6 +48,10 @@ std::string CurveStatus(const Curve& c) {
 
 }  // namespace
 
+std::string MixedMark(const std::vector<std::string>& differs) {
+  return differs.empty() ? "" : absl::StrCat(" [mixed: ", absl::StrJoin(differs, ", "), "]");
+}
+
 Table SummaryTable(const Analysis& a) {
   const auto& o = a.options;
   Table t;
@@ -60,6 +60,9 @@ Table SummaryTable(const Analysis& a) {
   t.header.insert(t.header.end(),
                   {o.variant_axis, o.moderator_axis, "eta*", "loss*", "ppl*", "LR sens.",
                    "max stable LR", "max good LR", "steps to thr. @eta*", "seeds", "status"});
+  // Only a mixed fleet gets the column: a uniform sweep's table stays as narrow as before.
+  const bool mixed = !a.mixed.empty();
+  if (mixed) t.header.push_back("mixed");
   for (const auto& c : a.curves) {
     std::vector<std::string> row;
     if (contexts) row.push_back(c.context);
@@ -68,6 +71,7 @@ Table SummaryTable(const Analysis& a) {
                            Fmt(opt ? opt->perplexity : std::nullopt), Fmt(c.lr_sensitivity),
                            Fmt(c.max_stable_lr), Fmt(c.max_good_lr), Steps(a, opt),
                            absl::StrCat(c.seeds), CurveStatus(c)});
+    if (mixed) row.push_back(c.mixed.empty() ? "-" : absl::StrJoin(c.mixed, ", "));
     t.rows.push_back(std::move(row));
   }
   return t;
@@ -81,7 +85,7 @@ Table NecessityTable(const Analysis& a) {
         !n.eta_dagger ? "never necessary" : (n.interpolated ? "interpolated" : "at a grid LR");
     t.rows.push_back({n.context.empty() ? "-" : n.context, n.moderator,
                       absl::StrCat(n.variant, " vs ", n.baseline), Fmt(n.eta_dagger),
-                      absl::StrCat(how, ": ", n.detail)});
+                      absl::StrCat(how, ": ", n.detail, MixedMark(n.mixed))});
   }
   return t;
 }
@@ -110,7 +114,7 @@ Table LossTable(const Analysis& a, const std::string& context, const std::string
       if (p->loss_std) absl::StrAppend(&cell, " ± ", Fmt(p->loss_std));
       absl::StrAppend(&cell, " (n=", p->n);
       if (p->n_diverged) absl::StrAppend(&cell, ", ", p->n_diverged, " diverged");
-      absl::StrAppend(&cell, ")");
+      absl::StrAppend(&cell, ")", MixedMark(p->mixed));
       row.push_back(cell);
     }
     t.rows.push_back(std::move(row));

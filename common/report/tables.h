@@ -17,7 +17,11 @@ struct Table {
 // "%.4g", or `none` for a figure that does not exist.
 std::string Fmt(const std::optional<double>& x, const char* none = "none");
 
-// One row per curve: η*, ℓ*, perplexity, LR sensitivity, max stable/good LR, steps, seeds.
+// " [mixed: device kind, dtype]" after a figure that rests on mixed runs; "" when uniform.
+std::string MixedMark(const std::vector<std::string>& differs);
+
+// One row per curve: η*, ℓ*, perplexity, LR sensitivity, max stable/good LR, steps, seeds;
+// with a "mixed" column (what differs among the curve's runs) when anything is mixed.
 Table SummaryTable(const analysis::Analysis& a);
 
 // One row per η† (context, moderator, variant vs baseline).

@@ -10,6 +10,7 @@ using analysis::Analysis;
 std::string FormatTable(const Analysis& a) {
   std::string out;
   for (const auto& note : a.notes) absl::StrAppend(&out, "note: ", note, "\n");
+  for (const auto& m : a.mixed) absl::StrAppend(&out, "mixed: ", m.Line(), "\n");
   if (!a.notes.empty()) out += "\n";
   out += RenderText(SummaryTable(a));
   if (!a.necessity.empty()) {
@@ -35,6 +36,14 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
                   "initial loss l0.\n\n");
   for (const auto& note : a.notes) absl::StrAppend(&out, "> **Note:** ", note, "\n>\n");
   if (!a.notes.empty()) out += "\n";
+  if (!a.mixed.empty()) {
+    out +=
+        "## Mixed runs\n\nThese cells and comparisons rest on runs that differ in device kind, "
+        "dtype, torch version or tokenizer; their differences may be the hardware's, not the "
+        "variant's. Figures marked [mixed] below are among them.\n\n";
+    for (const auto& m : a.mixed) absl::StrAppend(&out, "- ", m.Line(), "\n");
+    out += "\n";
+  }
 
   if (!a.verdicts.empty()) {
     out += "## Verdicts\n\n";

@@ -359,14 +359,47 @@ TEST_F(QueueTest, ReleaseRequeuesAtOnceWithoutSpendingAnAttempt) {
   EXPECT_EQ(Report(run, 1, 0, 1).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+// A mixed fleet (a CPU box, an MPS laptop, a rented CUDA GPU): a run pinned to a device kind
+// goes to a worker of that kind only, however early in the queue it sits; `auto` goes to any.
 TEST_F(QueueTest, WorkersOnlyLeaseRunsTheirDeviceCanRun) {
-  Submit(SweepYaml("gpu-only", 1, 1, ", device: cuda"));
-  const int64_t cpu = Register("laptop", "cpu");
+  // Queue order: the mps-pinned run first, then the cuda-pinned one, so each worker of the
+  // wrong kind has a pinned run at the head of the queue that it must skip.
+  Submit(SweepYaml("laptop-only", 1, 1, ", device: mps"));
+  Submit(SweepYaml("gpu-only", 1, 1, ", device: cuda, dtype: bfloat16"));
+  const int64_t cpu = Register("box", "cpu");
+  const int64_t mps = Register("laptop", "mps");
   const int64_t gpu = Register("rented", "cuda");
-  EXPECT_FALSE(Lease(cpu).has_run());
-  auto l = Lease(gpu);
-  ASSERT_TRUE(l.has_run());
-  EXPECT_EQ(l.spec().config().device(), "cuda");
+
+  EXPECT_FALSE(Lease(cpu).has_run());  // neither pinned run is for a CPU
+  auto on_gpu = Lease(gpu);            // skips the mps run ahead of it
+  ASSERT_TRUE(on_gpu.has_run());
+  EXPECT_EQ(on_gpu.spec().config().device(), "cuda");
+  EXPECT_EQ(on_gpu.spec().config().dtype(), "bfloat16");  // the pinned dtype travels with it
+  EXPECT_FALSE(Lease(gpu).has_run());                     // the mps run is not for a GPU
+
+  // Requeue the cuda run: now it waits behind the mps run for the laptop, which must skip it.
+  v1::ReleaseRequest release;
+  release.set_run_id(on_gpu.spec().run_id());
+  release.set_attempt(on_gpu.lease().attempt());
+  release.set_reason("requeued by the test");
+  v1::ReleaseResponse released;
+  ASSERT_TRUE(WorkerStub()->Release(Ctx().get(), release, &released).ok());
+  auto on_laptop = Lease(mps);
+  ASSERT_TRUE(on_laptop.has_run());
+  EXPECT_EQ(on_laptop.spec().config().device(), "mps");
+  EXPECT_FALSE(Lease(mps).has_run());  // the cuda run is not for the laptop
+  EXPECT_FALSE(Lease(cpu).has_run());  // nor for the CPU box
+  auto again = Lease(gpu);
+  ASSERT_TRUE(again.has_run());
+  EXPECT_EQ(again.spec().run_id(), on_gpu.spec().run_id());
+
+  // `device: auto` runs on any kind of worker.
+  Submit(SweepYaml("anywhere", 3, 1, ", device: auto"));
+  for (const int64_t w : {cpu, mps, gpu}) {
+    auto l = Lease(w);
+    ASSERT_TRUE(l.has_run()) << "worker " << w;
+    EXPECT_EQ(l.spec().config().device(), "auto");
+  }
 }
 
 TEST_F(QueueTest, LongPollWakesWhenASweepArrives) {

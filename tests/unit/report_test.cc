@@ -40,8 +40,10 @@ std::vector<std::string> Lines(const std::string& text) {
   return out;
 }
 
-// 2 variants x 2 depths x 3 LRs x 2 seeds; layernorm never diverges, none diverges at 0.1 for
-// depth 8; one run still queued so the report is partial.
+const char* const kTokenizer = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+
+// 2 variants x 2 depths x 3 LRs x 2 seeds, all on one CUDA/bfloat16 stack; layernorm never
+// diverges, none diverges at 0.1 for depth 8; one run still queued so the report is partial.
 std::vector<Run> StudyRuns() {
   std::vector<Run> runs;
   const char* lrs[] = {"0.001", "0.01", "0.1"};
@@ -58,6 +60,11 @@ std::vector<Run> StudyRuns() {
           (*r.mutable_grid_values())["lr"] = lrs[i];
           (*r.mutable_grid_values())["seed"] = std::to_string(seed);
           auto* res = r.mutable_result();
+          res->set_device("cuda:0 (NVIDIA GeForce RTX 4090)");
+          res->set_device_kind("cuda");
+          res->set_dtype("bfloat16");
+          res->set_torch_version("2.1.0");
+          res->set_tokenizer_sha256(kTokenizer);
           res->set_initial_loss(8.3);
           res->set_steps_to_threshold(-1);
           const bool diverge =
@@ -87,6 +94,38 @@ std::vector<Run> StudyRuns() {
   runs[1].set_state(ablate::v1::QUEUED);
   runs[1].clear_result();
   return runs;
+}
+
+// StudyRuns on a mixed fleet: one depth-8 run of `none` at lr 0.001 ran on the MPS laptop in
+// float32 (a mixed cell), and every depth-2 run of `layernorm` ran in float32 on CUDA, so each
+// depth-2 cell is uniform but every depth-2 pair compares float32 with bfloat16.
+std::vector<Run> MixedStudyRuns() {
+  auto runs = StudyRuns();
+  for (auto& r : runs) {
+    const auto& g = r.grid_values();
+    if (g.at("qk_norm") == "none" && g.at("n_layer") == "8" && g.at("lr") == "0.001" &&
+        r.seed() == 1) {
+      r.mutable_result()->set_device("mps");
+      r.mutable_result()->set_device_kind("");  // an older result: the kind comes from device
+      r.mutable_result()->set_dtype("float32");
+    }
+    if (g.at("qk_norm") == "layernorm" && g.at("n_layer") == "2") {
+      r.mutable_result()->set_dtype("float32");
+    }
+  }
+  return runs;
+}
+
+// The CSV field under `column` in `row` (by the header's names, not positions).
+std::string Field(const std::string& header, const std::string& row, const std::string& column) {
+  auto names = SplitCsvLine(header);
+  auto fields = SplitCsvLine(row);
+  EXPECT_TRUE(names.ok() && fields.ok());
+  for (size_t i = 0; i < names->size() && i < fields->size(); ++i) {
+    if ((*names)[i] == column) return (*fields)[i];
+  }
+  ADD_FAILURE() << "no column " << column;
+  return "";
 }
 
 TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
@@ -126,7 +165,8 @@ TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
   EXPECT_EQ(rows[0],
             "id,lr,n_layer,qk_norm,seed,state,attempt,l0,final_train_loss,final_val_loss,"
             "final_val_ppl,diverged_step,steps_to_threshold,steps_done,wall_seconds,device,"
-            "probe_attn_entropy,probe_max_attn_logit");
+            "device_kind,dtype,torch_version,tokenizer_sha256,probe_attn_entropy,"
+            "probe_max_attn_logit");
   for (size_t i = 0; i < runs.size(); ++i) {
     auto fields = SplitCsvLine(rows[i + 1]);
     ASSERT_TRUE(fields.ok());
@@ -152,8 +192,9 @@ TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
   // cells.csv: 2 x 2 x 3 cells.
   const auto cells = Lines(Slurp(dir + "/cells.csv"));
   EXPECT_EQ(cells.size(), 13u);
-  EXPECT_THAT(cells,
-              testing::Contains(",none,8,0.1,8.3,8.3,0,2,2,0,0,0,,4023.872394,never,1.5,1000"));
+  EXPECT_THAT(cells, testing::Contains(",none,8,0.1,8.3,8.3,0,2,2,0,0,0,,4023.872394,never,,"
+                                       "cuda/bfloat16/torch 2.1.0/tokenizer 9f86d081884c (2 runs),"
+                                       "1.5,1000"));
 
   const std::string md = Slurp(dir + "/report.md");
   EXPECT_THAT(md, HasSubstr("# study (partial)"));
@@ -210,13 +251,104 @@ TEST(Formats, TableMarkdownAndJsonCarryTheFigures) {
   EXPECT_TRUE(j["partial"].get<bool>());
 }
 
+TEST(Provenance, UniformSweepHasNoMixedColumnOrMark) {
+  auto a = analysis::Analyze(StudyRuns());
+  ASSERT_TRUE(a.ok());
+  EXPECT_THAT(FormatTable(*a), testing::Not(HasSubstr("mixed")));
+  EXPECT_THAT(FormatMarkdown(*a, {}), testing::Not(HasSubstr("mixed")));
+  const auto cells = Lines(CellsCsv(*a));
+  ASSERT_EQ(cells.size(), 13u);
+  for (size_t i = 1; i < cells.size(); ++i) {
+    EXPECT_EQ(Field(cells[0], cells[i], "mixed"), "") << cells[i];
+  }
+  const auto j = nlohmann::json::parse(FormatJson(*a));
+  EXPECT_TRUE(j["mixed"].empty());
+  EXPECT_TRUE(j["curves"][0]["points"][0]["mixed"].empty());
+  EXPECT_EQ(j["curves"][0]["points"][0]["provenance"][0]["dtype"], "bfloat16");
+  EXPECT_TRUE(analysis::RequireUniform(*a).ok());
+}
+
+TEST(Provenance, MixedCellsAndPairsShowInEveryFormat) {
+  const auto runs = MixedStudyRuns();
+  auto a = analysis::Analyze(runs);
+  ASSERT_TRUE(a.ok());
+  const std::string cell =
+      "cell lr=0.001,n_layer=8,qk_norm=none: cuda/bfloat16 (1 run) vs mps/float32 (1 run)";
+  const std::string dtype_pair =
+      "pair lr=0.01,n_layer=2: qk_norm=none bfloat16 (2 runs) vs qk_norm=layernorm float32 (2 "
+      "runs)";
+
+  // Terminal: every mixed place listed, a "mixed" column, marked verdicts.
+  const std::string table = FormatTable(*a);
+  EXPECT_THAT(table, HasSubstr("mixed: " + cell + "\n"));
+  EXPECT_THAT(table, HasSubstr("mixed: " + dtype_pair + "\n"));
+  EXPECT_THAT(table,
+              HasSubstr("mixed: pair lr=0.001,n_layer=8: qk_norm=none cuda/bfloat16 (1 run) + "
+                        "mps/float32 (1 run) vs qk_norm=layernorm cuda/bfloat16 (2 runs)\n"));
+  EXPECT_THAT(table, testing::ContainsRegex("status +mixed\n"));
+  EXPECT_THAT(table, testing::ContainsRegex("none +8 .*complete +device kind, dtype\n"));
+  EXPECT_THAT(table, testing::ContainsRegex("layernorm +2 .*complete +-\n"));
+  EXPECT_THAT(table, HasSubstr("[rests on mixed runs: device kind, dtype differ]"));
+
+  // report.md: the list, and marks on the loss-vs-LR cells and the eta-dagger rows.
+  const std::string md = FormatMarkdown(*a, {});
+  EXPECT_THAT(md, HasSubstr("## Mixed runs"));
+  EXPECT_THAT(md, HasSubstr("- " + cell + "\n"));
+  EXPECT_THAT(md, HasSubstr("- " + dtype_pair + "\n"));
+  EXPECT_THAT(md, HasSubstr("(n=2) [mixed: device kind, dtype] |"));
+  EXPECT_THAT(md,
+              testing::ContainsRegex("\\| 2 \\| layernorm vs none \\| .* \\[mixed: dtype\\] \\|"));
+
+  // cells.csv: what differs, and every stack a cell ran on.
+  const auto cells = Lines(CellsCsv(*a));
+  int mixed_rows = 0;
+  for (size_t i = 1; i < cells.size(); ++i) {
+    const std::string mixed = Field(cells[0], cells[i], "mixed");
+    if (mixed.empty()) continue;
+    ++mixed_rows;
+    EXPECT_EQ(mixed, "device kind; dtype");
+    EXPECT_EQ(Field(cells[0], cells[i], "n_layer"), "8");
+    EXPECT_EQ(Field(cells[0], cells[i], "lr"), "0.001");
+    EXPECT_EQ(Field(cells[0], cells[i], "provenance"),
+              "cuda/bfloat16/torch 2.1.0/tokenizer 9f86d081884c (1 run); mps/float32/torch "
+              "2.1.0/tokenizer 9f86d081884c (1 run)");
+  }
+  EXPECT_EQ(mixed_rows, 1);
+
+  // runs.csv: the laptop's run reads mps although it predates device_kind.
+  const auto rows = Lines(RunsCsv(runs));
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].result().device() != "mps") continue;
+    EXPECT_EQ(Field(rows[0], rows[i + 1], "device_kind"), "mps");
+    EXPECT_EQ(Field(rows[0], rows[i + 1], "dtype"), "float32");
+  }
+
+  // JSON: the list, and the flags on points, curves, eta-dagger rows and verdicts.
+  const auto j = nlohmann::json::parse(FormatJson(*a));
+  ASSERT_FALSE(j["mixed"].empty());
+  EXPECT_EQ(j["mixed"][0]["kind"], "cell");
+  EXPECT_EQ(j["mixed"][0]["where"], "lr=0.001,n_layer=8,qk_norm=none");
+  EXPECT_EQ(j["mixed"][0]["differs"], nlohmann::json({"device kind", "dtype"}));
+  EXPECT_EQ(j["curves"][1]["moderator"], "8");
+  EXPECT_EQ(j["curves"][1]["points"][0]["mixed"], nlohmann::json({"device kind", "dtype"}));
+  EXPECT_EQ(j["curves"][1]["points"][0]["provenance"].size(), 2u);
+  EXPECT_EQ(j["necessity"][0]["mixed"], nlohmann::json({"dtype"}));
+  EXPECT_EQ(j["verdicts"][0]["mixed"], nlohmann::json({"device kind", "dtype"}));
+
+  // --require-uniform's error names each of them.
+  const auto status = analysis::RequireUniform(*a);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr(cell));
+  EXPECT_THAT(std::string(status.message()), HasSubstr(dtype_pair));
+}
+
 TEST(Export, RoundTripsSweepRunsAndMetrics) {
   Export data;
   data.sweep.set_id(7);
   data.sweep.set_name("q'uote\"d,sweep");
   data.sweep.set_spec_yaml("name: x\ngrid: {lr: [0.1]}\n");
   data.sweep.add_axes("lr");
-  data.runs = StudyRuns();
+  data.runs = MixedStudyRuns();
   data.metrics = {{1, 0, "train_loss", 8.31}, {1, 10, "weird,\"name\"", -1e-300}};
   const std::string dir = TempDir() + "/export";
   ASSERT_TRUE(WriteExport(data, dir).ok());
@@ -234,6 +366,19 @@ TEST(Export, RoundTripsSweepRunsAndMetrics) {
     EXPECT_TRUE(back->runs[i].result().final_probes().empty() ||
                 back->runs[i].result().final_probes().at("max_attn_logit") ==
                     data.runs[i].result().final_probes().at("max_attn_logit"));
+    EXPECT_EQ(back->runs[i].result().device_kind(), data.runs[i].result().device_kind());
+    EXPECT_EQ(back->runs[i].result().dtype(), data.runs[i].result().dtype());
+    EXPECT_EQ(back->runs[i].result().torch_version(), data.runs[i].result().torch_version());
+    EXPECT_EQ(back->runs[i].result().tokenizer_sha256(), data.runs[i].result().tokenizer_sha256());
+  }
+  // `report --from` sees the same mixed cells and pairs as the report from the server did.
+  auto before = analysis::Analyze(data.runs);
+  auto after = analysis::Analyze(back->runs);
+  ASSERT_TRUE(before.ok() && after.ok());
+  ASSERT_EQ(after->mixed.size(), before->mixed.size());
+  EXPECT_FALSE(after->mixed.empty());
+  for (size_t i = 0; i < before->mixed.size(); ++i) {
+    EXPECT_EQ(after->mixed[i].Line(), before->mixed[i].Line());
   }
   ASSERT_EQ(back->metrics.size(), 2u);
   EXPECT_EQ(back->metrics[1].name, "weird,\"name\"");
