@@ -213,7 +213,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
       if (value.IsNull()) continue;
       RETURN_IF_ERROR(source.Mapping(value, key));
       for (const auto& axis : value) {
-        ASSIGN_OR_RETURN(Axis parsed, ParseAxis(source, axis.first, axis.second));
+        ASSIGN_OR_RETURN(Axis parsed, ParseAxis(source, axis.first, axis.second, limits.max_runs));
         sweep->grid.push_back(std::move(parsed));
       }
     } else if (key == "order") {

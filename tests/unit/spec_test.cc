@@ -515,6 +515,22 @@ TEST(Hostile, GeneratedValuesMustBeFinite) {
             "s.yaml:4: grid.steps: generates 1e+300, too large for steps");
 }
 
+TEST(Hostile, GeneratorsStopAtTheGridLimit) {
+  // Found by the fuzzer: a 100,000-value axis was generated in full before the grid limit refused
+  // it (over a second under ASan). An axis longer than the limit is now refused before it exists.
+  Limits limits;
+  limits.max_runs = 10;
+  auto s = ParseSweep(Sweep("grid:\n  seed: {linspace: {min: 0, max: 99999, num: 100000}}\n"),
+                      "s.yaml", limits);
+  EXPECT_EQ(s.status().message(),
+            "s.yaml:4: grid.seed.linspace.num: must be between 1 and 10 (the grid limit)");
+  s = ParseSweep(Sweep("grid:\n  lr: {logspace: {min: 1e-10, max: 1, per_decade: 2}}\n"), "s.yaml",
+                 limits);
+  EXPECT_EQ(s.status().message(),
+            "s.yaml:4: grid.lr.logspace: generates more than 10 values (the grid limit); raise "
+            "min or lower per_decade");
+}
+
 TEST(Hostile, SyntheticDataIsAPositiveCountWithinTheCap) {
   for (const std::string bad :
        {"synthetic:", "synthetic:0", "synthetic:-5", "synthetic:abc", "synthetic:1e3",
