@@ -29,6 +29,9 @@ constexpr char kSweepColumns[] =
     "    AS avg_seconds "
     "  FROM runs WHERE sweep_id = s.id) c ";
 
+// ListRuns(limit <= 0) for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
+constexpr int kAllRuns = 1000000;
+
 v1::Sweep SweepFromRow(const pqxx::row& row) {
   v1::Sweep s;
   s.set_id(row[0].as<int64_t>());
@@ -112,7 +115,11 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
         pg::Int64Array(steps));
     std::vector<std::string> shas, paths;
     std::vector<int64_t> sizes;
+    std::set<std::string> seen;
     for (const auto& d : datasets) {
+      // train and val may be the same file (or two files with the same bytes): one row, since
+      // ON CONFLICT DO UPDATE cannot touch a row twice in one statement.
+      if (!seen.insert(d.sha256).second) continue;
       shas.push_back(d.sha256);
       paths.push_back(d.path);
       sizes.push_back(d.size_bytes);
@@ -186,7 +193,7 @@ absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
         absl::StrCat("SELECT ", pg::kRunColumns,
                      " WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR "
                      "r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3"),
-        sweep_id, pg::TextArray(StateNames(states)), limit > 0 ? limit : 1000000);
+        sweep_id, pg::TextArray(StateNames(states)), limit > 0 ? limit : kAllRuns);
     Out out;
     out.reserve(r.size());
     for (const auto& row : r) {
