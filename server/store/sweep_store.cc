@@ -79,9 +79,12 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
 
 absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
                                              const std::vector<DatasetRecord>& datasets) {
-  std::vector<std::string> cells, devices, specs;
+  std::vector<std::string> cells, devices;
   std::vector<int64_t> seeds, orders, steps;
   std::set<std::string> distinct_devices;
+  // The run specs' JSON is the bulk of a big sweep (~1 KB a run): build its array literal
+  // directly rather than a vector of strings joined afterwards (two copies at the peak).
+  std::string specs = "{";
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const v1::RunSpec& run = sweep.runs[i];
     cells.push_back(run.cell());
@@ -90,9 +93,10 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     const std::string device = run.config().device().empty() ? "auto" : run.config().device();
     devices.push_back(device);
     distinct_devices.insert(device);
-    specs.push_back(pg::ToJson(run));
+    pg::AppendTextArrayElement(&specs, pg::ToJson(run));
     steps.push_back(run.config().steps());
   }
+  specs += '}';
   return db_->Tx<v1::Sweep>("submit sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
     pqxx::row s = tx.exec_params1(
         "INSERT INTO sweeps (name, spec_yaml, file_name, priority, max_attempts, axes, "
@@ -111,8 +115,7 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
         "INSERT INTO run_specs (run_id, spec) "
         "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
         id, sweep.priority, sweep.max_attempts, pg::TextArray(cells), pg::Int64Array(seeds),
-        pg::Int64Array(orders), pg::TextArray(devices), pg::TextArray(specs),
-        pg::Int64Array(steps));
+        pg::Int64Array(orders), pg::TextArray(devices), specs, pg::Int64Array(steps));
     std::vector<std::string> shas, paths;
     std::vector<int64_t> sizes;
     std::set<std::string> seen;
