@@ -22,6 +22,10 @@ struct ServerOptions {
   int max_message_bytes = 16 << 20;
   int max_spec_bytes = 1 << 20;
   int max_points_per_report = 50000;
+  // Sweep files parsed and expanded at once (SubmitSweep); a request that finds every slot taken
+  // waits up to parse_wait_seconds, then gets RESOURCE_EXHAUSTED.
+  int max_concurrent_parses = 2;
+  double parse_wait_seconds = 5;
   int db_pool_size = 16;
   int executor_threads = 8;
   double reap_interval_seconds = 0;  // 0: lease_seconds / 4, at most 5 s

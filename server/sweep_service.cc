@@ -1,9 +1,11 @@
 #include "server/sweep_service.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "common/spec/spec.h"
+#include "common/util/fields.h"
 #include "server/polling_stream.h"
 #include "server/store/channels.h"
 #include "spdlog/spdlog.h"
@@ -16,6 +18,11 @@ constexpr int kPointsPerMessage = 20000;
 // Fallback re-read for streams when no NOTIFY arrives (ETA and worker liveness change silently).
 constexpr auto kIdlePoll = std::chrono::seconds(5);
 constexpr int kWatchAllRunsUpTo = 5000;
+// A dry run returns this many expanded rows (and the total count).
+constexpr int64_t kDryRunRows = 100;
+// ListRuns: limit <= 0 means this many; larger limits are capped.
+constexpr int kDefaultListRuns = 1000;
+constexpr int kMaxListRuns = 10000;
 
 std::vector<v1::RunState> States(const google::protobuf::RepeatedField<int>& states) {
   std::vector<v1::RunState> out;
@@ -34,41 +41,83 @@ absl::StatusOr<Caller> SweepServiceImpl::Authorize(const grpc::ServerContextBase
   return d_.auth->Check(ctx, Surface::kSweep, method);
 }
 
+bool ParseSlots::Acquire(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, wait, [this] { return free_ > 0; })) return false;
+  --free_;
+  return true;
+}
+
+void ParseSlots::Release() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++free_;
+  cv_.notify_one();
+}
+
 grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext* ctx,
                                            const v1::SubmitSweepRequest* req,
                                            v1::SubmitSweepResponse* resp) {
   RpcTimer timer(d_.metrics, "SubmitSweep");
   auto caller = Authorize(*ctx, "SweepService.SubmitSweep");
   if (!caller.ok()) return ToGrpc(caller.status());
+  // Checked before anything echoes it: the file name prefixes every error message.
+  if (auto s = spec::CheckFileName(req->file_name()); !s.ok()) return ToGrpc(s);
   const std::string file_name = req->file_name().empty() ? "sweep.yaml" : req->file_name();
   if (static_cast<int64_t>(req->spec_yaml().size()) > d_.options->max_spec_bytes) {
     return ToGrpc(absl::InvalidArgumentError(
         absl::StrCat(file_name, ": sweep file is ", req->spec_yaml().size(),
                      " bytes; the server accepts at most ", d_.options->max_spec_bytes)));
   }
+  const auto wait = std::chrono::milliseconds(
+      static_cast<int64_t>(std::max(0.0, d_.options->parse_wait_seconds) * 1000));
+  if (!parse_slots_.Acquire(wait)) {
+    spdlog::warn("sweep submit refused: parse slots busy file={} by={}", util::LogQuote(file_name),
+                 util::LogQuote(caller->name));
+    return ToGrpc(absl::ResourceExhaustedError(
+        absl::StrCat(file_name, ": the server is busy parsing ", d_.options->max_concurrent_parses,
+                     " other sweep file(s); retry in a few seconds")));
+  }
+  grpc::Status out = Submit(*caller, *req, resp);
+  parse_slots_.Release();
+  return out;
+}
+
+grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
+                                      v1::SubmitSweepResponse* resp) {
+  const std::string file_name = req.file_name().empty() ? "sweep.yaml" : req.file_name();
   spec::Limits limits;
   limits.max_runs = d_.options->max_grid;
-  auto sweep = spec::ParseSweep(req->spec_yaml(), file_name, limits);
+  auto sweep = spec::ParseSweep(req.spec_yaml(), file_name, limits);
   if (!sweep.ok()) return ToGrpc(sweep.status());
-  auto runs = spec::Expand(*sweep, limits);
-  if (!runs.ok()) return ToGrpc(runs.status());
   v1::DataSpec data = sweep->data;
   auto datasets = d_.datasets->Resolve(file_name, &data);
   if (!datasets.ok()) return ToGrpc(datasets.status());
-  for (auto& run : *runs) {
-    run.set_sweep_name(sweep->name);
-    *run.mutable_data() = data;
-  }
   NewSweep s;
   s.name = sweep->name;
   s.file_name = file_name;
-  s.spec_yaml = req->spec_yaml();
-  s.submitted_by = caller->name;
-  s.priority = req->priority() != 0 ? req->priority() : sweep->priority;
+  s.spec_yaml = req.spec_yaml();
+  s.submitted_by = caller.name;
+  s.priority = req.priority() != 0 ? req.priority() : sweep->priority;
   s.max_attempts = sweep->max_attempts;
   for (const auto& axis : sweep->grid) s.axes.push_back(axis.name);
-  resp->set_runs(static_cast<int>(runs->size()));
-  if (req->dry_run()) {
+  // ParseSweep has validated every run; this walk only collects them, one at a time.
+  int64_t count = 0;
+  auto collect = spec::ForEachRun(*sweep, limits, [&](v1::RunSpec&& run) {
+    ++count;
+    run.set_sweep_name(sweep->name);
+    *run.mutable_data() = data;
+    // A dry run answers with the count, the axes and the first rows: the whole expansion of a
+    // 256-byte file can be 100,000 runs (~150 MB built, ~40 MB sent) per request.
+    if (req.dry_run()) {
+      if (count <= kDryRunRows) *resp->add_expanded() = std::move(run);
+    } else {
+      s.runs.push_back(std::move(run));
+    }
+    return absl::OkStatus();
+  });
+  if (!collect.ok()) return ToGrpc(collect);
+  resp->set_runs(static_cast<int>(count));
+  if (req.dry_run()) {
     auto* out = resp->mutable_sweep();
     out->set_name(s.name);
     out->set_state("dry_run");
@@ -76,16 +125,15 @@ grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext* ctx,
     out->set_file_name(s.file_name);
     out->set_priority(s.priority);
     for (const auto& a : s.axes) out->add_axes(a);
-    out->mutable_counts()->set_total(static_cast<int>(runs->size()));
-    for (auto& run : *runs) *resp->add_expanded() = std::move(run);
+    out->mutable_counts()->set_total(static_cast<int>(count));
     return grpc::Status::OK;
   }
-  s.runs = *std::move(runs);
   auto stored = d_.sweeps->Insert(s, *datasets);
   if (!stored.ok()) return ToGrpc(stored.status());
   *resp->mutable_sweep() = *std::move(stored);
-  spdlog::info("sweep submitted id={} name={} runs={} by={}", resp->sweep().id(), s.name,
-               resp->runs(), caller->name);
+  spdlog::info("sweep submitted id={} name={} file={} runs={} by={}", resp->sweep().id(),
+               util::LogQuote(s.name), util::LogQuote(file_name), resp->runs(),
+               util::LogQuote(caller.name));
   return grpc::Status::OK;
 }
 
@@ -128,7 +176,7 @@ grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext* ctx,
   auto n = d_.sweeps->Cancel(*id, {req->run_ids().begin(), req->run_ids().end()});
   if (!n.ok()) return ToGrpc(n.status());
   resp->set_cancelled(*n);
-  spdlog::info("sweep cancel id={} runs_cancelled={} by={}", *id, *n, caller->name);
+  spdlog::info("sweep cancel id={} runs_cancelled={} by={}", *id, *n, util::LogQuote(caller->name));
   return grpc::Status::OK;
 }
 
@@ -195,7 +243,9 @@ grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::List
     if (!id.ok()) return ToGrpc(id.status());
     sweep_id = *id;
   }
-  auto runs = d_.sweeps->ListRuns(sweep_id, States(req->states()), req->limit());
+  // Unbounded, one call over every sweep would serialise the whole runs table into one reply.
+  const int limit = req->limit() <= 0 ? kDefaultListRuns : std::min(req->limit(), kMaxListRuns);
+  auto runs = d_.sweeps->ListRuns(sweep_id, States(req->states()), limit);
   if (!runs.ok()) return ToGrpc(runs.status());
   for (auto& r : *runs) *resp->add_runs() = std::move(r);
   return grpc::Status::OK;

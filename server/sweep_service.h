@@ -2,16 +2,37 @@
 // callback-API streams woken by NOTIFY (see PollingStream); the rest are synchronous.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
 #include "ablate/v1/ablate.grpc.pb.h"
 #include "server/service_deps.h"
 
 namespace ablate::server {
 
+// A counting semaphore with a bounded wait: how many sweep files are parsed and expanded at once.
+// Each costs CPU and (for a real submit) memory in proportion to its grid, so a burst of large
+// submits queues briefly and then is told to retry instead of growing the server without bound.
+class ParseSlots {
+ public:
+  explicit ParseSlots(int slots) : free_(slots > 0 ? slots : 1) {}
+  // True once a slot is held (release it with Release); false after waiting `wait` in vain.
+  bool Acquire(std::chrono::milliseconds wait);
+  void Release();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int free_;
+};
+
 class SweepServiceImpl final
     : public v1::SweepService::WithCallbackMethod_WatchSweep<
           v1::SweepService::WithCallbackMethod_GetRunMetrics<v1::SweepService::Service>> {
  public:
-  explicit SweepServiceImpl(ServiceDeps deps) : d_(deps) {}
+  explicit SweepServiceImpl(ServiceDeps deps)
+      : d_(deps), parse_slots_(deps.options->max_concurrent_parses) {}
 
   grpc::Status SubmitSweep(grpc::ServerContext* ctx, const v1::SubmitSweepRequest* req,
                            v1::SubmitSweepResponse* resp) override;
@@ -36,7 +57,10 @@ class SweepServiceImpl final
 
  private:
   absl::StatusOr<Caller> Authorize(const grpc::ServerContextBase& ctx, const char* method);
+  grpc::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
+                      v1::SubmitSweepResponse* resp);
   ServiceDeps d_;
+  ParseSlots parse_slots_;
 };
 
 }  // namespace ablate::server

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/util/fields.h"
 #include "server/store/db.h"
 #include "server/store/migrator.h"
 #include "server/store/token_store.h"
@@ -45,12 +46,14 @@ absl::Status TokenList(const std::string& url) {
   if (!list.ok()) return list.status();
   std::printf("%-6s %-8s %-8s %-20s %s\n", "ID", "ROLE", "STATE", "CREATED", "NAME");
   for (const auto& t : *list) {
-    std::printf("%-6lld %-8s %-8s %-20s %s\n", static_cast<long long>(t.id),
-                RoleName(t.role).c_str(), t.revoked ? "revoked" : "active",
-                absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixSeconds(t.created_at),
-                                 absl::UTCTimeZone())
-                    .c_str(),
-                t.name.c_str());
+    std::printf(
+        "%-6lld %-8s %-8s %-20s %s\n", static_cast<long long>(t.id), RoleName(t.role).c_str(),
+        t.revoked ? "revoked" : "active",
+        absl::FormatTime("%Y-%m-%d %H:%M:%S", absl::FromUnixSeconds(t.created_at),
+                         absl::UTCTimeZone())
+            .c_str(),
+        // Tokens named before names were checked may hold control characters.
+        util::CheckName("name", t.name).ok() ? t.name.c_str() : util::LogQuote(t.name).c_str());
   }
   return absl::OkStatus();
 }

@@ -87,6 +87,8 @@ const std::vector<std::string>& AllowedValues(const std::string& setting) {
 std::string DidYouMean(const std::string& word, const std::vector<std::string>& candidates) {
   // A third of the word's length keeps "learning_rate" from suggesting "warmup" while still
   // catching typos and plural/singular slips ("n_layers", "qknorm").
+  // A long word is no typo of a short name, and the edit distance costs |word| * |candidate|.
+  if (word.size() > 64) return "";
   const size_t budget = std::max<size_t>(2, word.size() / 3);
   const std::string* best = nullptr;
   size_t best_distance = budget + 1;
@@ -142,10 +144,21 @@ absl::StatusOr<std::string> CanonicalValue(const FieldDescriptor* field, const s
 }
 
 absl::StatusOr<std::string> CanonicalNumber(const FieldDescriptor* field, double value) {
+  // logspace {min: 1e-300, max: 1e300} computes max/min = inf, and linspace over +-1e308 overflows
+  // max - min: a run must never be queued with lr = inf or nan.
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat("generates ", FormatDouble(value),
+                                                   "; values must be finite (narrow min/max)"));
+  }
   switch (field->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
     case FieldDescriptor::CPPTYPE_INT64: {
       const double rounded = std::round(value);
+      // Outside +-2^53 the cast below would be undefined (and the value no integer anyone means).
+      if (std::fabs(rounded) > 9.0e15) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("generates ", FormatDouble(value), ", too large for ", field->name()));
+      }
       if (std::fabs(value - rounded) > 1e-9 * std::max(1.0, std::fabs(value))) {
         return absl::InvalidArgumentError(absl::StrCat("generates ", FormatDouble(value), ", but ",
                                                        field->name(), " takes integers"));

@@ -112,7 +112,7 @@ std::string CellKey(const google::protobuf::Map<std::string, std::string>& grid_
   return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
 }
 
-absl::StatusOr<std::vector<RunSpec>> Expand(const SweepSpec& sweep, const Limits& limits) {
+absl::StatusOr<int64_t> CountRuns(const SweepSpec& sweep, const Limits& limits) {
   const std::string prefix = sweep.file_name.empty() ? "sweep" : sweep.file_name;
   int64_t total = 1;
   for (const auto& axis : sweep.grid) {
@@ -131,14 +131,18 @@ absl::StatusOr<std::vector<RunSpec>> Expand(const SweepSpec& sweep, const Limits
           limits.max_runs, " runs (the server's limit); split the sweep or drop values"));
     }
   }
+  return total;
+}
 
+absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunSink& sink) {
+  auto counted = CountRuns(sweep, limits);
+  if (!counted.ok()) return counted.status();
+  const int64_t total = *counted;
   const Traversal traversal = MakeTraversal(sweep);
   const size_t n = sweep.grid.size();
   bool has_seed_axis = false;
   for (const auto& axis : sweep.grid) has_seed_axis |= axis.name == "seed";
 
-  std::vector<RunSpec> runs;
-  runs.reserve(static_cast<size_t>(total));
   // Odometer over traversal positions; the last axis in traversal order turns fastest.
   std::vector<size_t> digit(n, 0);
   for (int64_t r = 0; r < total; ++r) {
@@ -158,7 +162,7 @@ absl::StatusOr<std::vector<RunSpec>> Expand(const SweepSpec& sweep, const Limits
     *run.mutable_data() = sweep.data;
     *run.mutable_divergence() = sweep.divergence;
     *run.mutable_threshold() = sweep.threshold;
-    runs.push_back(std::move(run));
+    if (auto s = sink(std::move(run)); !s.ok()) return s;
 
     for (size_t k = traversal.axes.size(); k-- > 0;) {
       const size_t axis = traversal.axes[k];
@@ -166,6 +170,19 @@ absl::StatusOr<std::vector<RunSpec>> Expand(const SweepSpec& sweep, const Limits
       digit[axis] = 0;
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<RunSpec>> Expand(const SweepSpec& sweep, const Limits& limits) {
+  auto total = CountRuns(sweep, limits);
+  if (!total.ok()) return total.status();
+  std::vector<RunSpec> runs;
+  runs.reserve(static_cast<size_t>(*total));
+  auto s = ForEachRun(sweep, limits, [&](RunSpec&& run) {
+    runs.push_back(std::move(run));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   return runs;
 }
 

@@ -17,7 +17,7 @@ constexpr double kInclusiveSlack = 1e-9;
 
 // Generates the numbers of a logspace/linspace mapping.
 absl::StatusOr<std::vector<double>> Generate(const YamlSource& source, const std::string& field,
-                                             const YAML::Node& spec) {
+                                             const YAML::Node& spec, int64_t max_values) {
   const auto kind = spec.begin()->first.Scalar();
   const YAML::Node body = spec.begin()->second;
   const std::string where = absl::StrCat(field, ".", kind);
@@ -58,7 +58,12 @@ absl::StatusOr<std::vector<double>> Generate(const YamlSource& source, const std
       const double v = lo * std::pow(10.0, static_cast<double>(k) / per_decade);
       if (v > hi * (1 + kInclusiveSlack)) break;
       values.push_back(v);
-      if (values.size() > 100000) return source.Error(body, where, "too many values");
+      if (static_cast<int64_t>(values.size()) > max_values) {
+        return source.Error(
+            body, where,
+            absl::StrCat("generates more than ", max_values,
+                         " values (the grid limit); raise min or lower per_decade"));
+      }
     }
     return values;
   }
@@ -66,8 +71,9 @@ absl::StatusOr<std::vector<double>> Generate(const YamlSource& source, const std
     return source.Error(body, where, log ? "needs num or per_decade" : "needs num");
   }
   ASSIGN_OR_RETURN(const int64_t num, source.Int(body["num"], where + ".num"));
-  if (num < 1 || num > 100000) {
-    return source.Error(body["num"], where + ".num", "must be between 1 and 100000");
+  if (num < 1 || num > max_values) {
+    return source.Error(body["num"], where + ".num",
+                        absl::StrCat("must be between 1 and ", max_values, " (the grid limit)"));
   }
   for (int64_t i = 0; i < num; ++i) {
     const double t = num == 1 ? 0.0 : static_cast<double>(i) / static_cast<double>(num - 1);
@@ -79,7 +85,7 @@ absl::StatusOr<std::vector<double>> Generate(const YamlSource& source, const std
 }  // namespace
 
 absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
-                               const YAML::Node& value) {
+                               const YAML::Node& value, int64_t max_values) {
   Axis axis;
   axis.name = key.Scalar();
   axis.line = YamlSource::Line(key);
@@ -103,7 +109,7 @@ absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
   } else if (value.IsMap() && value.size() == 1 &&
              (value.begin()->first.Scalar() == "logspace" ||
               value.begin()->first.Scalar() == "linspace")) {
-    ASSIGN_OR_RETURN(const auto numbers, Generate(source, field, value));
+    ASSIGN_OR_RETURN(const auto numbers, Generate(source, field, value, max_values));
     for (double v : numbers) {
       auto canonical = CanonicalNumber(setting, v);
       if (!canonical.ok()) return source.Error(value, field, canonical.status().message());

@@ -9,7 +9,9 @@ namespace ablate::spec {
 
 // `key` is the axis name node, `value` its values. Checks the name is a setting, values have its
 // type, the axis is non-empty, values are distinct (after canonical formatting) and LRs positive.
+// A generator may make at most `max_values` values: an axis longer than the grid limit can never
+// be submitted, and generating it first would cost the time and memory the limit exists to bound.
 absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
-                               const YAML::Node& value);
+                               const YAML::Node& value, int64_t max_values);
 
 }  // namespace ablate::spec

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -43,6 +44,12 @@ struct SweepSpec {
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)
 };
 
+// Longest file name accepted: it prefixes every error message and is stored with the sweep.
+inline constexpr size_t kMaxFileNameBytes = 1024;
+
+// file_name: at most kMaxFileNameBytes, no NUL, valid UTF-8 (INVALID_ARGUMENT naming file_name).
+absl::Status CheckFileName(std::string_view file_name);
+
 struct Limits {
   int64_t max_runs = 100000;  // a grid larger than this is refused
 };
@@ -55,6 +62,15 @@ absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view fil
 // grid_values set, run_id/sweep_id left 0. Fails if any run's config is invalid.
 absl::StatusOr<std::vector<ablate::v1::RunSpec>> Expand(const SweepSpec& sweep,
                                                         const Limits& limits = {});
+
+// How many runs the grid expands to (axes checked against `limits`; run configs not checked).
+absl::StatusOr<int64_t> CountRuns(const SweepSpec& sweep, const Limits& limits = {});
+
+// The same expansion as Expand, one run at a time: `sink` gets each run in order and may stop
+// the walk by returning an error. Holds one RunSpec, so validating or streaming a 100,000-run
+// grid costs kilobytes where Expand's vector costs ~150 MB.
+using RunSink = std::function<absl::Status(ablate::v1::RunSpec&&)>;
+absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunSink& sink);
 
 // The order in which `order: coarse_to_fine` visits the n values of the lr axis: both ends,
 // the middle, then bisection level by level, rounding towards the nearer end so the sequence is

@@ -2,13 +2,16 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/spec/config_check.h"
 #include "common/spec/config_fields.h"
 #include "common/spec/grid_axis.h"
 #include "common/spec/spec.h"
 #include "common/spec/yaml_source.h"
+#include "common/util/fields.h"
 #include "common/util/status_macros.h"
 
 namespace ablate::spec {
@@ -32,13 +35,37 @@ absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const s
       absl::StrCat("unknown key '", key.Scalar(), "'", DidYouMean(key.Scalar(), candidates)));
 }
 
+// A sweep name is a label in CLI output, URLs and report file names: printable ASCII within
+// util::kMaxNameBytes (so errors echo at most a short prefix), then a file-name-safe subset.
 absl::Status CheckName(const YamlSource& source, const YAML::Node& node, const std::string& name) {
-  const bool ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+  if (auto s = util::CheckName("name", name); !s.ok()) {
+    return source.Error(YamlSource::Line(node), "", s.message());
+  }
+  const bool ok = std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
   });
   if (ok) return absl::OkStatus();
   return source.Error(node, "name",
                       absl::StrCat("'", name, "' may only contain letters, digits, '.', '_', '-'"));
+}
+
+// synthetic:N asks workers to generate N stories (~400 bytes each); beyond a million the corpus
+// would outgrow a worker's disk and memory long before it helped a small model.
+constexpr int64_t kMaxSyntheticStories = 1000000;
+
+absl::Status CheckDataPath(const YamlSource& source, const YAML::Node& node,
+                           const std::string& field, const std::string& path) {
+  absl::string_view rest = path;
+  if (!absl::ConsumePrefix(&rest, "synthetic:")) return absl::OkStatus();
+  int64_t n = 0;
+  const bool digits = !rest.empty() && std::all_of(rest.begin(), rest.end(),
+                                                   [](char c) { return c >= '0' && c <= '9'; });
+  if (digits && absl::SimpleAtoi(rest, &n) && n >= 1 && n <= kMaxSyntheticStories) {
+    return absl::OkStatus();
+  }
+  return source.Error(node, field,
+                      absl::StrCat("expected synthetic:N with N a whole number from 1 to ",
+                                   kMaxSyntheticStories, ", got '", path, "'"));
 }
 
 // data: {train, val, tokenizer: {type: bpe, vocab}}
@@ -50,10 +77,10 @@ absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& n
   for (const auto& entry : node) {
     const auto key = entry.first.Scalar();
     const auto field = absl::StrCat("data.", key);
-    if (key == "train") {
-      ASSIGN_OR_RETURN(*data.mutable_train(), source.Scalar(entry.second, field));
-    } else if (key == "val") {
-      ASSIGN_OR_RETURN(*data.mutable_val(), source.Scalar(entry.second, field));
+    if (key == "train" || key == "val") {
+      ASSIGN_OR_RETURN(const std::string path, source.Scalar(entry.second, field));
+      RETURN_IF_ERROR(CheckDataPath(source, entry.second, field, path));
+      *(key == "train" ? data.mutable_train() : data.mutable_val()) = path;
     } else if (key == "tokenizer") {
       RETURN_IF_ERROR(source.Mapping(entry.second, field));
       for (const auto& t : entry.second) {
@@ -169,7 +196,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
       RETURN_IF_ERROR(CheckName(source, value, sweep->name));
       has_name = true;
     } else if (key == "description") {
-      ASSIGN_OR_RETURN(sweep->description, source.Scalar(value, key));
+      ASSIGN_OR_RETURN(sweep->description, source.Scalar(value, key, util::kMaxTextBytes));
     } else if (key == "data") {
       ASSIGN_OR_RETURN(sweep->data, ParseData(source, value));
       has_data = true;
@@ -186,7 +213,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
       if (value.IsNull()) continue;
       RETURN_IF_ERROR(source.Mapping(value, key));
       for (const auto& axis : value) {
-        ASSIGN_OR_RETURN(Axis parsed, ParseAxis(source, axis.first, axis.second));
+        ASSIGN_OR_RETURN(Axis parsed, ParseAxis(source, axis.first, axis.second, limits.max_runs));
         sweep->grid.push_back(std::move(parsed));
       }
     } else if (key == "order") {
@@ -236,13 +263,19 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
   }
   // Expansion is where per-run problems (n_embd % n_head, warmup > steps) surface; do it now so
   // a bad file is refused at submit, not when a worker picks up the bad run.
-  return Expand(*sweep, limits).status();
+  return ForEachRun(*sweep, limits, [](ablate::v1::RunSpec&&) { return absl::OkStatus(); });
 }
 
 }  // namespace
 
+absl::Status CheckFileName(std::string_view file_name) {
+  return util::CheckText("file_name", absl::string_view(file_name.data(), file_name.size()),
+                         kMaxFileNameBytes);
+}
+
 absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view file_name,
                                      const Limits& limits) {
+  RETURN_IF_ERROR(CheckFileName(file_name));
   const YamlSource source{std::string(file_name)};
   ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
   SweepSpec sweep;
@@ -252,6 +285,7 @@ absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view fil
 }
 
 absl::StatusOr<RunSpec> ParseRunFile(std::string_view yaml, std::string_view file_name) {
+  RETURN_IF_ERROR(CheckFileName(file_name));
   const YamlSource source{std::string(file_name)};
   ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
   RunSpec run;
@@ -270,7 +304,7 @@ absl::StatusOr<RunSpec> ParseRunFile(std::string_view yaml, std::string_view fil
         ASSIGN_OR_RETURN(*run.mutable_sweep_name(), source.Scalar(entry.second, key));
         RETURN_IF_ERROR(CheckName(source, entry.second, run.sweep_name()));
       } else if (key == "description") {
-        RETURN_IF_ERROR(source.Scalar(entry.second, key).status());
+        RETURN_IF_ERROR(source.Scalar(entry.second, key, util::kMaxTextBytes).status());
       } else if (key == "data") {
         ASSIGN_OR_RETURN(*run.mutable_data(), ParseData(source, entry.second));
         has_data = true;

@@ -1,11 +1,43 @@
 #include "server/store/db.h"
 
+#include <openssl/rand.h>
+
+#include <atomic>
 #include <string>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/util/fields.h"
+#include "spdlog/spdlog.h"
 
 namespace ablate::server {
+namespace {
+
+// 8 hex characters: enough to find one log line among a day's errors.
+std::string NewErrorId() {
+  unsigned char bytes[4];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    // No randomness: a process-wide counter still tells errors apart.
+    static std::atomic<uint32_t> counter{0};
+    const uint32_t n = ++counter;
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<unsigned char>(n >> (8 * i));
+  }
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), 4));
+}
+
+// PostgreSQL's text names constraints, echoes values (a 1 MB sweep name, in full) and sometimes
+// SQL: it goes to the server log under a short random id, and the client gets `summary` and the
+// id to quote when reporting the problem.
+absl::Status Hidden(absl::StatusCode code, const std::string& what, absl::string_view summary,
+                    absl::string_view detail) {
+  const std::string id = NewErrorId();
+  spdlog::error("database error id={} op={} code={} detail={}", id, util::LogQuote(what),
+                absl::StatusCodeToString(code), util::LogQuote(detail, 2000));
+  return absl::Status(code, absl::StrCat(what, ": ", summary, " (error id ", id, ")"));
+}
+
+}  // namespace
 
 Db::Db(std::string url, int pool_size)
     : url_(std::move(url)), slots_(pool_size > 0 ? pool_size : 1) {
@@ -41,6 +73,7 @@ absl::Status Db::Ping() {
 }
 
 absl::Status Db::Convert(const std::string& what, bool* retry, bool* broken) {
+  using absl::StatusCode;
   try {
     throw;
   } catch (const pqxx::broken_connection& e) {
@@ -49,31 +82,32 @@ absl::Status Db::Convert(const std::string& what, bool* retry, bool* broken) {
     // whenever PostgreSQL restarts).
     *broken = true;
     *retry = true;
-    return absl::UnavailableError(absl::StrCat(what, ": database unavailable: ", e.what()));
+    return Hidden(StatusCode::kUnavailable, what, "database unavailable", e.what());
   } catch (const pqxx::in_doubt_error& e) {
     *broken = true;
-    return absl::UnavailableError(absl::StrCat(what, ": commit outcome unknown: ", e.what()));
+    return Hidden(StatusCode::kUnavailable, what, "commit outcome unknown", e.what());
   } catch (const pqxx::statement_completion_unknown& e) {
     *broken = true;
-    return absl::UnavailableError(absl::StrCat(what, ": database unavailable: ", e.what()));
+    return Hidden(StatusCode::kUnavailable, what, "database unavailable", e.what());
   } catch (const pqxx::transaction_rollback& e) {
     *retry = true;
-    return absl::UnavailableError(absl::StrCat(what, ": transaction conflict: ", e.what()));
+    return Hidden(StatusCode::kUnavailable, what, "transaction conflict", e.what());
   } catch (const pqxx::unique_violation& e) {
-    return absl::AlreadyExistsError(absl::StrCat(what, ": ", e.what()));
+    return Hidden(StatusCode::kAlreadyExists, what, "already exists", e.what());
   } catch (const pqxx::sql_error& e) {
     // Class 57 (operator intervention: admin shutdown) and 08 (connection exception) arrive as
     // plain sql_errors when PostgreSQL restarts under a live session.
     const std::string& state = e.sqlstate();
     if (state.rfind("57", 0) == 0 || state.rfind("08", 0) == 0) {
       *broken = true;
-      return absl::UnavailableError(absl::StrCat(what, ": database unavailable: ", e.what()));
+      return Hidden(StatusCode::kUnavailable, what, "database unavailable", e.what());
     }
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+    return Hidden(StatusCode::kInternal, what, "internal database error",
+                  absl::StrCat(e.what(), " [sqlstate ", state, "]"));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+    return Hidden(StatusCode::kInternal, what, "internal error", e.what());
   } catch (...) {
-    return absl::InternalError(absl::StrCat(what, ": unknown error"));
+    return Hidden(StatusCode::kInternal, what, "internal error", "unknown exception");
   }
 }
 

@@ -8,6 +8,9 @@
 //   serialization failure / deadlock, or a connection found broken before commit -> retried here
 //     on a fresh connection, then UNAVAILABLE;
 //   unique violation -> ALREADY_EXISTS; anything else -> INTERNAL with the statement's purpose.
+// PostgreSQL's own text never reaches a client: the status says what failed ("submit sweep:
+// internal database error (error id 3f9a0c12)") and the full text goes to the log at error level
+// under that id.
 #pragma once
 
 #include <condition_variable>

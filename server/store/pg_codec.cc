@@ -22,15 +22,21 @@ std::string Join(const std::vector<T>& values, F&& format) {
 
 }  // namespace
 
+void AppendTextArrayElement(std::string* literal, const std::string& value) {
+  if (literal->size() > 1) literal->push_back(',');
+  literal->push_back('"');
+  for (char c : value) {
+    if (c == '"' || c == '\\') literal->push_back('\\');
+    literal->push_back(c);
+  }
+  literal->push_back('"');
+}
+
 std::string TextArray(const std::vector<std::string>& values) {
-  return Join(values, [](const std::string& v, std::string* out) {
-    out->push_back('"');
-    for (char c : v) {
-      if (c == '"' || c == '\\') out->push_back('\\');
-      out->push_back(c);
-    }
-    out->push_back('"');
-  });
+  std::string out = "{";
+  for (const auto& v : values) AppendTextArrayElement(&out, v);
+  out += '}';
+  return out;
 }
 
 std::string Int64Array(const std::vector<int64_t>& values) {

@@ -14,6 +14,9 @@ namespace ablate::server::pg {
 // Array literals for `unnest($n::text[])`: one round trip carries a whole batch, and the values
 // still travel as a bind parameter, never spliced into SQL text.
 std::string TextArray(const std::vector<std::string>& values);
+// Builds the same literal one element at a time (start with "{", finish with "}"), so a caller
+// with 100,000 large values need not hold them as a vector and as the literal at once.
+void AppendTextArrayElement(std::string* literal, const std::string& value);
 std::string Int64Array(const std::vector<int64_t>& values);
 std::string DoubleArray(const std::vector<double>& values);  // NaN and ±Infinity allowed
 

@@ -29,6 +29,9 @@ constexpr char kSweepColumns[] =
     "    AS avg_seconds "
     "  FROM runs WHERE sweep_id = s.id) c ";
 
+// ListRuns(limit <= 0) for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
+constexpr int kAllRuns = 1000000;
+
 v1::Sweep SweepFromRow(const pqxx::row& row) {
   v1::Sweep s;
   s.set_id(row[0].as<int64_t>());
@@ -76,9 +79,12 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
 
 absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
                                              const std::vector<DatasetRecord>& datasets) {
-  std::vector<std::string> cells, devices, specs;
+  std::vector<std::string> cells, devices;
   std::vector<int64_t> seeds, orders, steps;
   std::set<std::string> distinct_devices;
+  // The run specs' JSON is the bulk of a big sweep (~1 KB a run): build its array literal
+  // directly rather than a vector of strings joined afterwards (two copies at the peak).
+  std::string specs = "{";
   for (size_t i = 0; i < sweep.runs.size(); ++i) {
     const v1::RunSpec& run = sweep.runs[i];
     cells.push_back(run.cell());
@@ -87,9 +93,10 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     const std::string device = run.config().device().empty() ? "auto" : run.config().device();
     devices.push_back(device);
     distinct_devices.insert(device);
-    specs.push_back(pg::ToJson(run));
+    pg::AppendTextArrayElement(&specs, pg::ToJson(run));
     steps.push_back(run.config().steps());
   }
+  specs += '}';
   return db_->Tx<v1::Sweep>("submit sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
     pqxx::row s =
         pg::Exec1(tx,
@@ -109,11 +116,14 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
              "INSERT INTO run_specs (run_id, spec) "
              "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
              id, sweep.priority, sweep.max_attempts, pg::TextArray(cells), pg::Int64Array(seeds),
-             pg::Int64Array(orders), pg::TextArray(devices), pg::TextArray(specs),
-             pg::Int64Array(steps));
+             pg::Int64Array(orders), pg::TextArray(devices), specs, pg::Int64Array(steps));
     std::vector<std::string> shas, paths;
     std::vector<int64_t> sizes;
+    std::set<std::string> seen;
     for (const auto& d : datasets) {
+      // train and val may be the same file (or two files with the same bytes): one row, since
+      // ON CONFLICT DO UPDATE cannot touch a row twice in one statement.
+      if (!seen.insert(d.sha256).second) continue;
       shas.push_back(d.sha256);
       paths.push_back(d.path);
       sizes.push_back(d.size_bytes);
@@ -189,7 +199,7 @@ absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
         absl::StrCat("SELECT ", pg::kRunColumns,
                      " WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR "
                      "r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3"),
-        sweep_id, pg::TextArray(StateNames(states)), limit > 0 ? limit : 1000000);
+        sweep_id, pg::TextArray(StateNames(states)), limit > 0 ? limit : kAllRuns);
     Out out;
     out.reserve(r.size());
     for (const auto& row : r) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/fields.h"
 #include "common/util/sha256.h"
 
 namespace ablate::server {
@@ -46,6 +47,8 @@ constexpr char kColumns[] =
 }  // namespace
 
 absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) {
+  // The name shows in logs, `token list` and permission errors: a label, not free text.
+  if (auto s = util::CheckName("token name", name); !s.ok()) return s;
   unsigned char bytes[32];
   if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
     return absl::InternalError("token create: no randomness available (RAND_bytes failed)");

@@ -3,9 +3,16 @@
 // data paths are confined to --data-dir.
 #include <filesystem>
 #include <fstream>
+#include <thread>
+
+#include <gmock/gmock.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/sha256.h"
+#include "server/store/db.h"
+#include "server/store/token_store.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "spdlog/spdlog.h"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -209,6 +216,210 @@ TEST_F(InputTest, DryRunExpandsWithoutStoring) {
   v1::ListSweepsResponse list;
   ASSERT_TRUE(SweepStub()->ListSweeps(Ctx().get(), ls, &list).ok());
   EXPECT_EQ(list.sweeps_size(), 0);
+}
+
+TEST_F(InputTest, TrainAndValMayBeTheSameFile) {
+  const std::string contents = "Once upon a time there was one file for both.";
+  std::ofstream(std::filesystem::path(data_dir_) / "both.txt") << contents;
+  std::string yaml = SweepYaml("same", 1, 1);
+  yaml.replace(yaml.find("\"synthetic:50\""), 14, "both.txt");
+  yaml.replace(yaml.find("\"synthetic:10\""), 14, "both.txt");
+  v1::SubmitSweepResponse sub;
+  auto s = TrySubmit(yaml, &sub);
+  ASSERT_TRUE(s.ok()) << s.error_message();  // was INTERNAL: one data set inserted twice
+  const auto lease = Lease(Register("w"));
+  ASSERT_TRUE(lease.has_run());
+  EXPECT_EQ(lease.spec().data().train_sha256(), Sha256Hex(contents));
+  EXPECT_EQ(lease.spec().data().val_sha256(), Sha256Hex(contents));
+}
+
+TEST_F(InputTest, NulBytesAreRefusedNotTruncated) {
+  v1::SubmitSweepRequest req;
+  req.set_spec_yaml(SweepYaml("nul", 1, 1));
+  req.set_file_name(std::string("a\0b.yaml", 8));
+  v1::SubmitSweepResponse resp;
+  auto s = SweepStub()->SubmitSweep(Ctx().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "file_name: contains a NUL byte at offset 1");
+  s = TrySubmit(SweepYaml("nul", 1, 1) + std::string("# a\0b\n", 6));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "big.yaml:7: text: contains a NUL byte at offset 3");
+  s = TrySubmit(SweepYaml("nul", 1, 1) + "description: \"a\\0b\"\n");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "big.yaml:7: description: contains a NUL byte at offset 1");
+  v1::ListSweepsResponse list;
+  ASSERT_TRUE(SweepStub()->ListSweeps(Ctx().get(), {}, &list).ok());
+  EXPECT_EQ(list.sweeps_size(), 0);
+}
+
+TEST_F(InputTest, HugeNamesGetAShortInvalidArgument) {
+  // 200 KB (the fixture's spec cap is 256 KB): PostgreSQL refused it with INTERNAL ("index row
+  // requires ...") and a bad character made the error echo the whole name.
+  const std::string name(200 << 10, 'n');
+  std::string yaml = SweepYaml("NAME", 1, 1);
+  yaml.replace(yaml.find("NAME"), 4, name);
+  auto s = TrySubmit(yaml);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "big.yaml:1: name: 204800 bytes is too long (at most 1024)");
+  yaml = SweepYaml("NAME", 1, 1);
+  yaml.replace(yaml.find("NAME"), 4, std::string(1000, 'n') + "\x01");
+  s = TrySubmit(yaml);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_LT(s.error_message().size(), 200u) << s.error_message();
+  // Every string of the sweep: data paths too.
+  yaml = SweepYaml("paths", 1, 1);
+  yaml.replace(yaml.find("\"synthetic:50\""), 14, std::string(5000, 'p'));
+  s = TrySubmit(yaml);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "big.yaml:2: data.train: 5000 bytes is too long (at most 1024)");
+  v1::SubmitSweepRequest req;
+  req.set_spec_yaml(SweepYaml("f", 1, 1));
+  req.set_file_name(std::string(5000, 'f'));
+  v1::SubmitSweepResponse resp;
+  s = SweepStub()->SubmitSweep(Ctx().get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "file_name: 5000 bytes is too long (at most 1024)");
+}
+
+TEST_F(InputTest, DatabaseErrorsReachClientsAsAnIdOnly) {
+  // Every store call converts pqxx exceptions in Db::Tx: a failing statement on the real
+  // database must come back without PostgreSQL's text, and the log must carry it under the id.
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  spdlog::default_logger()->sinks().push_back(sink);
+  server::Db db(url_, 1);
+  auto r = db.Tx<bool>("probe", [](pqxx::work& tx) -> absl::StatusOr<bool> {
+    tx.exec("SELECT secret_column FROM no_such_table_x");
+    return true;
+  });
+  spdlog::default_logger()->sinks().pop_back();
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  const std::string message(r.status().message());
+  EXPECT_THAT(message,
+              ::testing::MatchesRegex("probe: internal database error \\(error id [0-9a-f]{8}\\)"));
+  EXPECT_EQ(message.find("no_such_table_x"), std::string::npos);
+  const std::string id = message.substr(message.size() - 9, 8);
+  bool logged = false;
+  for (const auto& line : sink->last_formatted()) {
+    if (line.find(absl::StrCat("id=", id)) != std::string::npos &&
+        line.find("no_such_table_x") != std::string::npos &&
+        line.find("error") != std::string::npos) {
+      logged = true;
+    }
+  }
+  EXPECT_TRUE(logged) << "no log line with id " << id;
+}
+
+TEST_F(InputTest, UserTextInLogLinesIsQuoted) {
+  server::Db db(url_, 1);
+  server::TokenStore tokens(&db);
+  auto bad = tokens.Create(server::Role::kUser, "evil\nts=now level=error msg=forged");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()),
+              ::testing::HasSubstr("token name: only printable ASCII is allowed"));
+
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  spdlog::default_logger()->sinks().push_back(sink);
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::info);
+  v1::SubmitSweepRequest req;
+  req.set_spec_yaml(SweepYaml("logged", 1, 1));
+  req.set_file_name("x.yaml\nts=now level=error msg=\"forged\"");
+  v1::SubmitSweepResponse resp;
+  auto s = SweepStub()->SubmitSweep(Ctx().get(), req, &resp);
+  spdlog::set_level(level);
+  spdlog::default_logger()->sinks().pop_back();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  bool found = false;
+  for (const auto& line : sink->last_formatted()) {
+    if (line.find("sweep submitted") == std::string::npos) continue;
+    found = true;
+    EXPECT_EQ(line.find("\nts=now"), std::string::npos) << line;
+    EXPECT_NE(line.find("file=\"x.yaml\\nts=now level=error msg=\\\"forged\\\"\""),
+              std::string::npos)
+        << line;
+  }
+  EXPECT_TRUE(found);
+}
+
+// A server with the default grid limit and one parse slot, for the memory-amplification cases.
+class BigInputTest : public InputTest {
+ protected:
+  void Configure(server::ServerOptions* o) override {
+    InputTest::Configure(o);
+    o->max_grid = 100000;
+    o->max_concurrent_parses = 1;
+    o->parse_wait_seconds = 0.05;
+  }
+  // A file of ~250 bytes that expands to `runs` runs.
+  static std::string Seeds(const std::string& name, int runs) {
+    std::string yaml = SweepYaml(name, 1, 1);
+    return yaml.replace(
+        yaml.find("seed: [0]"), 9,
+        absl::StrCat("seed: {linspace: {min: 0, max: ", runs - 1, ", num: ", runs, "}}"));
+  }
+};
+
+TEST_F(BigInputTest, DryRunReturnsTheCountAndTheFirstRowsOnly) {
+  v1::SubmitSweepRequest req;
+  req.set_spec_yaml(Seeds("dry", 100000));
+  req.set_dry_run(true);
+  v1::SubmitSweepResponse resp;
+  auto s = SweepStub()->SubmitSweep(Ctx().get(), req, &resp);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(resp.runs(), 100000);
+  EXPECT_EQ(resp.sweep().counts().total(), 100000);
+  EXPECT_THAT(resp.sweep().axes(), ::testing::ElementsAre("lr", "seed"));
+  ASSERT_EQ(resp.expanded_size(), 100);  // was all 100,000 (~40 MB on the wire)
+  EXPECT_EQ(resp.expanded(0).config().seed(), 0);
+  EXPECT_EQ(resp.expanded(99).config().seed(), 99);
+  EXPECT_LT(resp.ByteSizeLong(), 1u << 20);
+}
+
+TEST_F(BigInputTest, ConcurrentParsesAreBounded) {
+  // One slot, 50 ms of patience: of 8 simultaneous 100k-run dry runs, some must be told to retry.
+  std::vector<grpc::Status> results(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] {
+      v1::SubmitSweepRequest req;
+      req.set_spec_yaml(Seeds(absl::StrCat("c", i), 100000));
+      req.set_file_name("c.yaml");
+      req.set_dry_run(true);
+      v1::SubmitSweepResponse resp;
+      results[i] = SweepStub()->SubmitSweep(Ctx().get(), req, &resp);
+    });
+  }
+  for (auto& t : threads) t.join();
+  int ok = 0, busy = 0;
+  for (const auto& r : results) {
+    if (r.ok()) ++ok;
+    if (r.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++busy;
+      EXPECT_THAT(r.error_message(), ::testing::HasSubstr("c.yaml: the server is busy parsing"));
+    }
+  }
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(busy, 1);
+  EXPECT_EQ(ok + busy, 8);
+}
+
+TEST_F(BigInputTest, ListRunsLimitIsDefaultedAndCapped) {
+  v1::SubmitSweepResponse sub;
+  auto s = TrySubmit(Seeds("many", 10500), &sub);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  auto count = [&](int limit) {
+    v1::ListRunsRequest req;
+    req.mutable_sweep()->set_id(sub.sweep().id());
+    req.set_limit(limit);
+    v1::ListRunsResponse resp;
+    auto st = SweepStub()->ListRuns(Ctx(admin_, 60).get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.runs_size();
+  };
+  EXPECT_EQ(count(0), 1000);
+  EXPECT_EQ(count(-7), 1000);
+  EXPECT_EQ(count(20), 20);
+  EXPECT_EQ(count(std::numeric_limits<int32_t>::max()), 10000);
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
+
 namespace ablate::spec {
 namespace {
 
@@ -425,6 +428,150 @@ TEST(ParseRunFile, Rejections) {
   EXPECT_THAT(RunFileErrorOf("lr: 0.1\n"), HasSubstr("r.yaml:1: data: missing"));
   EXPECT_THAT(RunFileErrorOf(data + "warmup: 5000\n"),
               HasSubstr("r.yaml:2: warmup: warmup (5000) is longer than steps (1000)"));
+}
+
+// Hostile input: every case is refused with FILE:LINE and the field, cheaply, and the message
+// never echoes more than a short prefix of the offending value.
+TEST(Hostile, DeepNestingIsRefusedOnTheRawText) {
+  // 800 KB of "[": yaml-cpp alone would allocate ~114 MB building the nodes.
+  const std::string flow =
+      Sweep("description: " + std::string(400000, '[') + std::string(400000, ']') + "\n");
+  EXPECT_EQ(ErrorOf(flow), "s.yaml:3: nested more than 32 levels deep");
+  std::string block = Sweep("grid:\n");
+  for (int i = 0; i < 40; ++i) block += std::string(2 * (i + 1), ' ') + "k:\n";
+  EXPECT_EQ(ErrorOf(block), "s.yaml:35: nested more than 32 levels deep");
+  std::string dashes = Sweep("fixed:\n  x: ");
+  for (int i = 0; i < 40; ++i) dashes += "- ";
+  EXPECT_EQ(ErrorOf(dashes + "1\n"), "s.yaml:4: nested more than 32 levels deep");
+  // The same characters as text of a block scalar, a quoted string or a comment are no nesting.
+  const std::string brackets(100, '[');
+  EXPECT_EQ(ErrorOf(Sweep("description: |\n  " + brackets + "\n  - - - - - - - - - - - -\n")),
+            "OK");
+  EXPECT_EQ(ErrorOf(Sweep("description: '" + brackets + " it''s'\n")), "OK");
+  EXPECT_EQ(ErrorOf(Sweep("description: \"" + brackets + " \\\" \"\n")), "OK");
+  EXPECT_EQ(ErrorOf(Sweep("# " + brackets + "\n")), "OK");
+  EXPECT_EQ(ErrorOf(Sweep("description: it's " + brackets + "\n")), "OK");
+}
+
+TEST(Hostile, TooManyNodesAreRefusedOnTheRawText) {
+  std::string seeds = "[0";
+  for (int i = 1; i < 60000; ++i) absl::StrAppend(&seeds, ",", i);
+  EXPECT_THAT(ErrorOf(Sweep("grid:\n  seed: " + seeds + "]\n")),
+              HasSubstr("s.yaml:4: more than 50000 YAML nodes"));
+}
+
+TEST(Hostile, NulAndInvalidUtf8AreRefusedWithTheirLine) {
+  EXPECT_EQ(ErrorOf(Sweep(std::string("description: a\0b\n", 17))),
+            "s.yaml:3: text: contains a NUL byte at offset 14");
+  EXPECT_EQ(ErrorOf(Sweep("description: \xff\n")), "s.yaml:3: text: not valid UTF-8 at offset 13");
+  // A "\0" escape puts a NUL into the parsed value; PostgreSQL would cut the string there.
+  EXPECT_EQ(ErrorOf("name: t\ndata: {train: \"a\\0b\", val: b}\n"),
+            "s.yaml:2: data.train: contains a NUL byte at offset 1");
+  EXPECT_EQ(ErrorOf("name: \"t\\0\"\n" + std::string(kData)),
+            "s.yaml:1: name: contains a NUL byte at offset 1");
+  EXPECT_EQ(ErrorOf(Sweep("description: \"x\\0\"\n")),
+            "s.yaml:3: description: contains a NUL byte at offset 1");
+}
+
+TEST(Hostile, HugeValuesAreRefusedWithoutEchoingThem) {
+  const std::string huge(1 << 20, 'n');
+  std::string e = ErrorOf("name: " + huge + "\n" + kData);
+  EXPECT_THAT(e, HasSubstr("s.yaml:1: name: 1048576 bytes is too long (at most 1024)"));
+  EXPECT_LT(e.size(), 200u) << e.substr(0, 300);
+  // Within the scalar cap but over the name cap, with a bad character: the prefix only.
+  e = ErrorOf("name: " + std::string(1000, 'n') + "!\n" + kData);
+  EXPECT_THAT(e, HasSubstr("s.yaml:1: name: 1001 bytes is too long (at most 128)"));
+  EXPECT_LT(e.size(), 200u) << e;
+  e = ErrorOf(Sweep("fixed: {qk_norm: " + huge + "}\n"));
+  EXPECT_EQ(e, "s.yaml:3: fixed.qk_norm: 1048576 bytes is too long (at most 1024)");
+  e = ErrorOf("name: t\ndata: {train: " + huge + ", val: b}\n");
+  EXPECT_EQ(e, "s.yaml:2: data.train: 1048576 bytes is too long (at most 1024)");
+  e = ErrorOf(Sweep(std::string(1000, 'k') + ": 1\n"));
+  EXPECT_EQ(e, "s.yaml:3: key: 1000 bytes is too long (at most 128)");
+  e = ErrorOf(Sweep("fixed: {" + std::string(200, 'k') + ": 1}\n"));
+  EXPECT_EQ(e, "s.yaml:3: fixed key: 200 bytes is too long (at most 128)");
+  EXPECT_EQ(ErrorOf(Sweep("description: " + std::string(70000, 'd') + "\n")),
+            "s.yaml:3: description: 70000 bytes is too long (at most 65536)");
+  EXPECT_EQ(ErrorOf(Sweep("description: " + std::string(60000, 'd') + "\n")), "OK");
+}
+
+TEST(Hostile, FileNameIsCheckedFirst) {
+  auto s = ParseSweep(Sweep(""), std::string("a\0b.yaml", 8));
+  EXPECT_EQ(s.status().message(), "file_name: contains a NUL byte at offset 1");
+  s = ParseSweep(Sweep(""), std::string(2000, 'f'));
+  EXPECT_EQ(s.status().message(), "file_name: 2000 bytes is too long (at most 1024)");
+  EXPECT_EQ(ParseRunFile("lr: 0.1\n", std::string(2000, 'f')).status().message(),
+            "file_name: 2000 bytes is too long (at most 1024)");
+}
+
+TEST(Hostile, GeneratedValuesMustBeFinite) {
+  EXPECT_EQ(ErrorOf(Sweep("grid:\n  lr: {logspace: {min: 1e-300, max: 1e300, num: 2}}\n")),
+            "s.yaml:4: grid.lr: generates inf; values must be finite (narrow min/max)");
+  EXPECT_THAT(
+      ErrorOf(Sweep("grid:\n  weight_decay: {linspace: {min: -1.7e308, max: 1.7e308, num: 3}}\n")),
+      HasSubstr("s.yaml:4: grid.weight_decay: generates -nan; values must be finite"));
+  // An integer setting far beyond int64 is refused before the conversion (undefined behaviour).
+  EXPECT_EQ(ErrorOf(Sweep("grid:\n  steps: {linspace: {min: 1, max: 1e300, num: 2}}\n")),
+            "s.yaml:4: grid.steps: generates 1e+300, too large for steps");
+}
+
+TEST(Hostile, GeneratorsStopAtTheGridLimit) {
+  // Found by the fuzzer: a 100,000-value axis was generated in full before the grid limit refused
+  // it (over a second under ASan). An axis longer than the limit is now refused before it exists.
+  Limits limits;
+  limits.max_runs = 10;
+  auto s = ParseSweep(Sweep("grid:\n  seed: {linspace: {min: 0, max: 99999, num: 100000}}\n"),
+                      "s.yaml", limits);
+  EXPECT_EQ(s.status().message(),
+            "s.yaml:4: grid.seed.linspace.num: must be between 1 and 10 (the grid limit)");
+  s = ParseSweep(Sweep("grid:\n  lr: {logspace: {min: 1e-10, max: 1, per_decade: 2}}\n"), "s.yaml",
+                 limits);
+  EXPECT_EQ(s.status().message(),
+            "s.yaml:4: grid.lr.logspace: generates more than 10 values (the grid limit); raise "
+            "min or lower per_decade");
+}
+
+TEST(Hostile, SyntheticDataIsAPositiveCountWithinTheCap) {
+  for (const std::string bad :
+       {"synthetic:", "synthetic:0", "synthetic:-5", "synthetic:abc", "synthetic:1e3",
+        "synthetic: 5", "synthetic:1000001", "synthetic:99999999999999999999"}) {
+    EXPECT_EQ(ErrorOf("name: t\ndata: {train: \"" + bad + "\", val: b}\n"),
+              "s.yaml:2: data.train: expected synthetic:N with N a whole number from 1 to "
+              "1000000, got '" +
+                  bad + "'")
+        << bad;
+  }
+  EXPECT_THAT(ErrorOf("name: t\ndata: {train: a, val: \"synthetic:0\"}\n"),
+              HasSubstr("s.yaml:2: data.val: expected synthetic:N"));
+  EXPECT_EQ(ErrorOf("name: t\ndata: {train: synthetic:1000000, val: synthetic:1}\n"), "OK");
+}
+
+TEST(Expand, ForEachRunStreamsTheSameRunsAsExpand) {
+  auto sweep = ParseSweep(Sweep("grid:\n  lr: [0.1, 0.01, 0.001]\n  seed: [0, 1]\n"
+                                "order: coarse_to_fine\n"),
+                          "s.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  auto all = Expand(*sweep);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*CountRuns(*sweep), 6);
+  std::vector<std::string> streamed;
+  ASSERT_TRUE(ForEachRun(*sweep, {}, [&](ablate::v1::RunSpec&& run) {
+                streamed.push_back(run.SerializeAsString());
+                return absl::OkStatus();
+              }).ok());
+  ASSERT_EQ(streamed.size(), all->size());
+  for (size_t i = 0; i < streamed.size(); ++i) {
+    ablate::v1::RunSpec run;
+    ASSERT_TRUE(run.ParseFromString(streamed[i]));
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(run, (*all)[i])) << i;
+  }
+  // The sink stops the walk.
+  int seen = 0;
+  auto stop = ForEachRun(*sweep, {}, [&](ablate::v1::RunSpec&&) {
+    return ++seen == 2 ? absl::CancelledError("enough") : absl::OkStatus();
+  });
+  EXPECT_EQ(stop.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(seen, 2);
 }
 
 }  // namespace
