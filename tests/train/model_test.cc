@@ -36,6 +36,13 @@ TEST(ProbesTest, UniformCausalAttentionHasEntropyLogN) {
   EXPECT_NEAR(AttentionEntropy(probs), MeanLogPrefix(t), 1e-12);
 }
 
+// MPS has no float64: on a device the probes must reduce in float32 (docs/trainer.md, Devices).
+TEST(ProbesTest, ReduceInFloat64OnlyOnTheCpu) {
+  EXPECT_EQ(ProbeReduceType(torch::Device(torch::kCPU)), torch::kDouble);
+  EXPECT_EQ(ProbeReduceType(torch::Device(torch::kMPS)), torch::kFloat);
+  EXPECT_EQ(ProbeReduceType(torch::Device(torch::kCUDA, 0)), torch::kFloat);
+}
+
 TEST(ProbesTest, GaussianKurtosisIsThree) {
   torch::manual_seed(0);
   EXPECT_NEAR(Kurtosis(torch::randn({4000, 512})), 3.0, 0.03);

@@ -54,7 +54,7 @@ class Attention(nn.Module):
         x1, x2 = x[..., :half], x[..., half:]
         return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
-    def forward(self, x):
+    def forward(self, x, record=None):
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
@@ -63,10 +63,14 @@ class Attention(nn.Module):
         if self.cfg["pos"] == "rope":
             q, k = self.rope(q), self.rope(k)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        if record is not None:
+            record.update(q=q, k=k, logits=att, mask=self.mask[:t, :t])
         cap = self.cfg["attn_softcap"]
         if cap > 0:
             att = torch.tanh(att / cap) * cap
         att = F.softmax(att.masked_fill(self.mask[:t, :t], float("-inf")), dim=-1)
+        if record is not None:
+            record["probs"] = att
         att = F.dropout(att, self.cfg["dropout"], self.training)
         y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
         return F.dropout(self.c_proj(y), self.cfg["dropout"], self.training)
@@ -92,10 +96,13 @@ class Block(nn.Module):
         self.mlp = MLP(cfg)
         self.cfg = cfg
 
-    def forward(self, x):
+    def forward(self, x, record=None):
         eps = self.cfg["norm_eps"]
-        x = x + self.attn(self.ln_1(x, eps))
-        return x + F.dropout(self.mlp(self.ln_2(x, eps)), self.cfg["dropout"], self.training)
+        x = x + self.attn(self.ln_1(x, eps), record)
+        x = x + F.dropout(self.mlp(self.ln_2(x, eps)), self.cfg["dropout"], self.training)
+        if record is not None:
+            record["residual"] = x
+        return x
 
 
 class GPT(nn.Module):
@@ -111,14 +118,21 @@ class GPT(nn.Module):
         if not cfg["tie_embeddings"]:
             self.lm_head = nn.Linear(c, vocab, bias=False)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, records=None):
+        """records: a list that receives, per layer, a dict of the tensors the probes read (q, k
+        as they enter the dot product, pre-softcap logits, causal mask, attention probabilities,
+        the residual stream after the block)."""
         t = idx.size(1)
         x = self.wte(idx)
         if self.cfg["pos"] == "learned":
             x = x + self.wpe.weight[:t]
         x = F.dropout(x, self.cfg["dropout"], self.training)
         for block in self.h:
-            x = block(x)
+            record = None
+            if records is not None:
+                record = {}
+                records.append(record)
+            x = block(x, record)
         x = self.ln_f(x, self.cfg["norm_eps"])
         w = self.wte.weight if self.cfg["tie_embeddings"] else self.lm_head.weight
         logits = F.linear(x, w)

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/spec/spec.h"
+#include "common/util/sha256.h"
+#include "tests/train/tiny_spec.h"
 #include "worker/train/bpe_tokenizer.h"
 #include "worker/train/commands.h"
 #include "worker/train/dataset.h"
@@ -48,32 +50,6 @@ class TrainerTest : public ::testing::Test {
 
   fs::path dir_;
 };
-
-ablate::v1::RunSpec TinySpec() {
-  ablate::v1::RunSpec spec;
-  spec.mutable_data()->set_train("synthetic:300");
-  spec.mutable_data()->set_val("synthetic:40");
-  spec.mutable_data()->mutable_tokenizer()->set_type("bpe");
-  spec.mutable_data()->mutable_tokenizer()->set_vocab(320);
-  auto* c = spec.mutable_config();
-  c->set_n_layer(2);
-  c->set_n_head(2);
-  c->set_n_embd(32);
-  c->set_block_size(32);
-  c->set_batch_size(4);
-  c->set_steps(24);
-  c->set_warmup(4);
-  c->set_lr(3e-3);
-  c->set_dropout(0.1);  // exercises torch's RNG in the checkpoint too
-  c->set_eval_every(8);
-  c->set_eval_batches(2);
-  c->set_probe_every(6);
-  c->set_log_every(1);
-  c->set_checkpoint_every(1000);
-  c->set_seed(7);
-  ablate::spec::ApplyDefaults(c);
-  return spec;
-}
 
 // Records every metric point by (step, name) and can ask for a stop at a given step.
 class Recorder : public TrainObserver {
@@ -265,6 +241,19 @@ TEST(DeviceTest, ProbesCpuAndRefusesAbsentDevices) {
   EXPECT_FALSE(ProbeDevice("tpu").ok());
 }
 
+// Another SentencePiece release may train another model from the same text, so its version is
+// part of the tokenizer's cache key.
+TEST(TokenizerCacheKeyTest, IncludesTheSpmVersion) {
+  auto version = SpmVersion();
+  ASSERT_TRUE(version.ok()) << version.status();
+  EXPECT_TRUE(version->starts_with("sentencepiece ")) << *version;
+  EXPECT_EQ(version->find('\n'), std::string::npos);
+  const std::vector<std::string> shas = {"ab", "cd"};
+  EXPECT_NE(TokenizerCacheKey(320, shas, "sentencepiece 0.1.97"),
+            TokenizerCacheKey(320, shas, "sentencepiece 0.2.0"));
+  EXPECT_EQ(TokenizerCacheKey(320, shas, *version), TokenizerCacheKey(320, shas, *version));
+}
+
 TEST(SyntheticCorpusTest, DeterministicAndParsed) {
   EXPECT_EQ(SyntheticCorpus(20, 1), SyntheticCorpus(20, 1));
   EXPECT_NE(SyntheticCorpus(20, 1), SyntheticCorpus(20, 2));
@@ -378,6 +367,19 @@ TEST_F(TrainerTest, TrainCommandWritesResultAndRefusesAFinishedOut) {
   EXPECT_EQ(result["steps_done"], "6");  // proto3 JSON writes int64 as a string
   EXPECT_EQ(result["steps_to_threshold"], "0");
   EXPECT_TRUE(result["final_probes"].contains("max_attn_logit"));
+  // Provenance: where it ran and with which tokenizer.
+  EXPECT_EQ(result["device_kind"], "cpu");
+  EXPECT_EQ(result["device_name"], ProbeDevice("cpu")->name);
+  EXPECT_EQ(result["dtype"], "float32");
+  EXPECT_FALSE(result["torch_version"].get<std::string>().empty());
+  bool tokenizer_found = false;
+  for (const auto& entry : fs::directory_iterator(fs::path(CacheDir()) / "tokenizers")) {
+    if (entry.path().extension() == ".model" &&
+        Sha256File(entry.path().string()).value_or("") == result["tokenizer_sha256"]) {
+      tokenizer_found = true;
+    }
+  }
+  EXPECT_TRUE(tokenizer_found) << result["tokenizer_sha256"];
   EXPECT_TRUE(fs::exists(Path("out/checkpoints/step-000000003.pt")));
   EXPECT_EQ(RunCommand(run, Path("out"), CacheDir(), &err), 1);
   EXPECT_NE(err.find("already holds a finished run"), std::string::npos) << err;

@@ -11,7 +11,10 @@ Batch BatchSampler::Next(int64_t batch, const torch::Device& device) {
     const uint16_t* src = tokens_.data() + rng_.Below(starts);
     for (int64_t t = 0; t <= block_; ++t) *out++ = src[t];
   }
-  return {window.slice(1, 0, block_).to(device), window.slice(1, 1).to(device)};
+  // contiguous() before the copy: the slices are strided views, and LibTorch 1.13's CPU->MPS
+  // copy mishandles strided sources; the copies are tiny.
+  return {window.slice(1, 0, block_).contiguous().to(device),
+          window.slice(1, 1).contiguous().to(device)};
 }
 
 std::vector<Batch> FixedBatches(const TokenFile& tokens, int64_t block, int64_t batch,

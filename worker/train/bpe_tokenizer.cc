@@ -110,6 +110,23 @@ absl::Status TrainBpeModel(const std::string& input, int vocab, const std::strin
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::string> SpmVersion() {
+  static const absl::StatusOr<std::string> version = []() -> absl::StatusOr<std::string> {
+    const std::string out =
+        (std::filesystem::temp_directory_path() / absl::StrCat("ablate-spm-version-", getpid()))
+            .string();
+    absl::Status s = RunTool({"spm_train", "--version"}, "", out);
+    absl::StatusOr<std::string> text = ReadFile(out);
+    std::filesystem::remove(out);
+    if (!s.ok()) return s;
+    if (!text.ok()) return text.status();
+    std::string line = text->substr(0, text->find('\n'));
+    if (line.empty()) return absl::InternalError("spm_train --version printed nothing");
+    return line;
+  }();
+  return version;
+}
+
 absl::StatusOr<int> BpeVocabSize(const std::string& model_path) {
   std::string vocab_path = model_path;
   vocab_path.replace(vocab_path.size() - std::string(".model").size(), std::string::npos, ".vocab");

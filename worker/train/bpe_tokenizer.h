@@ -25,6 +25,11 @@ inline constexpr int kEosId = 2;
 // input, one thread), so the same input gives the same model.
 absl::Status TrainBpeModel(const std::string& input, int vocab, const std::string& model_prefix);
 
+// What `spm_train --version` prints ("sentencepiece 0.1.97"), run once per process: part of the
+// tokenizer cache key, since another SentencePiece release may train a different model from the
+// same text.
+absl::StatusOr<std::string> SpmVersion();
+
 // The number of pieces of a model (the lines of its .vocab file, written next to it).
 absl::StatusOr<int> BpeVocabSize(const std::string& model_path);
 

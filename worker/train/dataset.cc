@@ -164,6 +164,13 @@ absl::StatusOr<std::string> ResolveTextPath(const std::string& path, const std::
   return path;
 }
 
+std::string TokenizerCacheKey(int vocab, const std::vector<std::string>& source_shas,
+                              const std::string& spm_version) {
+  return Sha256Hex(absl::StrCat(kFormatVersion, "|vocab=", vocab,
+                                "|max_bytes=", kMaxTokenizerInputBytes, "|spm=", spm_version, "|",
+                                absl::StrJoin(source_shas, ",")));
+}
+
 absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
                                                const std::vector<std::string>& encode, int vocab,
                                                const std::string& cache_dir) {
@@ -178,10 +185,9 @@ absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& t
     ASSIGN_OR_RETURN(std::string sha, Sha256File(source));
     source_shas.push_back(std::move(sha));
   }
+  ASSIGN_OR_RETURN(const std::string spm_version, SpmVersion());
   PreparedDataset out;
-  out.tokenizer_key = Sha256Hex(absl::StrCat(kFormatVersion, "|vocab=", vocab,
-                                             "|max_bytes=", kMaxTokenizerInputBytes, "|",
-                                             absl::StrJoin(source_shas, ",")));
+  out.tokenizer_key = TokenizerCacheKey(vocab, source_shas, spm_version);
   RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokenizers"));
   RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokens"));
   out.tokenizer_model = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".model");

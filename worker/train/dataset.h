@@ -34,6 +34,11 @@ struct PreparedDataset {
   std::vector<PreparedFile> files;  // in the order of `encode`
 };
 
+// The cache key of a tokenizer: format version, vocab, input cap, SentencePiece version and the
+// SHA-256 of each source text.
+std::string TokenizerCacheKey(int vocab, const std::vector<std::string>& source_shas,
+                              const std::string& spm_version);
+
 // Trains (or reuses) one BPE tokenizer on `tokenizer_sources` and encodes each file of `encode`.
 // Lines that are exactly "<|endoftext|>" become the EOS id; every other line is encoded on its
 // own (SentencePiece's dummy prefix keeps the word boundary between lines).

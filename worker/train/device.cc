@@ -83,26 +83,30 @@ void ConfigureThreads(int threads) {
 
 std::string TorchVersion() { return TORCH_VERSION; }
 
+DeviceInfo DescribeDeviceInfo(const torch::Device& device) {
+  DeviceInfo info;
+  info.torch_version = TorchVersion();
+  if (device.is_cuda()) {
+    info.kind = "cuda";
+    info.name = CudaName(0, &info.memory_bytes);
+  } else if (device.is_mps()) {
+    info.kind = "mps";
+    info.name = "Apple GPU (MPS)";
+    // MPS shares the system's unified memory.
+    info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  } else {
+    info.kind = "cpu";
+    info.name = CpuModelName();
+    info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+  }
+  return info;
+}
+
 absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested) {
   try {
     auto device = ResolveDevice(requested);
     if (!device.ok()) return device.status();
-    DeviceInfo info;
-    info.torch_version = TorchVersion();
-    if (device->is_cuda()) {
-      info.kind = "cuda";
-      info.name = CudaName(0, &info.memory_bytes);
-    } else if (device->is_mps()) {
-      info.kind = "mps";
-      info.name = "Apple GPU (MPS)";
-      // MPS shares the system's unified memory.
-      info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
-    } else {
-      info.kind = "cpu";
-      info.name = CpuModelName();
-      info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
-    }
-    return info;
+    return DescribeDeviceInfo(*device);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("probing device '", requested, "': ", e.what()));
   }

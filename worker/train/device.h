@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "worker/train/trainer.h"
 
 namespace ablate::train {
 
@@ -14,6 +15,9 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& requested);
 
 // "cpu", or "cuda:0 (NVIDIA ...)": what RunResult.device records.
 std::string DescribeDevice(const torch::Device& device);
+
+// Kind, name, memory and torch version of a resolved device (ProbeDevice's answer).
+DeviceInfo DescribeDeviceInfo(const torch::Device& device);
 
 // Sets torch's intra-op threads and BLIS_NUM_THREADS (0 = all cores). BLIS reads its variable
 // once, at its first call, so this must run before the first matrix multiply of the process;

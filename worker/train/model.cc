@@ -75,8 +75,12 @@ GPTImpl::GPTImpl(const ablate::v1::RunConfig& config, int64_t vocab_size)
       torch::zeros({t, t}).masked_fill(causal_mask_, -std::numeric_limits<float>::infinity()));
   if (config.pos() == "rope") {
     // Rotate-half RoPE (GPT-NeoX layout), base 10000: pairs (i, i + head_dim/2) rotate together.
-    auto inv_freq = torch::pow(10000.0, -torch::arange(0, head_dim, 2, torch::kDouble) / head_dim);
-    auto angles = torch::outer(torch::arange(t, torch::kDouble), inv_freq);
+    // The angles are computed in float64 on the CPU (the model is built there and moved to its
+    // device afterwards) and stored as float32, so every device gets the same table.
+    const auto host_f64 =
+        torch::TensorOptions().dtype(torch::kDouble).device(torch::kCPU);  // float64-ok: kCPU
+    auto inv_freq = torch::pow(10000.0, -torch::arange(0, head_dim, 2, host_f64) / head_dim);
+    auto angles = torch::outer(torch::arange(t, host_f64), inv_freq);
     rope_cos_ = register_buffer("rope_cos", angles.cos().to(torch::kFloat));
     rope_sin_ = register_buffer("rope_sin", angles.sin().to(torch::kFloat));
   }

@@ -13,6 +13,10 @@
 
 namespace ablate::train {
 
+// The dtype the probes reduce in on `device`: float64 on the CPU, float32 on a GPU (MPS has no
+// float64). Every reduction runs where its tensor lives; only the scalar result crosses over.
+torch::ScalarType ProbeReduceType(const torch::Device& device);
+
 // sqrt(mean(x^2)) over every element.
 double Rms(const torch::Tensor& x);
 

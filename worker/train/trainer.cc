@@ -7,7 +7,6 @@
 #include "worker/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
 
 #include <chrono>
 #include <cmath>
@@ -18,10 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/spec/spec.h"
+#include "common/util/sha256.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/train/adamw.h"
+#include "worker/train/autocast.h"
 #include "worker/train/batches.h"
 #include "worker/train/checkpoint.h"
 #include "worker/train/dataset.h"
@@ -32,6 +33,7 @@
 #include "worker/train/model.h"
 #include "worker/train/probes.h"
 #include "worker/train/schedule.h"
+#include "worker/train/step.h"
 
 namespace ablate::train {
 namespace {
@@ -54,28 +56,6 @@ double UnixNow() {
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
-
-// Turns bf16 autocast on for the lifetime of the guard (CUDA only) and restores the old setting.
-class AutocastGuard {
- public:
-  explicit AutocastGuard(bool enable) : enabled_(enable) {
-    if (!enabled_) return;
-    previous_ = at::autocast::is_enabled();
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    at::autocast::set_enabled(true);
-  }
-  ~AutocastGuard() {
-    if (!enabled_) return;
-    at::autocast::clear_cache();
-    at::autocast::set_enabled(previous_);
-  }
-  AutocastGuard(const AutocastGuard&) = delete;
-  AutocastGuard& operator=(const AutocastGuard&) = delete;
-
- private:
-  bool enabled_;
-  bool previous_ = false;
-};
 
 std::string CheckpointPath(const std::string& dir, int64_t step) {
   return absl::StrFormat("%s/step-%09d.pt", dir, step);
@@ -128,11 +108,8 @@ class Run {
   void Emit(std::vector<MetricPoint>* points);
   void Point(std::vector<MetricPoint>* points, int64_t step, const std::string& name,
              double value) const;
-  double ValidationLoss();
   // Forward (and backward unless `final_step`) over grad_accum micro-batches; the mean loss.
   double TrainForward(bool final_step);
-  // Global gradient norm (before clipping), then clips in place when grad_clip > 0.
-  double ClipGradients();
   absl::Status Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
                           const torch::Tensor& torch_rng, TrainResult* result);
   ablate::v1::RunResult MakeResult(int64_t step, double train_seconds, int64_t tokens) const;
@@ -144,6 +121,8 @@ class Run {
   NullObserver null_observer_;
 
   torch::Device device_{torch::kCPU};
+  bool bf16_ = false;  // dtype: bfloat16, autocast scoped to each forward pass
+  std::string tokenizer_sha256_;
   std::string checkpoint_dir_;
   std::optional<TokenFile> train_tokens_, val_tokens_;
   std::optional<BatchSampler> sampler_;
@@ -173,10 +152,11 @@ absl::Status Run::Setup() {
   ConfigureThreads(options_.threads);
   const std::string requested = options_.device != "auto" ? options_.device : config_.device();
   ASSIGN_OR_RETURN(device_, ResolveDevice(requested));
-  if (config_.dtype() == "bfloat16" && !device_.is_cuda()) {
+  bf16_ = config_.dtype() == "bfloat16";
+  if (bf16_ && device_.is_mps()) {
+    // LibTorch 1.13 has no bf16 kernels or autocast for MPS.
     return absl::InvalidArgumentError(
-        absl::StrCat("dtype: bfloat16 (autocast) needs a CUDA device; this run resolved to ",
-                     DescribeDevice(device_)));
+        "dtype: bfloat16 needs a CUDA or CPU device; this run resolved to mps (use float32)");
   }
 
   ASSIGN_OR_RETURN(std::string train_text,
@@ -194,6 +174,7 @@ absl::Status Run::Setup() {
   const int vocab = spec_.data().tokenizer().vocab() > 0 ? spec_.data().tokenizer().vocab() : 4096;
   ASSIGN_OR_RETURN(PreparedDataset data,
                    PrepareDataset({train_text}, {train_text, val_text}, vocab, cache_dir));
+  ASSIGN_OR_RETURN(tokenizer_sha256_, Sha256File(data.tokenizer_model));
   ASSIGN_OR_RETURN(TokenFile train_tokens, TokenFile::Open(data.files[0].token_path));
   ASSIGN_OR_RETURN(TokenFile val_tokens, TokenFile::Open(data.files[1].token_path));
   const int64_t block = config_.block_size();
@@ -263,50 +244,12 @@ void Run::Emit(std::vector<MetricPoint>* points) {
   points->clear();
 }
 
-double Run::ValidationLoss() {
-  torch::NoGradGuard no_grad;
-  (*model_)->eval();
-  double sum = 0;
-  for (const Batch& b : val_batches_) {
-    sum += (*model_)->Loss((*model_)->forward(b.x), b.y).item<double>();
-  }
-  (*model_)->train();
-  return sum / static_cast<double>(std::max<size_t>(1, val_batches_.size()));
-}
-
 double Run::TrainForward(bool final_step) {
-  const int accum = std::max(1, config_.grad_accum());
-  std::optional<torch::NoGradGuard> no_grad;
-  if (final_step) no_grad.emplace();
-  torch::Tensor total;
-  for (int micro = 0; micro < accum; ++micro) {
-    Batch b = sampler_->Next(config_.batch_size(), device_);
-    auto loss = (*model_)->Loss((*model_)->forward(b.x), b.y);
-    if (!final_step) (loss / accum).backward();
-    total = micro == 0 ? loss.detach() : total + loss.detach();
+  std::vector<Batch> micro_batches;
+  for (int micro = 0; micro < std::max(1, config_.grad_accum()); ++micro) {
+    micro_batches.push_back(sampler_->Next(config_.batch_size(), device_));
   }
-  return total.item<double>() / accum;
-}
-
-double Run::ClipGradients() {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> norms;
-  for (const auto& p : params_) {
-    if (p.grad().defined()) norms.push_back(p.grad().norm(2).to(torch::kFloat));
-  }
-  if (norms.empty()) return 0;
-  const double norm = torch::stack(norms).norm(2).item<double>();
-  const double clip = config_.grad_clip();
-  // torch.nn.utils.clip_grad_norm_'s rule: scale by clip / (norm + 1e-6) when that is below 1.
-  if (clip > 0 && std::isfinite(norm)) {
-    const double scale = clip / (norm + 1e-6);
-    if (scale < 1) {
-      for (auto& p : params_) {
-        if (p.grad().defined()) p.grad().mul_(scale);
-      }
-    }
-  }
-  return norm;
+  return AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step);
 }
 
 absl::Status Run::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
@@ -348,6 +291,10 @@ ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_
   r.set_device(DescribeDevice(device_));
   r.set_dtype(config_.dtype());
   r.set_torch_version(TorchVersion());
+  const DeviceInfo info = DescribeDeviceInfo(device_);
+  r.set_device_kind(info.kind);
+  r.set_device_name(info.name);
+  r.set_tokenizer_sha256(tokenizer_sha256_);
   for (const char* name :
        {"attn_entropy", "max_attn_logit", "kurtosis", "param_norm", "output_logit_max"}) {
     auto it = last_probes_.find(name);
@@ -359,7 +306,6 @@ ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_
 absl::StatusOr<TrainResult> Run::Execute() {
   const auto started = Clock::now();
   RETURN_IF_ERROR(Setup());
-  AutocastGuard autocast(config_.dtype() == "bfloat16" && device_.is_cuda());
   (*model_)->train();
 
   const int64_t steps = config_.steps();
@@ -377,12 +323,13 @@ absl::StatusOr<TrainResult> Run::Execute() {
     const bool report = !(resumed_ && s == start_step_);
     const bool final_step = s == steps;
     if (report && (s % config_.eval_every() == 0 || final_step)) {
-      last_val_loss_ = ValidationLoss();
+      last_val_loss_ = EvaluateLoss(*model_, val_batches_, bf16_);
       min_val_loss_ = min_val_loss_ < 0 ? last_val_loss_ : std::min(min_val_loss_, last_val_loss_);
       Point(&points, s, "val_loss", last_val_loss_);
       Point(&points, s, "val_ppl", std::exp(last_val_loss_));
     }
     if (report && (s % config_.probe_every() == 0 || final_step)) {
+      ScopedAutocast autocast(device_, bf16_);
       last_probes_ = RunProbes(*model_, probe_x_);
       for (const auto& [name, value] : last_probes_) Point(&points, s, name, value);
     }
@@ -394,7 +341,7 @@ absl::StatusOr<TrainResult> Run::Execute() {
     const double loss = TrainForward(final_step);
     const bool diverged = report && tracker_->Observe(s, loss);
     double grad_norm = 0;
-    if (!final_step && !diverged) grad_norm = ClipGradients();
+    if (!final_step && !diverged) grad_norm = ClipGradients(params_, config_.grad_clip());
     const double step_seconds = Seconds(step_started);
     train_seconds += step_seconds;
     interval_seconds += step_seconds;
