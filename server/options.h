@@ -17,11 +17,13 @@ struct ServerOptions {
   std::string store_dir = "ablate-store";  // content-addressed checkpoints
   std::string tls_cert, tls_key;           // PEM files; both or neither
   bool insecure = false;                   // allow plaintext beyond loopback
+  bool metrics_insecure = false;           // allow /metrics (no TLS, no auth) beyond loopback
   bool auth = true;                        // false: --auth none (loopback only)
   int64_t max_grid = 100000;
   int max_message_bytes = 16 << 20;
   int max_spec_bytes = 1 << 20;
   int max_points_per_report = 50000;
+  int64_t max_checkpoint_bytes = int64_t{4} << 30;  // a checkpoint upload larger is refused
   int db_pool_size = 16;
   int executor_threads = 8;
   double reap_interval_seconds = 0;  // 0: lease_seconds / 4, at most 5 s

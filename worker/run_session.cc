@@ -35,6 +35,7 @@ class Session : public train::TrainObserver {
         worker_id_(worker_id),
         run_id_(lease.spec().run_id()),
         attempt_(lease.lease().attempt()),
+        lease_token_(lease.lease().token()),
         opts_(opts),
         stats_(stats) {}
 
@@ -87,6 +88,7 @@ class Session : public train::TrainObserver {
   const int64_t worker_id_;
   const int64_t run_id_;
   const int32_t attempt_;
+  const std::string lease_token_;
   const SessionOptions& opts_;
   SessionStats* stats_;
   std::unique_ptr<MetricSpool> spool_;
@@ -141,9 +143,9 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
                        .string();
     if (!fs::exists(*resume_path)) {
       spdlog::info("run {}: fetching checkpoint at step {}", run_id_, ref.step());
-      RETURN_IF_ERROR(
-          Retrying([&] { return c_->GetCheckpoint(run_id_, attempt_, ref, *resume_path); },
-                   "checkpoint download"));
+      RETURN_IF_ERROR(Retrying(
+          [&] { return c_->GetCheckpoint(run_id_, attempt_, lease_token_, ref, *resume_path); },
+          "checkpoint download"));
     }
   }
   return absl::OkStatus();
@@ -158,6 +160,7 @@ void Session::HeartbeatLoop() {
     req.set_worker_id(worker_id_);
     req.set_run_id(run_id_);
     req.set_attempt(attempt_);
+    req.set_lease_token(lease_token_);
     req.set_step(stats_->step);
     req.set_tokens_per_second(stats_->tokens_per_second);
     auto resp = c_->Heartbeat(req);
@@ -197,7 +200,7 @@ void Session::SenderLoop() {
     while (spool_->pending() > 0) {
       auto batch = spool_->Peek(kMetricBatch);
       if (!batch.ok() || batch->empty()) break;
-      auto s = c_->ReportMetrics(run_id_, attempt_, *batch);
+      auto s = c_->ReportMetrics(run_id_, attempt_, lease_token_, *batch);
       if (!s.ok()) {
         NoteFenced(s);
         if (!absl::IsFailedPrecondition(s) && !unreachable_) {
@@ -219,7 +222,7 @@ void Session::SenderLoop() {
       stats_->spooled_points = spool_->pending();
     }
     if (ckpt && !failed && !lease_lost_) {
-      auto s = c_->PutCheckpoint(run_id_, attempt_, ckpt->first, ckpt->second);
+      auto s = c_->PutCheckpoint(run_id_, attempt_, lease_token_, ckpt->first, ckpt->second);
       if (!s.ok()) {
         NoteFenced(s);
         failed = true;
@@ -237,7 +240,7 @@ bool Session::DrainMetrics(Clock::time_point deadline) {
     if (lease_lost_ || Clock::now() > deadline) return false;
     auto batch = spool_->Peek(kMetricBatch);
     if (!batch.ok()) return false;
-    auto s = c_->ReportMetrics(run_id_, attempt_, *batch);
+    auto s = c_->ReportMetrics(run_id_, attempt_, lease_token_, *batch);
     if (s.ok()) {
       spool_->Ack(batch->size());
       backoff = 0.2;
@@ -280,6 +283,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
   v1::CompleteRequest complete;
   complete.set_run_id(run_id_);
   complete.set_attempt(attempt_);
+  complete.set_lease_token(lease_token_);
   absl::Status fetched = FetchInputs(&spec, lease, &resume_path);
   absl::StatusOr<train::TrainResult> trained =
       fetched.ok() ? absl::StatusOr<train::TrainResult>(absl::CancelledError("not started"))
@@ -316,7 +320,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     out = {SessionEnd::kLeaseLost, "lease lost", 0, 0, {}, {}};
   } else if (!trained.ok() && shutting_down) {
     // Stopped before or while fetching inputs: nothing to save, hand the run straight back.
-    const bool handed = c_->Release(run_id_, attempt_, "worker shutting down").ok();
+    const bool handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
     out = {handed ? SessionEnd::kReleased : SessionEnd::kAbandoned,
            handed ? "handed back" : std::string(trained.status().message()),
            0,
@@ -329,10 +333,11 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     bool handed = DrainMetrics(deadline);
     if (handed && !trained->last_checkpoint.empty()) {
-      handed =
-          c_->PutCheckpoint(run_id_, attempt_, trained->last_step, trained->last_checkpoint).ok();
+      handed = c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
+                                 trained->last_checkpoint)
+                   .ok();
     }
-    if (handed) handed = c_->Release(run_id_, attempt_, "worker shutting down").ok();
+    if (handed) handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
     out = {handed ? SessionEnd::kReleased : SessionEnd::kAbandoned,
            handed ? "handed back" : "could not hand back; the lease will expire",
            0,
