@@ -19,7 +19,7 @@ bool Allowed(Role role, Surface surface) {
 
 absl::StatusOr<Caller> Authenticator::Check(const grpc::ServerContextBase& context, Surface surface,
                                             const char* method) {
-  if (!enabled_) return Caller{"anonymous", Role::kAdmin};
+  if (!enabled_) return Caller{"anonymous", Role::kAdmin, 0};
   const auto& md = context.client_metadata();
   auto it = md.find("authorization");
   if (it == md.end()) {
@@ -59,7 +59,7 @@ absl::StatusOr<Caller> Authenticator::Check(const grpc::ServerContextBase& conte
         absl::StrCat("token \"", info.name, "\" has role ", RoleName(info.role), "; ", method,
                      " needs role ", surface == Surface::kWorker ? "worker" : "user", " or admin"));
   }
-  return Caller{info.name, info.role};
+  return Caller{info.name, info.role, info.id};
 }
 
 }  // namespace ablate::server

@@ -22,6 +22,7 @@ enum class Surface { kWorker, kSweep };
 struct Caller {
   std::string name;  // token name; "anonymous" with --auth none
   Role role = Role::kAdmin;
+  int64_t token_id = 0;  // 0 with --auth none
 };
 
 class Authenticator {

@@ -31,10 +31,11 @@ absl::Status BlobStore::Init() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<BlobStore::Writer>> BlobStore::NewWriter() {
+absl::StatusOr<std::unique_ptr<BlobStore::Writer>> BlobStore::NewWriter(int64_t max_bytes) {
   static std::atomic<uint64_t> counter{0};
   auto w = std::unique_ptr<Writer>(new Writer());
   w->root_ = root_;
+  w->max_bytes_ = max_bytes;
   w->tmp_path_ =
       (fs::path(root_) / "tmp" / absl::StrCat(getpid(), "-", counter.fetch_add(1), ".part"))
           .string();
@@ -54,6 +55,14 @@ BlobStore::Writer::~Writer() {
 }
 
 absl::Status BlobStore::Writer::Append(const std::string& data) {
+  if (size_ + static_cast<int64_t>(data.size()) > max_bytes_) {
+    out_.close();
+    std::error_code ec;
+    fs::remove(tmp_path_, ec);
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint: more than ", max_bytes_,
+                     " bytes uploaded; the server's --max-checkpoint-bytes is ", max_bytes_));
+  }
   out_.write(data.data(), static_cast<std::streamsize>(data.size()));
   if (!out_) return absl::UnavailableError("checkpoint store: write failed (disk full?)");
   hash_.Update(data);

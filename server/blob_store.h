@@ -24,6 +24,7 @@ class BlobStore {
   class Writer {
    public:
     ~Writer();  // removes the temporary file unless committed
+    // INVALID_ARGUMENT (the temporary file is removed) once more than the writer's cap arrived.
     absl::Status Append(const std::string& data);
     // Checks size and digest, then moves the blob into place.
     absl::Status Commit(const std::string& sha256, int64_t size_bytes);
@@ -34,10 +35,13 @@ class BlobStore {
     std::ofstream out_;
     Sha256 hash_;
     int64_t size_ = 0;
+    int64_t max_bytes_ = 0;
     bool committed_ = false;
   };
 
-  absl::StatusOr<std::unique_ptr<Writer>> NewWriter();
+  // A writer that accepts at most `max_bytes` (--max-checkpoint-bytes); an upload is refused as
+  // it crosses the cap, not after it has filled the disk.
+  absl::StatusOr<std::unique_ptr<Writer>> NewWriter(int64_t max_bytes);
   // Path of an existing blob; NOT_FOUND otherwise.
   absl::StatusOr<std::string> PathOf(const std::string& sha256) const;
 

@@ -22,6 +22,7 @@ absl::StatusOr<DatasetRecord> DatasetResolver::ResolveOne(const std::string& fil
                              "\": this server has no --data-dir to serve files from; use "
                              "synthetic:N or start the server with --data-dir"));
   }
+  if (value.find('\0') != std::string::npos) return fail("path must not contain a NUL byte");
   const fs::path rel(value);
   // The server serves these files to any worker: a path must not reach outside --data-dir.
   if (rel.is_absolute()) {
@@ -30,11 +31,17 @@ absl::StatusOr<DatasetRecord> DatasetResolver::ResolveOne(const std::string& fil
   for (const auto& part : rel) {
     if (part == "..") return fail(absl::StrCat("\"", value, "\" must not contain \"..\""));
   }
-  const fs::path full = fs::path(data_dir_) / rel;
-  std::error_code ec;
-  if (!fs::is_regular_file(full, ec)) {
+  // The string checks above cannot see symlinks: a link inside the data dir to /etc/passwd (or
+  // to a directory elsewhere) passes them. Only the real path decides.
+  auto real = Confine((fs::path(data_dir_) / rel).string());
+  if (absl::IsPermissionDenied(real.status())) {
+    return fail(absl::StrCat("\"", value, "\" ", real.status().message()));
+  }
+  if (!real.ok()) {
     return fail(absl::StrCat("file \"", value, "\" not found under --data-dir (", data_dir_, ")"));
   }
+  const fs::path full(*real);
+  std::error_code ec;
   const auto size = static_cast<int64_t>(fs::file_size(full, ec));
   const auto mtime = static_cast<int64_t>(fs::last_write_time(full, ec).time_since_epoch().count());
   {
@@ -49,6 +56,29 @@ absl::StatusOr<DatasetRecord> DatasetResolver::ResolveOne(const std::string& fil
   std::lock_guard<std::mutex> lock(mu_);
   cache_[full.string()] = {size, mtime, *sha};
   return DatasetRecord{*sha, full.string(), size};
+}
+
+absl::StatusOr<std::string> DatasetResolver::Confine(const std::string& path) const {
+  std::error_code ec;
+  const fs::path root = fs::canonical(data_dir_, ec);
+  if (ec || data_dir_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--data-dir \"", data_dir_, "\" is not an existing directory"));
+  }
+  const fs::path real = fs::canonical(path, ec);  // resolves every link, fails if missing
+  if (ec || !fs::is_regular_file(real, ec)) {
+    return absl::NotFoundError(absl::StrCat("\"", path, "\" is not a regular file"));
+  }
+  // Component-wise, so /data-other does not count as inside /data.
+  auto r = real.begin();
+  for (auto d = root.begin(); d != root.end(); ++d, ++r) {
+    if (r == real.end() || *r != *d) {
+      // The target is not named: it is the server's business, not the caller's.
+      return absl::PermissionDeniedError(
+          "leads outside --data-dir through a symbolic link; only files inside it are served");
+    }
+  }
+  return real.string();
 }
 
 absl::StatusOr<std::vector<DatasetRecord>> DatasetResolver::Resolve(const std::string& file_name,

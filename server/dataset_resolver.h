@@ -24,6 +24,11 @@ class DatasetResolver {
   absl::StatusOr<std::vector<DatasetRecord>> Resolve(const std::string& file_name,
                                                      v1::DataSpec* data);
 
+  // The real path (symlinks resolved) of `path` if it is a regular file inside the real
+  // --data-dir; FAILED_PRECONDITION otherwise. GetDataset checks every recorded path again at
+  // serve time, so swapping a submitted file for a link afterwards serves nothing outside.
+  absl::StatusOr<std::string> Confine(const std::string& path) const;
+
  private:
   absl::StatusOr<DatasetRecord> ResolveOne(const std::string& file_name, const char* field,
                                            const std::string& value);

@@ -17,6 +17,9 @@ void AddServeFlags(CLI::App* app, ServerOptions* o, std::string* auth_mode, bool
                   "Prometheus /metrics address host:port (empty: off)")
       ->envname("ABLATE_METRICS_LISTEN")
       ->capture_default_str();
+  app->add_flag("--metrics-insecure", o->metrics_insecure,
+                "Allow --metrics-listen beyond loopback (/metrics has no TLS and no auth)")
+      ->envname("ABLATE_METRICS_INSECURE");
   app->add_option("--lease-seconds", o->lease_seconds,
                   "Lease length; a worker that misses heartbeats this long loses its run")
       ->envname("ABLATE_LEASE_SECONDS")
@@ -44,6 +47,10 @@ void AddServeFlags(CLI::App* app, ServerOptions* o, std::string* auth_mode, bool
       ->capture_default_str();
   app->add_option("--max-message-bytes", o->max_message_bytes, "gRPC message size cap")
       ->envname("ABLATE_MAX_MESSAGE_BYTES")
+      ->capture_default_str();
+  app->add_option("--max-checkpoint-bytes", o->max_checkpoint_bytes,
+                  "Largest checkpoint upload accepted, bytes (refused while streaming)")
+      ->envname("ABLATE_MAX_CHECKPOINT_BYTES")
       ->capture_default_str();
   app->add_option("--db-pool", o->db_pool_size, "PostgreSQL connections per server process")
       ->envname("ABLATE_DB_POOL")

@@ -17,6 +17,7 @@ struct ServerOptions {
   std::string store_dir = "ablate-store";  // content-addressed checkpoints
   std::string tls_cert, tls_key;           // PEM files; both or neither
   bool insecure = false;                   // allow plaintext beyond loopback
+  bool metrics_insecure = false;           // allow /metrics (no TLS, no auth) beyond loopback
   bool auth = true;                        // false: --auth none (loopback only)
   int64_t max_grid = 100000;
   int max_message_bytes = 16 << 20;
@@ -26,6 +27,7 @@ struct ServerOptions {
   // waits up to parse_wait_seconds, then gets RESOURCE_EXHAUSTED.
   int max_concurrent_parses = 2;
   double parse_wait_seconds = 5;
+  int64_t max_checkpoint_bytes = int64_t{4} << 30;  // a checkpoint upload larger is refused
   int db_pool_size = 16;
   int executor_threads = 8;
   double reap_interval_seconds = 0;  // 0: lease_seconds / 4, at most 5 s

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/net.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth.h"
@@ -54,16 +55,6 @@ struct Server::Impl {
   bool shut_down = false;
 };
 
-bool IsLoopback(const std::string& listen) {
-  std::string host = listen;
-  if (absl::StartsWith(host, "[")) {
-    host = host.substr(1, host.find(']') - 1);
-  } else if (auto colon = host.rfind(':'); colon != std::string::npos) {
-    host = host.substr(0, colon);
-  }
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-}
-
 namespace {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
@@ -72,6 +63,37 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) 
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Every numeric option gets a range: a NaN lease or a negative message cap would otherwise start
+// a server that misbehaves later instead of failing here with the flag's name. `!(v >= lo)`
+// rather than `v < lo` so that NaN is refused too.
+template <typename T>
+absl::Status InRange(const char* flag, T value, T lo, T hi) {
+  if (!(value >= lo && value <= hi)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " must be between ", lo, " and ", hi, " (got ", value, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckRanges(const ServerOptions& o) {
+  for (const absl::Status& s : {
+           InRange("--lease-seconds", o.lease_seconds, 0.1, 86400.0),
+           InRange("--max-long-poll", o.max_long_poll_seconds, 0.0, 3600.0),
+           InRange("--max-grid", o.max_grid, int64_t{1}, int64_t{10000000}),
+           InRange("--max-message-bytes", o.max_message_bytes, 4096, 1 << 30),
+           InRange("--max-checkpoint-bytes", o.max_checkpoint_bytes, int64_t{1}, int64_t{1} << 40),
+           InRange("--db-pool", o.db_pool_size, 1, 1000),
+           InRange("--threads", o.executor_threads, 1, 1024),
+           InRange("max_spec_bytes", o.max_spec_bytes, 1, 1 << 30),
+           InRange("max_points_per_report", o.max_points_per_report, 1, 10000000),
+           InRange("reap_interval_seconds", o.reap_interval_seconds, 0.0, 3600.0),
+           InRange("stats_interval_seconds", o.stats_interval_seconds, 0.01, 3600.0),
+       }) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckOptions(const ServerOptions& o) {
@@ -91,7 +113,13 @@ absl::Status CheckOptions(const ServerOptions& o) {
     return absl::FailedPreconditionError(
         absl::StrCat("--auth none is only allowed on a loopback address (got ", o.listen, ")"));
   }
-  if (o.lease_seconds <= 0) return absl::InvalidArgumentError("--lease-seconds must be > 0");
+  if (!o.metrics_listen.empty() && !IsLoopback(o.metrics_listen) && !o.metrics_insecure) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to serve /metrics on ", o.metrics_listen,
+        ": it has no TLS and no authentication; give --metrics-insecure if the network is "
+        "trusted, or keep --metrics-listen on loopback behind a proxy"));
+  }
+  return CheckRanges(o);
   return absl::OkStatus();
 }
 

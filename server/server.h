@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "common/util/net.h"
 #include "server/options.h"
 
 namespace ablate::server {
@@ -28,6 +29,6 @@ class Server {
 };
 
 // True for 127.0.0.0/8, ::1, localhost (listening there needs neither TLS nor --insecure).
-bool IsLoopback(const std::string& listen_address);
+using util::IsLoopback;
 
 }  // namespace ablate::server

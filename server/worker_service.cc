@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/fields.h"
 #include "server/polling_stream.h"
 #include "spdlog/spdlog.h"
 
@@ -14,6 +15,18 @@ namespace {
 // checkpoint is ~100 messages.
 constexpr size_t kChunkBytes = 1 << 20;
 
+// The free-text fields of what a worker says about itself (names are checked separately).
+absl::Status CheckInfoText(const v1::WorkerInfo& info) {
+  for (const auto& [field, value] :
+       {std::pair<const char*, const std::string&>{"info.device_name", info.device_name()},
+        {"info.torch_version", info.torch_version()},
+        {"info.hostname", info.hostname()},
+        {"info.version", info.version()}}) {
+    if (auto s = util::CheckText(field, value, util::kMaxNameBytes * 2); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status WorkerServiceImpl::Authorize(const grpc::ServerContextBase& ctx, const char* method) {
@@ -23,13 +36,22 @@ absl::Status WorkerServiceImpl::Authorize(const grpc::ServerContextBase& ctx, co
 grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                          v1::RegisterResponse* resp) {
   RpcTimer timer(d_.metrics, "Register");
-  if (auto a = Authorize(*ctx, "WorkerService.Register"); !a.ok()) return ToGrpc(a);
-  auto id = d_.queue->Register(req->info());
-  if (!id.ok()) return ToGrpc(id.status());
+  auto caller = d_.auth->Check(*ctx, Surface::kWorker, "WorkerService.Register");
+  if (!caller.ok()) return ToGrpc(caller.status());
+  if (auto s = util::CheckName("info.name", req->info().name()); !s.ok()) return ToGrpc(s);
+  if (auto s = CheckInfoText(req->info()); !s.ok()) return ToGrpc(s);
+  auto id = d_.queue->Register(req->info(), caller->token_id);
+  if (!id.ok()) {
+    if (absl::IsAlreadyExists(id.status())) {
+      spdlog::warn("register refused name={} token={}: name held by a live worker",
+                   util::LogQuote(req->info().name()), util::LogQuote(caller->name));
+    }
+    return ToGrpc(id.status());
+  }
   resp->set_worker_id(*id);
   resp->set_lease_seconds(d_.queue->lease_seconds());
-  spdlog::info("worker registered id={} name={} device={}", *id, req->info().name(),
-               req->info().device_kind());
+  spdlog::info("worker registered id={} name={} device={}", *id, util::LogQuote(req->info().name()),
+               util::LogQuote(req->info().device_kind()));
   return grpc::Status::OK;
 }
 
@@ -63,6 +85,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
               v1::ReleaseRequest back;
               back.set_run_id(r->lease().run_id());
               back.set_attempt(r->lease().attempt());
+              back.set_lease_token(r->lease().token());
               back.set_reason("lease reply undeliverable: caller went away");
               auto s = d_.queue->Release(back);
               if (!s.ok()) spdlog::warn("release after cancelled lease: {}", s.ToString());
@@ -100,10 +123,12 @@ grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* ctx,
   }
   for (int i = 0; i < req->points_size(); ++i) {
     const auto& p = req->points(i);
-    if (p.name().empty() || p.name().size() > 200 || p.step() < 0) {
+    if (auto s = util::CheckName(absl::StrCat("points[", i, "].name"), p.name()); !s.ok()) {
+      return ToGrpc(s);
+    }
+    if (p.step() < 0) {
       return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("points[", i, "]: name must be 1..200 characters and step >= 0 (got name \"",
-                       p.name().substr(0, 50), "\", step ", p.step(), ")")));
+          absl::StrCat("points[", i, "].step must be >= 0 (got ", p.step(), ")")));
     }
   }
   auto n = d_.queue->ReportMetrics(*req);
@@ -125,20 +150,32 @@ grpc::Status WorkerServiceImpl::PutCheckpoint(grpc::ServerContext* ctx,
   const v1::CheckpointRef ref = header.ref();
   const int64_t run_id = header.run_id();
   const int attempt = header.attempt();
+  const std::string lease_token = header.lease_token();
+  const int64_t cap = d_.options->max_checkpoint_bytes;
   if (!IsSha256Hex(ref.sha256()) || ref.size_bytes() < 0 || ref.step() < 0) {
     return ToGrpc(absl::InvalidArgumentError(
         "checkpoint: header ref needs step >= 0, size_bytes >= 0 and a 64-hex-digit sha256"));
   }
+  if (ref.size_bytes() > cap) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("checkpoint: header ref.size_bytes ", ref.size_bytes(),
+                     " is over the server's --max-checkpoint-bytes (", cap, ")")));
+  }
   // Refuse a stale attempt before it uploads hundreds of MB; checked again when recording.
-  if (auto f = d_.queue->CheckFence(run_id, attempt); !f.ok()) return ToGrpc(f);
-  auto writer = d_.blobs->NewWriter();
+  if (auto f = d_.queue->CheckFence(run_id, attempt, lease_token); !f.ok()) return ToGrpc(f);
+  // The cap holds even if the header lies about the size: the writer stops at it.
+  auto writer = d_.blobs->NewWriter(cap);
   if (!writer.ok()) return ToGrpc(writer.status());
   v1::CheckpointChunk chunk = std::move(header);
   do {
     if (auto s = (*writer)->Append(chunk.data()); !s.ok()) return ToGrpc(s);
   } while (reader->Read(&chunk));
-  if (auto s = (*writer)->Commit(ref.sha256(), ref.size_bytes()); !s.ok()) return ToGrpc(s);
-  if (auto s = d_.queue->RecordCheckpoint(run_id, attempt, ref); !s.ok()) return ToGrpc(s);
+  // The blob moves into the store only once the fence passes (under the run's row lock): an
+  // upload whose lease was lost meanwhile leaves nothing behind.
+  auto s = d_.queue->RecordCheckpoint(run_id, attempt, lease_token, ref, [&] {
+    return (*writer)->Commit(ref.sha256(), ref.size_bytes());
+  });
+  if (!s.ok()) return ToGrpc(s);
   *resp->mutable_stored() = ref;
   return grpc::Status::OK;
 }
@@ -148,7 +185,9 @@ grpc::Status WorkerServiceImpl::GetCheckpoint(grpc::ServerContext* ctx,
                                               grpc::ServerWriter<v1::CheckpointChunk>* writer) {
   RpcTimer timer(d_.metrics, "GetCheckpoint");
   if (auto a = Authorize(*ctx, "WorkerService.GetCheckpoint"); !a.ok()) return ToGrpc(a);
-  if (auto f = d_.queue->CheckFence(req->run_id(), req->attempt()); !f.ok()) return ToGrpc(f);
+  if (auto f = d_.queue->CheckFence(req->run_id(), req->attempt(), req->lease_token()); !f.ok()) {
+    return ToGrpc(f);
+  }
   auto ref = d_.queue->FindCheckpoint(req->run_id(), req->sha256());
   if (!ref.ok()) return ToGrpc(ref.status());
   auto path = d_.blobs->PathOf(ref->sha256());
@@ -175,15 +214,19 @@ grpc::Status WorkerServiceImpl::GetDataset(grpc::ServerContext* ctx,
   if (auto a = Authorize(*ctx, "WorkerService.GetDataset"); !a.ok()) return ToGrpc(a);
   auto found = d_.queue->DatasetPath(req->sha256());
   if (!found.ok()) return ToGrpc(found.status());
+  // Confined again at serve time: the file may have been replaced by a link since it was
+  // submitted, and every worker token may call this.
+  auto real = d_.datasets->Confine(found->first);
   std::error_code ec;
-  const auto size = static_cast<int64_t>(std::filesystem::file_size(found->first, ec));
-  if (ec || size != found->second) {
+  const auto size =
+      real.ok() ? static_cast<int64_t>(std::filesystem::file_size(*real, ec)) : int64_t{-1};
+  if (!real.ok() || ec || size != found->second) {
     // The worker checks the digest anyway; refusing early names the cause.
     return ToGrpc(absl::FailedPreconditionError(
         absl::StrCat("data set ", req->sha256(), " (", found->first,
                      ") changed or vanished on the server since it was submitted")));
   }
-  auto s = StreamFile(found->first, kChunkBytes, [&](std::string&& data, int64_t total) {
+  auto s = StreamFile(*real, kChunkBytes, [&](std::string&& data, int64_t total) {
     v1::DataChunk chunk;
     chunk.set_total_bytes(total);
     chunk.set_data(std::move(data));
@@ -196,6 +239,16 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext* ctx, const v1::Com
                                          v1::CompleteResponse* /*resp*/) {
   RpcTimer timer(d_.metrics, "Complete");
   if (auto a = Authorize(*ctx, "WorkerService.Complete"); !a.ok()) return ToGrpc(a);
+  if (auto s = util::CheckText("error", req->error()); !s.ok()) return ToGrpc(s);
+  if (auto s = util::CheckText("result.device", req->result().device(), util::kMaxNameBytes * 2);
+      !s.ok()) {
+    return ToGrpc(s);
+  }
+  for (const auto& [name, value] : req->result().final_probes()) {
+    if (auto s = util::CheckText("result.final_probes key", name, util::kMaxNameBytes); !s.ok()) {
+      return ToGrpc(s);
+    }
+  }
   return ToGrpc(d_.queue->Complete(*req));
 }
 
@@ -203,6 +256,7 @@ grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* ctx, const v1::Rele
                                         v1::ReleaseResponse* /*resp*/) {
   RpcTimer timer(d_.metrics, "Release");
   if (auto a = Authorize(*ctx, "WorkerService.Release"); !a.ok()) return ToGrpc(a);
+  if (auto s = util::CheckText("reason", req->reason(), 4096); !s.ok()) return ToGrpc(s);
   return ToGrpc(d_.queue->Release(*req));
 }
 

@@ -66,7 +66,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::WorkerInfo&
   v1::RegisterRequest req;
   *req.mutable_info() = info;
   v1::RegisterResponse resp;
-  auto s = rpc::ToAbsl(stub_->Register(&ctx, req, &resp), "register", config_.server);
+  auto s = rpc::ToAbsl(stub_->Register(&ctx, req, &resp), "register", config_.server, "worker");
   if (!s.ok()) return s;
   return resp;
 }
@@ -88,7 +88,7 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::Lease(int64_t worker_id, double w
     std::lock_guard<std::mutex> lock(poll_mu_);
     poll_context_ = nullptr;
   }
-  auto s = rpc::ToAbsl(status, "lease", config_.server);
+  auto s = rpc::ToAbsl(status, "lease", config_.server, "worker");
   if (!s.ok()) return s;
   return resp;
 }
@@ -103,24 +103,29 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
   v1::HeartbeatResponse resp;
-  auto s = rpc::ToAbsl(stub_->Heartbeat(&ctx, request, &resp), "heartbeat", config_.server);
+  auto s =
+      rpc::ToAbsl(stub_->Heartbeat(&ctx, request, &resp), "heartbeat", config_.server, "worker");
   if (!s.ok()) return s;
   return resp;
 }
 
 absl::Status Coordinator::ReportMetrics(int64_t run_id, int32_t attempt,
+                                        const std::string& lease_token,
                                         const std::vector<v1::MetricPoint>& points) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::ReportMetricsRequest req;
   req.set_run_id(run_id);
   req.set_attempt(attempt);
+  req.set_lease_token(lease_token);
   for (const auto& p : points) *req.add_points() = p;
   v1::ReportMetricsResponse resp;
-  return rpc::ToAbsl(stub_->ReportMetrics(&ctx, req, &resp), "report metrics", config_.server);
+  return rpc::ToAbsl(stub_->ReportMetrics(&ctx, req, &resp), "report metrics", config_.server,
+                     "worker");
 }
 
-absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt, int64_t step,
+absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
+                                        const std::string& lease_token, int64_t step,
                                         const std::string& path) {
   auto sha = Sha256File(path);
   if (!sha.ok()) return sha.status();
@@ -134,6 +139,7 @@ absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt, int64_t
   v1::CheckpointChunk header;
   header.set_run_id(run_id);
   header.set_attempt(attempt);
+  header.set_lease_token(lease_token);
   header.mutable_ref()->set_step(step);
   header.mutable_ref()->set_sha256(*sha);
   header.mutable_ref()->set_size_bytes(static_cast<int64_t>(size));
@@ -148,21 +154,23 @@ absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt, int64_t
     ok = writer->Write(chunk);
   }
   writer->WritesDone();
-  return rpc::ToAbsl(writer->Finish(), "upload checkpoint", config_.server);
+  return rpc::ToAbsl(writer->Finish(), "upload checkpoint", config_.server, "worker");
 }
 
 absl::Status Coordinator::GetCheckpoint(int64_t run_id, int32_t attempt,
+                                        const std::string& lease_token,
                                         const v1::CheckpointRef& ref, const std::string& path) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 600);
   v1::GetCheckpointRequest req;
   req.set_run_id(run_id);
   req.set_attempt(attempt);
+  req.set_lease_token(lease_token);
   req.set_sha256(ref.sha256());
   auto reader = stub_->GetCheckpoint(&ctx, req);
   v1::CheckpointChunk chunk;
   auto s = DownloadTo(reader.get(), &chunk, path, ref.sha256(), "checkpoint");
-  auto fin = rpc::ToAbsl(reader->Finish(), "download checkpoint", config_.server);
+  auto fin = rpc::ToAbsl(reader->Finish(), "download checkpoint", config_.server, "worker");
   if (!fin.ok()) {
     std::filesystem::remove(path);
     return fin;
@@ -178,7 +186,7 @@ absl::Status Coordinator::GetDataset(const std::string& sha256, const std::strin
   auto reader = stub_->GetDataset(&ctx, req);
   v1::DataChunk chunk;
   auto s = DownloadTo(reader.get(), &chunk, path, sha256, "data set");
-  auto fin = rpc::ToAbsl(reader->Finish(), "download data set", config_.server);
+  auto fin = rpc::ToAbsl(reader->Finish(), "download data set", config_.server, "worker");
   if (!fin.ok()) {
     std::filesystem::remove(path);
     return fin;
@@ -190,18 +198,20 @@ absl::Status Coordinator::Complete(const v1::CompleteRequest& request) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::CompleteResponse resp;
-  return rpc::ToAbsl(stub_->Complete(&ctx, request, &resp), "complete", config_.server);
+  return rpc::ToAbsl(stub_->Complete(&ctx, request, &resp), "complete", config_.server, "worker");
 }
 
-absl::Status Coordinator::Release(int64_t run_id, int32_t attempt, const std::string& reason) {
+absl::Status Coordinator::Release(int64_t run_id, int32_t attempt, const std::string& lease_token,
+                                  const std::string& reason) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
   v1::ReleaseRequest req;
   req.set_run_id(run_id);
   req.set_attempt(attempt);
+  req.set_lease_token(lease_token);
   req.set_reason(reason);
   v1::ReleaseResponse resp;
-  return rpc::ToAbsl(stub_->Release(&ctx, req, &resp), "release", config_.server);
+  return rpc::ToAbsl(stub_->Release(&ctx, req, &resp), "release", config_.server, "worker");
 }
 
 }  // namespace ablate::worker

@@ -25,16 +25,18 @@ class Coordinator {
   // Long-polls up to `wait_seconds`. Cancel() from another thread ends the wait early.
   absl::StatusOr<v1::LeaseResponse> Lease(int64_t worker_id, double wait_seconds);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
-  absl::Status ReportMetrics(int64_t run_id, int32_t attempt,
+  // `lease_token` is the Lease.token of this attempt; every fenced call carries it.
+  absl::Status ReportMetrics(int64_t run_id, int32_t attempt, const std::string& lease_token,
                              const std::vector<v1::MetricPoint>& points);
-  absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, int64_t step,
-                             const std::string& path);
+  absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
+                             int64_t step, const std::string& path);
   // Streams the checkpoint into `path` (atomically) and checks its SHA-256.
-  absl::Status GetCheckpoint(int64_t run_id, int32_t attempt, const v1::CheckpointRef& ref,
-                             const std::string& path);
+  absl::Status GetCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
+                             const v1::CheckpointRef& ref, const std::string& path);
   absl::Status GetDataset(const std::string& sha256, const std::string& path);
   absl::Status Complete(const v1::CompleteRequest& request);
-  absl::Status Release(int64_t run_id, int32_t attempt, const std::string& reason);
+  absl::Status Release(int64_t run_id, int32_t attempt, const std::string& lease_token,
+                       const std::string& reason);
 
   // Ends a Lease long-poll in flight (shutdown).
   void CancelLongPoll();

@@ -9,7 +9,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/fields.h"
 #include "common/util/log.h"
+#include "common/util/net.h"
 #include "worker/coordinator.h"
 #include "worker/run_session.h"
 #include "worker/train/trainer.h"
@@ -17,6 +19,10 @@
 
 namespace ablate::worker {
 namespace {
+
+// Heartbeats per lease period: a worker may miss three in a row (a GC pause, a brief network
+// blip) and still keep its run.
+constexpr double kHeartbeatsPerLease = 4;
 
 using Clock = std::chrono::steady_clock;
 
@@ -52,9 +58,37 @@ absl::StatusOr<v1::RegisterResponse> RegisterWithRetry(Coordinator* c, const v1:
 
 }  // namespace
 
+absl::Status CheckDaemonOptions(const DaemonOptions& o) {
+  if (!o.metrics_listen.empty() && !util::IsLoopback(o.metrics_listen) && !o.metrics_insecure) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to serve /metrics on ", o.metrics_listen,
+        ": it has no TLS and no authentication; give --metrics-insecure if the network is "
+        "trusted, or keep --metrics-listen on loopback"));
+  }
+  // `!(v >= lo && v <= hi)` so that NaN is refused too.
+  if (!(o.lease_wait_seconds >= 0 && o.lease_wait_seconds <= 3600)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--lease-wait must be between 0 and 3600 seconds (got ", o.lease_wait_seconds, ")"));
+  }
+  if (o.threads < 0 || o.threads > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be between 0 (all cores) and 4096 (got ", o.threads, ")"));
+  }
+  if (o.max_runs < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max-runs must be >= 0 (0: never stop; got ", o.max_runs, ")"));
+  }
+  if (!o.name.empty()) return util::CheckName("--name", o.name);
+  return absl::OkStatus();
+}
+
 int RunDaemon(const DaemonOptions& options) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
+  if (auto s = CheckDaemonOptions(options); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
 
   auto device = train::ProbeDevice(options.device);
   if (!device.ok()) {
@@ -109,8 +143,8 @@ int RunDaemon(const DaemonOptions& options) {
     }
   } joiner{watcher};
 
-  spdlog::info("ablate-worker {} on {} ({}), server {}", info.name(), info.device_name(),
-               info.device_kind(), options.client.server);
+  spdlog::info("ablate-worker {} on {} ({}), server {}", util::LogQuote(info.name()),
+               info.device_name(), info.device_kind(), options.client.server);
   auto reg = RegisterWithRetry(c, info);
   if (!reg.ok()) {
     if (absl::IsCancelled(reg.status())) return 0;
@@ -123,7 +157,7 @@ int RunDaemon(const DaemonOptions& options) {
   sopts.device = options.device;
   sopts.threads = options.threads;
   sopts.heartbeat_seconds =
-      std::max(0.2, (reg->lease_seconds() > 0 ? reg->lease_seconds() : 60) / 4);
+      std::max(0.2, (reg->lease_seconds() > 0 ? reg->lease_seconds() : 60) / kHeartbeatsPerLease);
   sopts.shutdown = &g_shutdown;
   spdlog::info("registered as worker {} (lease {}s)", worker_id, reg->lease_seconds());
 

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "common/rpc/channel.h"
 
 namespace ablate::worker {
@@ -13,15 +14,20 @@ struct DaemonOptions {
   rpc::ClientConfig client;
   std::string device = "auto";
   std::string work_dir;
-  std::string name;            // default: hostname
-  std::string metrics_listen;  // empty: no /metrics
+  std::string name;               // default: hostname
+  std::string metrics_listen;     // empty: no /metrics
+  bool metrics_insecure = false;  // allow metrics_listen beyond loopback (no TLS, no auth)
   int threads = 0;
   double lease_wait_seconds = 30;
   int max_runs = 0;             // stop after this many runs (0: never); for scripts and benches
   bool exit_when_idle = false;  // stop when a long-poll returns no run
 };
 
-// Returns the process exit code.
+// INVALID_ARGUMENT naming the flag for any option out of range (NaN included), and
+// FAILED_PRECONDITION for --metrics-listen beyond loopback without --metrics-insecure.
+absl::Status CheckDaemonOptions(const DaemonOptions& options);
+
+// Returns the process exit code (2 for bad options).
 int RunDaemon(const DaemonOptions& options);
 
 }  // namespace ablate::worker

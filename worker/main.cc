@@ -46,7 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--name", daemon.name,
                  "Worker name shown by `ablate workers` (default: hostname)");
   app.add_option("--metrics-listen", daemon.metrics_listen,
-                 "Serve Prometheus /metrics on HOST:PORT");
+                 "Serve Prometheus /metrics on HOST:PORT (loopback unless --metrics-insecure)");
+  app.add_flag("--metrics-insecure", daemon.metrics_insecure,
+               "Allow --metrics-listen beyond loopback (/metrics has no TLS and no auth)");
   app.add_option("--threads", daemon.threads, "CPU threads for training (0: all cores)");
   app.add_option("--lease-wait", daemon.lease_wait_seconds, "Long-poll seconds per Lease call");
   app.add_option("--max-runs", daemon.max_runs, "Exit after this many runs (0: never)");

@@ -35,6 +35,7 @@ class Session : public train::TrainObserver {
         worker_id_(worker_id),
         run_id_(lease.spec().run_id()),
         attempt_(lease.lease().attempt()),
+        lease_token_(lease.lease().token()),
         opts_(opts),
         stats_(stats) {}
 
@@ -92,6 +93,7 @@ class Session : public train::TrainObserver {
   const int64_t worker_id_;
   const int64_t run_id_;
   const int32_t attempt_;
+  const std::string lease_token_;
   const SessionOptions& opts_;
   SessionStats* stats_;
   std::unique_ptr<MetricSpool> spool_;
@@ -150,9 +152,9 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
                        .string();
     if (!fs::exists(*resume_path)) {
       spdlog::info("run {}: fetching checkpoint at step {}", run_id_, ref.step());
-      RETURN_IF_ERROR(
-          Retrying([&] { return c_->GetCheckpoint(run_id_, attempt_, ref, *resume_path); },
-                   "checkpoint download"));
+      RETURN_IF_ERROR(Retrying(
+          [&] { return c_->GetCheckpoint(run_id_, attempt_, lease_token_, ref, *resume_path); },
+          "checkpoint download"));
     }
   }
   return absl::OkStatus();
@@ -191,6 +193,7 @@ absl::StatusOr<v1::HeartbeatResponse> Session::HeartbeatOnce() {
   req.set_worker_id(worker_id_);
   req.set_run_id(run_id_);
   req.set_attempt(attempt_);
+  req.set_lease_token(lease_token_);
   req.set_step(stats_->step);
   req.set_tokens_per_second(stats_->tokens_per_second);
   return c_->Heartbeat(req);
@@ -225,7 +228,7 @@ absl::Status Session::SendBatch() {
   auto batch = spool_->Peek(kMetricBatch);
   if (!batch.ok()) return batch.status();
   if (batch->empty()) return absl::OkStatus();
-  auto s = c_->ReportMetrics(run_id_, attempt_, *batch);
+  auto s = c_->ReportMetrics(run_id_, attempt_, lease_token_, *batch);
   if (!s.ok()) {
     NoteFenced(s);
     if (rpc::IsTransient(s) && !unreachable_) {
@@ -269,7 +272,7 @@ void Session::SenderLoop() {
       }
     }
     if (ckpt && !failed && !lease_lost_) {
-      auto s = c_->PutCheckpoint(run_id_, attempt_, ckpt->first, ckpt->second);
+      auto s = c_->PutCheckpoint(run_id_, attempt_, lease_token_, ckpt->first, ckpt->second);
       if (!s.ok()) {
         NoteFenced(s);
         failed = true;
@@ -332,6 +335,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
   v1::CompleteRequest complete;
   complete.set_run_id(run_id_);
   complete.set_attempt(attempt_);
+  complete.set_lease_token(lease_token_);
   absl::Status fetched = FetchInputs(&spec, lease, &resume_path);
   absl::StatusOr<train::TrainResult> trained =
       fetched.ok() ? absl::StatusOr<train::TrainResult>(absl::CancelledError("not started"))
@@ -368,7 +372,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     out = {SessionEnd::kLeaseLost, "lease lost", 0, 0, {}, {}};
   } else if (!trained.ok() && shutting_down) {
     // Stopped before or while fetching inputs: nothing to save, hand the run straight back.
-    const bool handed = c_->Release(run_id_, attempt_, "worker shutting down").ok();
+    const bool handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
     out = {handed ? SessionEnd::kReleased : SessionEnd::kAbandoned,
            handed ? "handed back" : std::string(trained.status().message()),
            0,
@@ -381,10 +385,11 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     const auto deadline = Clock::now() + std::chrono::seconds(20);
     bool handed = DrainMetrics(deadline);
     if (handed && !trained->last_checkpoint.empty()) {
-      handed =
-          c_->PutCheckpoint(run_id_, attempt_, trained->last_step, trained->last_checkpoint).ok();
+      handed = c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
+                                 trained->last_checkpoint)
+                   .ok();
     }
-    if (handed) handed = c_->Release(run_id_, attempt_, "worker shutting down").ok();
+    if (handed) handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
     out = {handed ? SessionEnd::kReleased : SessionEnd::kAbandoned,
            handed ? "handed back" : "could not hand back; the lease will expire",
            0,

@@ -96,9 +96,11 @@ std::string SweepYaml(const std::string& name, int lrs, int seeds) {
   std::string lr, seed;
   for (int i = 0; i < lrs; ++i) absl::StrAppend(&lr, i ? ", " : "", 1e-4 * (i + 1));
   for (int i = 0; i < seeds; ++i) absl::StrAppend(&seed, i ? ", " : "", i);
+  // steps covers every step the metrics benchmark reports (the server refuses steps past it).
   return absl::StrCat("name: ", name,
                       "\ndata: {train: \"synthetic:100\", val: \"synthetic:10\"}\n"
-                      "fixed: {n_embd: 64, n_head: 2, block_size: 64, batch_size: 8, steps: 100}\n"
+                      "fixed: {n_embd: 64, n_head: 2, block_size: 64, batch_size: 8, "
+                      "steps: 1000000}\n"
                       "grid:\n  lr: [",
                       lr, "]\n  seed: [", seed, "]\n");
 }
@@ -192,6 +194,7 @@ void LeaseCompleteFigure(const Bench& b, int workers) {
         v1::CompleteRequest c;
         c.set_run_id(lease.lease().run_id());
         c.set_attempt(lease.lease().attempt());
+        c.set_lease_token(lease.lease().token());
         c.set_state(v1::SUCCEEDED);
         c.mutable_result()->set_final_val_loss(1.0);
         v1::CompleteResponse cr;
@@ -235,6 +238,7 @@ void ReportFigure(const Bench& b, int concurrency, int batches_each) {
         v1::ReportMetricsRequest req;
         req.set_run_id(lease.lease().run_id());
         req.set_attempt(lease.lease().attempt());
+        req.set_lease_token(lease.lease().token());
         // 500 points: 100 steps x 5 series, as a worker logging every step would send.
         for (int s = 0; s < 100; ++s) {
           for (const char* name :

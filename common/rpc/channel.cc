@@ -41,7 +41,8 @@ void Authorize(grpc::ClientContext* context, const std::string& token) {
   if (!token.empty()) context->AddMetadata("authorization", absl::StrCat("Bearer ", token));
 }
 
-absl::Status ToAbsl(const grpc::Status& status, std::string_view what, std::string_view server) {
+absl::Status ToAbsl(const grpc::Status& status, std::string_view what, std::string_view server,
+                    std::string_view role) {
   if (status.ok()) return absl::OkStatus();
   std::string msg = absl::StrCat(std::string(what), ": ", status.error_message());
   switch (status.error_code()) {
@@ -54,7 +55,8 @@ absl::Status ToAbsl(const grpc::Status& status, std::string_view what, std::stri
     case grpc::StatusCode::UNAUTHENTICATED:
       absl::StrAppend(&msg,
                       " (pass a valid token with --token or ABLATE_TOKEN; create one with "
-                      "`ablate-server token create --role user`)");
+                      "`ablate-server token create --role ",
+                      std::string(role), "`)");
       break;
     default:
       break;

@@ -26,9 +26,10 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientConfig& c
 void Authorize(grpc::ClientContext* context, const std::string& token);
 
 // Maps a gRPC status to absl, prefixing what was being done. UNAVAILABLE gets a hint that names
-// the server address, UNAUTHENTICATED one about tokens.
-absl::Status ToAbsl(const grpc::Status& status, std::string_view what,
-                    std::string_view server = "");
+// the server address, UNAUTHENTICATED one about tokens of `role` (the CLI needs a user token,
+// ablate-worker a worker token).
+absl::Status ToAbsl(const grpc::Status& status, std::string_view what, std::string_view server = "",
+                    std::string_view role = "user");
 
 // True for errors worth retrying later (server down, network blip, deadline).
 bool IsTransient(const absl::Status& status);

@@ -1,12 +1,14 @@
 #include "common/util/sha256.h"
 
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include <cstdio>
 #include <fstream>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace ablate {
@@ -52,6 +54,14 @@ absl::StatusOr<std::string> Sha256File(const std::string& path) {
   }
   if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
   return h.HexDigest();
+}
+
+absl::StatusOr<std::string> RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(raw.data()), static_cast<int>(bytes)) != 1) {
+    return absl::InternalError("no randomness available (OpenSSL RAND_bytes failed)");
+  }
+  return absl::BytesToHexString(raw);
 }
 
 }  // namespace ablate

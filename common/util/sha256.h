@@ -14,6 +14,9 @@ std::string Sha256Hex(std::string_view data);
 // Lower-case hex digest of the file at `path`, streamed.
 absl::StatusOr<std::string> Sha256File(const std::string& path);
 
+// `bytes` bytes from OpenSSL's CSPRNG, lower-case hex (secrets: bearer tokens, lease tokens).
+absl::StatusOr<std::string> RandomHex(size_t bytes);
+
 // Incremental hashing for streams (chunked uploads).
 class Sha256 {
  public:

@@ -37,5 +37,5 @@ EXPOSE 7070 9464
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
     CMD curl -fsS -o /dev/null http://127.0.0.1:9464/metrics || exit 1
 ENTRYPOINT ["ablate-server"]
-CMD ["serve", "--listen", "127.0.0.1:7070", "--metrics-listen", "0.0.0.0:9464", \
+CMD ["serve", "--listen", "127.0.0.1:7070", "--metrics-listen", "0.0.0.0:9464", "--metrics-insecure", \
      "--data-dir", "/var/lib/ablate/data", "--store-dir", "/var/lib/ablate/store"]

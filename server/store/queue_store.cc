@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/util/sha256.h"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
 #include "server/store/stats_store.h"
@@ -15,22 +16,24 @@
 namespace ablate::server {
 namespace {
 
-constexpr char kLive[] = "('leased', 'running')";
-
-// The error every fenced write returns; a worker that sees it stops the run.
+// The error every fenced write returns; a worker that sees it stops the run. It is the same
+// whether the attempt is stale, the lease token wrong or missing, or the run no longer leased:
+// a caller probing someone else's run learns nothing about which part it got wrong.
 absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
-  pqxx::result r = pg::Exec(tx, "SELECT attempt, state FROM runs WHERE id = $1", run_id);
+  pqxx::result r = pg::Exec(tx, "SELECT 1 FROM runs WHERE id = $1", run_id);
   if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
-  const int current = r[0][0].as<int>();
-  const std::string state = r[0][1].as<std::string>();
-  if (current == attempt) {
-    return absl::FailedPreconditionError(absl::StrCat("lease lost: run ", run_id, " attempt ",
-                                                      attempt, " is no longer leased (run is ",
-                                                      state, ")"));
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "lease lost: run ", run_id, " attempt ", attempt, " is not current (current ", current, ")"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("lease lost: run ", run_id, " attempt ", attempt,
+                   " does not hold the run's lease (re-leased, released, expired, cancelled or "
+                   "finished)"));
 }
+
+// What the runs row keeps of a lease token.
+std::string TokenDigest(const std::string& lease_token) { return Sha256Hex(lease_token); }
+
+// The fence every worker write passes: this attempt, this token, still leased or running.
+constexpr char kFenced[] =
+    "id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND state IN ('leased', 'running')";
 
 void Notify(pqxx::work& tx, const char* channel, const std::string& payload) {
   pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channel), payload);
@@ -38,7 +41,7 @@ void Notify(pqxx::work& tx, const char* channel, const std::string& payload) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info) {
+absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info, int64_t token_id) {
   if (info.name().empty()) return absl::InvalidArgumentError("register: info.name is empty");
   const std::string& kind = info.device_kind();
   if (kind != "cpu" && kind != "cuda" && kind != "mps") {
@@ -46,19 +49,39 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info) {
         absl::StrCat("register: info.device_kind must be cpu, cuda or mps (got \"", kind, "\")"));
   }
   return db_->Tx<int64_t>("register", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-    // Re-registering under the same name (a restarted daemon) keeps the id; any run the old
-    // process held comes back through lease expiry, not here.
-    pqxx::row row =
-        pg::Exec1(tx,
-                  "INSERT INTO workers (name, device_kind, info) VALUES ($1, $2, $3::jsonb) "
-                  "ON CONFLICT (name) DO UPDATE SET device_kind = excluded.device_kind, "
-                  "info = excluded.info, last_seen_at = now(), current_run_id = NULL RETURNING id",
-                  info.name(), kind, pg::ToJson(info));
-    return row[0].as<int64_t>();
+    // Re-registering under the same name with the same token (a restarted daemon) keeps the id;
+    // any run the old process held comes back through lease expiry, not here. Another token may
+    // take the name only once its worker has been silent for a lease period: otherwise any
+    // worker token could hijack a live worker's row (and its current run's bookkeeping).
+    pqxx::result row = pg::Exec(
+        tx,
+        "INSERT INTO workers (name, device_kind, info, token_id) VALUES ($1, $2, $3::jsonb, $4) "
+        "ON CONFLICT (name) DO UPDATE SET device_kind = excluded.device_kind, "
+        "info = excluded.info, last_seen_at = now(), current_run_id = NULL, "
+        "token_id = excluded.token_id "
+        "WHERE workers.token_id IS NOT DISTINCT FROM excluded.token_id "
+        "OR workers.last_seen_at <= now() - make_interval(secs => $5) RETURNING id",
+        info.name(), kind, pg::ToJson(info), token_id, lease_seconds_);
+    if (!row.empty()) return row[0][0].as<int64_t>();
+    pqxx::row live = pg::Exec1(
+        tx,
+        "SELECT ceil(extract(epoch from last_seen_at + make_interval(secs => $2) - now())), "
+        "to_char((last_seen_at + make_interval(secs => $2)) AT TIME ZONE 'UTC', "
+        "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM workers WHERE name = $1",
+        info.name(), lease_seconds_);
+    return absl::AlreadyExistsError(absl::StrCat(
+        "register: worker name \"", info.name(),
+        "\" belongs to a live worker registered with another token; the name is free at ",
+        live[1].as<std::string>(), " (in ", live[0].as<int64_t>(),
+        " s) if that worker stays silent. Choose another --name, or use that worker's token"));
   });
 }
 
 absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
+  // 256 bits: a worker token holder cannot guess another worker's lease.
+  auto token = RandomHex(32);
+  if (!token.ok()) return absl::InternalError(absl::StrCat("lease: ", token.status().message()));
+  const std::string digest = TokenDigest(*token);
   auto out = db_->Tx<LeaseOutcome>("lease", [&](pqxx::work& tx) -> absl::StatusOr<LeaseOutcome> {
     // One statement, so the hot path is one round trip. Without a checkpoint the attempt starts
     // over and every earlier point goes (step > -1); with one, the points after its step go,
@@ -77,7 +100,7 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
         "  UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1, "
         "    lease_expires_at = now() + make_interval(secs => $2), "
         "    started_at = coalesce(r.started_at, now()), error = '', "
-        "    step = coalesce((SELECT step FROM ck), 0) "
+        "    step = coalesce((SELECT step FROM ck), 0), lease_token_sha256 = $3 "
         "  FROM next WHERE r.id = next.id "
         "  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at), "
         "d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd) "
@@ -92,7 +115,7 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
         "  (SELECT spec::text FROM run_specs WHERE run_id = upd.id), ck.step, ck.sha256, "
         "  ck.size_bytes "
         "FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true",
-        worker_id, lease_seconds_);
+        worker_id, lease_seconds_, digest);
     const pqxx::row row = lr[0];
     if (row[0].is_null()) {
       return absl::NotFoundError(
@@ -111,6 +134,7 @@ absl::StatusOr<LeaseOutcome> QueueStore::Lease(int64_t worker_id) {
     out.mutable_lease()->set_run_id(run_id);
     out.mutable_lease()->set_attempt(row[3].as<int>());
     out.mutable_lease()->set_expires_at(row[4].as<double>());
+    out.mutable_lease()->set_token(*token);
     if (!row[6].is_null()) {
       out.mutable_resume_from()->set_step(row[6].as<int64_t>());
       out.mutable_resume_from()->set_sha256(row[7].as<std::string>());
@@ -139,17 +163,19 @@ absl::StatusOr<v1::HeartbeatResponse> QueueStore::Heartbeat(const v1::HeartbeatR
         }
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;
-        pqxx::result r =
-            pg::Exec(tx, "SELECT state, attempt FROM runs WHERE id = $1 FOR UPDATE", req.run_id());
+        pqxx::result r = pg::Exec(
+            tx, "SELECT state, attempt, lease_token_sha256 = $2 FROM runs WHERE id = $1 FOR UPDATE",
+            req.run_id(), TokenDigest(req.lease_token()));
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
         }
         const std::string state = r[0][0].as<std::string>();
         const int attempt = r[0][1].as<int>();
-        if (attempt != req.attempt() || (state != "leased" && state != "running")) {
-          // Cancel is only news for the attempt that was running when it was cancelled; any
-          // other mismatch means this attempt was replaced.
-          if (attempt == req.attempt() && state == "cancelled") {
+        const bool holder = attempt == req.attempt() && r[0][2].as<bool>();
+        if (!holder || (state != "leased" && state != "running")) {
+          // Cancel is only news for the lease holder that was running when it was cancelled;
+          // any other mismatch means this attempt was replaced (or never held the lease).
+          if (holder && state == "cancelled") {
             out.set_cancel(true);
           } else {
             out.set_lease_lost(true);
@@ -213,6 +239,7 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
     absl::StrAppend(&probes, "\"", name, "\":", absl::StrFormat("%.17g", value));
   }
   probes += "}";
+  const std::string digest = TokenDigest(req.lease_token());
   auto stored = db_->Tx<int>("report metrics", [&](pqxx::work& tx) -> absl::StatusOr<int> {
     // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points past
     // the resume step) waits for this batch to commit, then deletes what it must.
@@ -225,7 +252,8 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
         "    latest_max_attn_logit = CASE WHEN $7 THEN $8::float8 ELSE latest_max_attn_logit END, "
         "    step = greatest(step, $9), "
         "    latest_probes = latest_probes || $14::jsonb "
-        "  WHERE id = $1 AND attempt = $2 AND state IN ('leased', 'running') "
+        "  WHERE id = $1 AND attempt = $2 AND lease_token_sha256 = $15 "
+        "    AND state IN ('leased', 'running') AND total_steps >= $9 "
         "  RETURNING id, nextval('metric_points_seq') AS seq), "
         "ins AS ("
         "  INSERT INTO metric_points (run_id, name, step, value, time, seq) "
@@ -237,51 +265,63 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
         "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)",
         req.run_id(), req.attempt(), has_train, train, has_val, val, has_logit, logit, max_step,
         pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
-        pg::DoubleArray(times), probes);
+        pg::DoubleArray(times), probes, digest);
     const pqxx::row row = rr[0];
-    if (row[0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
+    if (row[0].as<int64_t>() == 0) {
+      // Refused: a step past the run's last one (from the lease holder), else the fence.
+      pqxx::result held = pg::Exec(tx, absl::StrCat("SELECT total_steps FROM runs WHERE ", kFenced),
+                                   req.run_id(), req.attempt(), digest);
+      if (held.empty()) return FenceError(tx, req.run_id(), req.attempt());
+      const int64_t total = held[0][0].as<int64_t>();
+      for (int i = 0; i < req.points_size(); ++i) {
+        if (req.points(i).step() > total) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "points[", i, "]: step ", req.points(i).step(), " is beyond the run's last step ",
+              total, " (the trainer reports steps 0..", total, ")"));
+        }
+      }
+      return FenceError(tx, req.run_id(), req.attempt());
+    }
     return static_cast<int>(row[1].as<int64_t>());
   });
   if (stored.ok()) notes_->Add(channels::kRun, absl::StrCat(req.run_id()));
   return stored;
 }
 
-absl::Status QueueStore::CheckFence(int64_t run_id, int attempt) {
+absl::Status QueueStore::CheckFence(int64_t run_id, int attempt, const std::string& lease_token) {
   return db_
-      ->Tx<bool>(
-          "check lease",
-          [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-            pqxx::result r = pg::Exec(
-                tx,
-                absl::StrCat("SELECT 1 FROM runs WHERE id = $1 AND attempt = $2 AND state IN ",
-                             kLive),
-                run_id, attempt);
-            if (r.empty()) return FenceError(tx, run_id, attempt);
-            return true;
-          })
+      ->Tx<bool>("check lease",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = pg::Exec(tx, absl::StrCat("SELECT 1 FROM runs WHERE ", kFenced),
+                                             run_id, attempt, TokenDigest(lease_token));
+                   if (r.empty()) return FenceError(tx, run_id, attempt);
+                   return true;
+                 })
       .status();
 }
 
 absl::Status QueueStore::RecordCheckpoint(int64_t run_id, int attempt,
-                                          const v1::CheckpointRef& ref) {
+                                          const std::string& lease_token,
+                                          const v1::CheckpointRef& ref,
+                                          const std::function<absl::Status()>& store_blob) {
   return db_
-      ->Tx<bool>(
-          "record checkpoint",
-          [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-            pqxx::result r = pg::Exec(
-                tx,
-                absl::StrCat("SELECT 1 FROM runs WHERE id = $1 AND attempt = $2 AND state IN ",
-                             kLive, " FOR SHARE"),
-                run_id, attempt);
-            if (r.empty()) return FenceError(tx, run_id, attempt);
-            pg::Exec(tx,
-                     "INSERT INTO checkpoints (run_id, step, sha256, size_bytes, attempt) "
-                     "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO UPDATE SET "
-                     "sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
-                     "attempt = excluded.attempt, created_at = now()",
-                     run_id, ref.step(), ref.sha256(), ref.size_bytes(), attempt);
-            return true;
-          })
+      ->Tx<bool>("record checkpoint",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = pg::Exec(
+                       tx, absl::StrCat("SELECT 1 FROM runs WHERE ", kFenced, " FOR SHARE"), run_id,
+                       attempt, TokenDigest(lease_token));
+                   if (r.empty()) return FenceError(tx, run_id, attempt);
+                   // The row lock holds off a re-lease until this commits; a failed move rolls
+                   // back.
+                   if (auto s = store_blob(); !s.ok()) return s;
+                   pg::Exec(tx,
+                            "INSERT INTO checkpoints (run_id, step, sha256, size_bytes, attempt) "
+                            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO UPDATE SET "
+                            "sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
+                            "attempt = excluded.attempt, created_at = now()",
+                            run_id, ref.step(), ref.sha256(), ref.size_bytes(), attempt);
+                   return true;
+                 })
       .status();
 }
 
@@ -315,6 +355,7 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
                      v1::RunState_Name(state), ")"));
   }
   const std::string name = pg::StateName(state);
+  const std::string digest = TokenDigest(req.lease_token());
   auto sweep = db_->Tx<int64_t>("complete", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
     // Finishing the sweep here is optimistic: two last runs completing at once may each still
     // see the other unfinished. The reaper's periodic pass closes that gap, so a sweep is marked
@@ -324,7 +365,8 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
         "WITH upd AS ("
         "  UPDATE runs SET state = $3, result = $4::jsonb, error = $5, finished_at = now(), "
         "    lease_expires_at = NULL, step = greatest(step, $6) "
-        "  WHERE id = $1 AND attempt = $2 AND state IN ('leased', 'running') "
+        "  WHERE id = $1 AND attempt = $2 AND lease_token_sha256 = $7 "
+        "    AND state IN ('leased', 'running') "
         "  RETURNING sweep_id, worker_id), "
         "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
         "  SELECT $1, 'completed', $2, "
@@ -338,11 +380,13 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
         "    AND state IN ('queued', 'leased', 'running'))) "
         "SELECT sweep_id FROM upd",
         req.run_id(), req.attempt(), name, pg::ToJson(req.result()), req.error(),
-        req.result().steps_done());
+        req.result().steps_done(), digest);
     if (!r.empty()) return r[0][0].as<int64_t>();
     // A retry of a Complete whose reply was lost finds its own result already there.
-    pqxx::result cur = pg::Exec(tx, "SELECT state, attempt FROM runs WHERE id = $1", req.run_id());
-    if (!cur.empty() && cur[0][1].as<int>() == req.attempt() &&
+    pqxx::result cur =
+        pg::Exec(tx, "SELECT state, attempt, lease_token_sha256 = $2 FROM runs WHERE id = $1",
+                 req.run_id(), digest);
+    if (!cur.empty() && cur[0][1].as<int>() == req.attempt() && cur[0][2].as<bool>() &&
         cur[0][0].as<std::string>() == name) {
       return int64_t{0};
     }
@@ -363,10 +407,9 @@ absl::Status QueueStore::Release(const v1::ReleaseRequest& req) {
                    pqxx::result r = pg::Exec(
                        tx,
                        absl::StrCat("UPDATE runs SET state = 'queued', lease_expires_at = NULL, "
-                                    "max_attempts = max_attempts + 1 "
-                                    "WHERE id = $1 AND attempt = $2 AND state IN ",
-                                    kLive, " RETURNING sweep_id, device, worker_id"),
-                       req.run_id(), req.attempt());
+                                    "max_attempts = max_attempts + 1 WHERE ",
+                                    kFenced, " RETURNING sweep_id, device, worker_id"),
+                       req.run_id(), req.attempt(), TokenDigest(req.lease_token()));
                    if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
                    pg::Exec(tx,
                             "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, message) "

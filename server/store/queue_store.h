@@ -7,16 +7,20 @@
 //      +---- reaper: expiry passed, attempt < max_attempts ------+  else -> failed
 //   any unfinished state --Cancel--> cancelled (a leased/running worker learns on its heartbeat)
 //
-// Lease takes the next queued run with FOR UPDATE SKIP LOCKED and bumps `attempt`; every write a
-// worker makes afterwards names (run, attempt) and is applied only while that attempt is current
-// and the run is leased or running. So a worker that stalled past its expiry and comes back can
-// never overwrite the attempt that replaced it: its writes fail with FAILED_PRECONDITION.
+// Lease takes the next queued run with FOR UPDATE SKIP LOCKED, bumps `attempt` and hands the
+// worker a random lease token (only its SHA-256 is stored); every write a worker makes afterwards
+// names (run, attempt, token) and is applied only while that attempt is current, the token is the
+// one handed out and the run is leased or running. So a worker that stalled past its expiry and
+// comes back can never overwrite the attempt that replaced it, and no other worker can write into
+// a run it does not hold by guessing the (small) attempt number: such writes fail with
+// FAILED_PRECONDITION, the same error whichever part did not match.
 //
 // What this cannot prevent: a stalled worker keeps computing until its next heartbeat tells it
 // the lease is lost, so a run may briefly train twice; only one attempt's results are kept.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -46,8 +50,10 @@ class QueueStore {
 
   double lease_seconds() const { return lease_seconds_; }
 
-  // Registers (or re-registers, by name) a worker; returns its id.
-  absl::StatusOr<int64_t> Register(const v1::WorkerInfo& info);
+  // Registers (or re-registers, by name) a worker; returns its id. `token_id` is the bearer
+  // token calling (0 with --auth none): the same token takes its row over (a restarted worker);
+  // another token gets ALREADY_EXISTS while the name was seen within the lease period.
+  absl::StatusOr<int64_t> Register(const v1::WorkerInfo& info, int64_t token_id);
 
   // Leases the next run this worker can run, if one is queued. When the run has a
   // checkpoint the response says so, and the run's points after that step are deleted in the
@@ -60,11 +66,16 @@ class QueueStore {
   // Upserts points keyed (run, name, step). Returns how many were stored.
   absl::StatusOr<int> ReportMetrics(const v1::ReportMetricsRequest& request);
 
-  // FAILED_PRECONDITION unless `attempt` is the run's current attempt and it is leased/running.
-  absl::Status CheckFence(int64_t run_id, int attempt);
+  // FAILED_PRECONDITION unless `attempt` is the run's current attempt, `lease_token` is its
+  // token and it is leased/running.
+  absl::Status CheckFence(int64_t run_id, int attempt, const std::string& lease_token);
 
-  // Records a stored checkpoint blob for the run (fenced).
-  absl::Status RecordCheckpoint(int64_t run_id, int attempt, const v1::CheckpointRef& ref);
+  // Records a checkpoint for the run (fenced). `store_blob` moves the uploaded blob into the
+  // store; it runs only once the fence has passed, with the run row locked, so a refused upload
+  // leaves no blob behind and a re-lease cannot slip in between.
+  absl::Status RecordCheckpoint(int64_t run_id, int attempt, const std::string& lease_token,
+                                const v1::CheckpointRef& ref,
+                                const std::function<absl::Status()>& store_blob);
 
   // The run's checkpoint with `sha256`, or its newest when empty.
   absl::StatusOr<v1::CheckpointRef> FindCheckpoint(int64_t run_id, const std::string& sha256);

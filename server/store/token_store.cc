@@ -1,8 +1,5 @@
 #include "server/store/token_store.h"
 
-#include <openssl/rand.h>
-
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/util/fields.h"
 #include "common/util/sha256.h"
@@ -49,14 +46,12 @@ constexpr char kColumns[] =
 absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) {
   // The name shows in logs, `token list` and permission errors: a label, not free text.
   if (auto s = util::CheckName("token name", name); !s.ok()) return s;
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
-    return absl::InternalError("token create: no randomness available (RAND_bytes failed)");
-  }
+  auto random = RandomHex(32);
+  if (!random.ok())
+    return absl::InternalError(absl::StrCat("token create: ", random.status().message()));
   NewToken out;
   // The prefix makes a leaked token recognisable by secret scanners.
-  out.secret = absl::StrCat(
-      "ablt_", absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), 32)));
+  out.secret = absl::StrCat("ablt_", *random);
   const std::string digest = Sha256Hex(out.secret);
   auto row = db_->Tx<TokenInfo>("token create", [&](pqxx::work& tx) -> absl::StatusOr<TokenInfo> {
     pqxx::result r = pg::Exec(

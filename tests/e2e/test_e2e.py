@@ -11,7 +11,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from harness import SRC, Stack, wait_for, write_sweep  # noqa: E402
+from harness import SERVER, SRC, WORKER, Stack, wait_for, write_sweep  # noqa: E402
 from harness import free_port as harness_free_port  # noqa: E402
 
 # A tiny model on the generated corpus, so the test needs no downloaded data.
@@ -291,6 +291,33 @@ class CliErrors(E2E):
         p = s.cli("ls", token="not-a-token", check=False)
         self.assertEqual(p.returncode, 3, p.stderr)
         self.assertIn("token", p.stderr.lower())
+
+    def test_bad_flags_stop_server_and_worker_naming_the_flag(self):
+        s = self.stack
+        for extra, needle in [(["--lease-seconds", "nan"], "--lease-seconds must be between"),
+                              (["--max-message-bytes", "-1"], "--max-message-bytes must be between"),
+                              (["--metrics-listen", "0.0.0.0:0"], "give --metrics-insecure")]:
+            p = subprocess.run([SERVER, "serve", "--database-url", s.db_url, "--listen", "127.0.0.1:0", *extra],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(needle, p.stderr)
+        for extra, needle in [(["--metrics-listen", "0.0.0.0:9"], "give --metrics-insecure"),
+                              (["--lease-wait", "nan"], "--lease-wait must be between"),
+                              (["--threads", "-1"], "--threads must be between")]:
+            p = subprocess.run([WORKER, "--server", "127.0.0.1:9", "--device", "cpu",
+                                "--work-dir", os.path.join(s.dir, "flags"), *extra],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertIn(needle, p.stdout + p.stderr)
+
+    def test_worker_with_a_wrong_token_is_told_to_make_a_worker_token(self):
+        s = self.stack
+        s.start_server()
+        p = subprocess.run([WORKER, "--server", s.server_addr, "--token", "not-a-token", "--device", "cpu",
+                            "--work-dir", os.path.join(s.dir, "badtoken")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 3, p.stdout + p.stderr)
+        self.assertIn("token create --role worker", p.stdout + p.stderr)
 
     def test_unreachable_server_is_named(self):
         s = self.stack

@@ -165,7 +165,17 @@ v1::LeaseResponse ServerFixture::Lease(int64_t worker_id, double wait, int repli
   v1::LeaseResponse resp;
   auto s = WorkerStub(replica)->Lease(Ctx(admin_, wait + 30).get(), req, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
+  if (resp.has_run()) {
+    std::lock_guard<std::mutex> lock(tokens_mu_);
+    lease_tokens_[{resp.lease().run_id(), resp.lease().attempt()}] = resp.lease().token();
+  }
   return resp;
+}
+
+std::string ServerFixture::LeaseToken(int64_t run_id, int attempt) {
+  std::lock_guard<std::mutex> lock(tokens_mu_);
+  auto it = lease_tokens_.find({run_id, attempt});
+  return it == lease_tokens_.end() ? "" : it->second;
 }
 
 v1::GetSweepResponse ServerFixture::GetSweep(int64_t sweep_id, bool runs) {

@@ -3,8 +3,11 @@
 // carry a bearer token.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ablate/v1/ablate.grpc.pb.h"
@@ -42,7 +45,9 @@ class ServerFixture : public ::testing::Test {
   // Conveniences over the admin token.
   v1::SubmitSweepResponse Submit(const std::string& yaml, int replica = 0);
   int64_t Register(const std::string& name, const std::string& device = "cpu", int replica = 0);
+  // Records each lease's token: LeaseToken(run, attempt) gives it back for fenced calls.
   v1::LeaseResponse Lease(int64_t worker_id, double wait = 0, int replica = 0);
+  std::string LeaseToken(int64_t run_id, int attempt);
   v1::GetSweepResponse GetSweep(int64_t sweep_id, bool runs = true);
   std::vector<v1::MetricPoint> Points(int64_t run_id);
 
@@ -51,6 +56,10 @@ class ServerFixture : public ::testing::Test {
   std::vector<std::unique_ptr<server::Server>> servers_;
   std::string admin_;
   std::string tmp_;
+
+ private:
+  std::mutex tokens_mu_;
+  std::map<std::pair<int64_t, int>, std::string> lease_tokens_;  // guarded by tokens_mu_
 };
 
 }  // namespace ablate::testing

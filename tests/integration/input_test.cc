@@ -19,6 +19,9 @@ namespace ablate::testing {
 namespace {
 
 const std::string kEvil = "x'; DROP TABLE runs; -- \"q\" \\ {a,b} $1 NULL \t ü €";
+// Worker and metric names are printable ASCII (util::CheckName): the hostile part without the
+// tab and the non-ASCII characters.
+const std::string kEvilName = "x'; DROP TABLE runs; -- \"q\" \\ {a,b} $1 NULL";
 
 class InputTest : public ServerFixture {
  protected:
@@ -67,7 +70,7 @@ TEST_F(InputTest, SqlMetacharactersRoundTripInEveryStringField) {
   EXPECT_EQ(got.sweep().file_name(), kEvil);
 
   v1::RegisterRequest reg;
-  reg.mutable_info()->set_name(kEvil);
+  reg.mutable_info()->set_name(kEvilName);
   reg.mutable_info()->set_device_kind("cpu");
   reg.mutable_info()->set_hostname(kEvil);
   v1::RegisterResponse worker;
@@ -97,20 +100,22 @@ TEST_F(InputTest, SqlMetacharactersRoundTripInEveryStringField) {
   v1::ReportMetricsRequest rep;
   rep.set_run_id(run);
   rep.set_attempt(1);
+  rep.set_lease_token(lease.lease().token());
   auto* p = rep.add_points();
-  p->set_name(kEvil);
+  p->set_name(kEvilName);
   p->set_step(3);
   p->set_value(std::numeric_limits<double>::infinity());
   v1::ReportMetricsResponse accepted;
   ASSERT_TRUE(WorkerStub()->ReportMetrics(Ctx().get(), rep, &accepted).ok());
   auto points = Points(run);
   ASSERT_EQ(points.size(), 1u);
-  EXPECT_EQ(points[0].name(), kEvil);
+  EXPECT_EQ(points[0].name(), kEvilName);
   EXPECT_TRUE(std::isinf(points[0].value()));
 
   v1::CompleteRequest done;
   done.set_run_id(run);
   done.set_attempt(1);
+  done.set_lease_token(lease.lease().token());
   done.set_state(v1::FAILED);
   done.set_error(kEvil);
   done.mutable_result()->set_device(kEvil);
@@ -122,7 +127,7 @@ TEST_F(InputTest, SqlMetacharactersRoundTripInEveryStringField) {
   EXPECT_EQ(after.runs(0).error(), kEvil);
   EXPECT_EQ(after.runs(0).result().device(), kEvil);
   EXPECT_EQ(after.runs(0).result().final_probes().at(kEvil), 2.5);
-  EXPECT_EQ(after.runs(0).worker(), kEvil);
+  EXPECT_EQ(after.runs(0).worker(), kEvilName);
 
   v1::ListWorkersRequest lw;
   v1::ListWorkersResponse workers;
@@ -165,6 +170,7 @@ TEST_F(InputTest, OversizedMessagesAreRefused) {
   v1::ReportMetricsRequest rep;
   rep.set_run_id(l.spec().run_id());
   rep.set_attempt(1);
+  rep.set_lease_token(l.lease().token());
   for (int i = 0; i < 1001; ++i) {
     auto* p = rep.add_points();
     p->set_name("train_loss");

@@ -94,6 +94,7 @@ TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
   hb.set_worker_id(w);
   hb.set_run_id(run);
   hb.set_attempt(1);
+  hb.set_lease_token(l.lease().token());
   hb.set_step(7);
   hb.set_tokens_per_second(1234);
   v1::HeartbeatResponse hr;
@@ -101,6 +102,7 @@ TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
   v1::ReportMetricsRequest rep;
   rep.set_run_id(run);
   rep.set_attempt(1);
+  rep.set_lease_token(l.lease().token());
   for (const char* name : {"train_loss", "val_loss", "max_attn_logit"}) {
     auto* p = rep.add_points();
     p->set_name(name);
@@ -134,6 +136,7 @@ TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
   v1::CompleteRequest c;
   c.set_run_id(run);
   c.set_attempt(1);
+  c.set_lease_token(l.lease().token());
   c.set_state(v1::SUCCEEDED);
   v1::CompleteResponse cr;
   ASSERT_TRUE(WorkerStub()->Complete(Ctx().get(), c, &cr).ok());

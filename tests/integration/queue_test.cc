@@ -39,6 +39,7 @@ class QueueTest : public ServerFixture {
     v1::ReportMetricsRequest req;
     req.set_run_id(run);
     req.set_attempt(attempt);
+    req.set_lease_token(LeaseToken(run, attempt));
     for (int64_t s = from; s <= to; ++s) {
       auto* p = req.add_points();
       p->set_step(s);
@@ -55,6 +56,7 @@ class QueueTest : public ServerFixture {
     req.set_worker_id(worker);
     req.set_run_id(run);
     req.set_attempt(attempt);
+    req.set_lease_token(LeaseToken(run, attempt));
     req.set_step(step);
     v1::HeartbeatResponse resp;
     auto s = WorkerStub()->Heartbeat(Ctx().get(), req, &resp);
@@ -66,6 +68,7 @@ class QueueTest : public ServerFixture {
     v1::CompleteRequest req;
     req.set_run_id(run);
     req.set_attempt(attempt);
+    req.set_lease_token(LeaseToken(run, attempt));
     req.set_state(state);
     req.mutable_result()->set_final_val_loss(1.5);
     req.mutable_result()->set_steps_done(100);
@@ -199,7 +202,9 @@ TEST_F(QueueTest, ExpiredLeaseRequeuesBumpsAttemptAndFencesTheStaleWorker) {
   auto refused = Report(run, 1, 5, 9);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(refused.error_message(),
-            absl::StrCat("lease lost: run ", run, " attempt 1 is not current (current 2)"));
+            absl::StrCat("lease lost: run ", run,
+                         " attempt 1 does not hold the run's lease (re-leased, released, expired, "
+                         "cancelled or finished)"));
   EXPECT_EQ(Complete(run, 1).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_TRUE(Beat(stale, run, 1).lease_lost());
   EXPECT_FALSE(Beat(fresh, run, 2).lease_lost());
@@ -260,6 +265,7 @@ TEST_F(QueueTest, ResumedAttemptLeavesNoDuplicateOrMissingSteps) {
     v1::CheckpointChunk header;
     header.set_run_id(run);
     header.set_attempt(1);
+    header.set_lease_token(LeaseToken(run, 1));
     header.mutable_ref()->set_step(40);
     header.mutable_ref()->set_sha256(Sha256Hex(blob));
     header.mutable_ref()->set_size_bytes(static_cast<int64_t>(blob.size()));
@@ -289,6 +295,7 @@ TEST_F(QueueTest, ResumedAttemptLeavesNoDuplicateOrMissingSteps) {
     v1::GetCheckpointRequest req;
     req.set_run_id(run);
     req.set_attempt(2);
+    req.set_lease_token(LeaseToken(run, 2));
     auto ctx = Ctx();
     auto reader = WorkerStub()->GetCheckpoint(ctx.get(), req);
     std::string got;
@@ -346,6 +353,7 @@ TEST_F(QueueTest, ReleaseRequeuesAtOnceWithoutSpendingAnAttempt) {
   v1::ReleaseRequest req;
   req.set_run_id(run);
   req.set_attempt(1);
+  req.set_lease_token(LeaseToken(run, 1));
   req.set_reason("worker shutting down (SIGTERM)");
   v1::ReleaseResponse resp;
   ASSERT_TRUE(WorkerStub()->Release(Ctx().get(), req, &resp).ok());

@@ -28,6 +28,7 @@ TEST_F(StreamsTest, WatchSweepSeesProgressAndEndsWhenTheSweepFinishes) {
       v1::CompleteRequest c;
       c.set_run_id(l.spec().run_id());
       c.set_attempt(l.lease().attempt());
+      c.set_lease_token(l.lease().token());
       c.set_state(v1::SUCCEEDED);
       v1::CompleteResponse cr;
       EXPECT_TRUE(WorkerStub()->Complete(Ctx().get(), c, &cr).ok());
@@ -65,6 +66,7 @@ TEST_F(StreamsTest, FollowingARunDeliversEveryPointThenEnds) {
       v1::ReportMetricsRequest rep;
       rep.set_run_id(run);
       rep.set_attempt(1);
+      rep.set_lease_token(l.lease().token());
       for (int s = batch * 10; s < batch * 10 + 10; ++s) {
         auto* p = rep.add_points();
         p->set_name("train_loss");
@@ -78,6 +80,7 @@ TEST_F(StreamsTest, FollowingARunDeliversEveryPointThenEnds) {
     v1::CompleteRequest c;
     c.set_run_id(run);
     c.set_attempt(1);
+    c.set_lease_token(l.lease().token());
     c.set_state(v1::SUCCEEDED);
     v1::CompleteResponse cr;
     EXPECT_TRUE(WorkerStub()->Complete(Ctx().get(), c, &cr).ok());
