@@ -80,7 +80,10 @@ void Executor::Time() {
     }
     auto first = timers_.begin();
     if (first->first > Clock::now()) {
-      timer_cv_.wait_until(lock, first->first);
+      // A copy: wait_until reads the deadline again after waking, and a Cancel() meanwhile may
+      // have freed the map node that holds it.
+      const Clock::time_point deadline = first->first;
+      timer_cv_.wait_until(lock, deadline);
       continue;
     }
     timer_index_.erase(first->second.first);

@@ -2,7 +2,9 @@
 
 A Stack owns a temp directory, a fresh database inside the PostgreSQL that ctest started
 (ABLATE_TEST_PG_DIR) or ABLATE_TEST_DATABASE_URL, an ablate-server, workers, and optionally a
-TCP proxy between workers and server (to cut the network) and a Prometheus server.
+TCP proxy between workers and server (to cut the network) and a Prometheus server. A Stack made
+with own_postgres=True runs a PostgreSQL of its own instead, so a test may crash it without
+touching the tests that share ctest's.
 Everything it starts it stops, even when a test fails.
 """
 import json
@@ -44,6 +46,9 @@ def wait_for(pred, timeout, what, interval=0.1):
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
+DEV_POSTGRES = os.path.join(SRC, "scripts", "dev-postgres")
+
+
 def admin_url():
     url = os.environ.get("ABLATE_TEST_DATABASE_URL")
     if url:
@@ -51,7 +56,7 @@ def admin_url():
     pg_dir = os.environ.get("ABLATE_TEST_PG_DIR")
     if not pg_dir:
         raise unittest.SkipTest("no database: run through ctest (it starts PostgreSQL) or set ABLATE_TEST_DATABASE_URL")
-    return subprocess.check_output([os.path.join(SRC, "scripts", "dev-postgres"), "url", pg_dir], text=True).strip()
+    return subprocess.check_output([DEV_POSTGRES, "url", pg_dir], text=True).strip()
 
 
 class Proxy:
@@ -127,13 +132,18 @@ class Proxy:
 
 
 class Stack:
-    def __init__(self, lease_seconds=3, data_dir=None):
+    def __init__(self, lease_seconds=3, data_dir=None, own_postgres=False):
         self.dir = tempfile.mkdtemp(prefix="ablate-e2e-")
         self.lease_seconds = lease_seconds
         self.data_dir = data_dir or self.dir
         self.procs = {}
         self.logs = {}
-        base = admin_url()
+        self.pg_dir = None
+        if own_postgres:
+            self.pg_dir = os.path.join(self.dir, "pg")
+            base = self.start_postgres()
+        else:
+            base = admin_url()
         self.db_name = "e2e_" + "".join(random.choices(string.ascii_lowercase, k=10))
         subprocess.check_call(["psql", base, "-qAt", "-c", f"CREATE DATABASE {self.db_name}"],
                               stdout=subprocess.DEVNULL)
@@ -201,6 +211,25 @@ class Stack:
         self.workers.add(name)
         return self._spawn(name, argv)
 
+    # -- a PostgreSQL of our own (own_postgres=True) -------------------------------------------
+    def start_postgres(self):
+        """Starts (or, after crash_postgres, restarts and recovers) this stack's PostgreSQL on the
+        same port. synchronous_commit is on, as in production: with it off a crash may lose commits
+        PostgreSQL already acknowledged, which no client can make up for."""
+        env = dict(os.environ, DEV_POSTGRES_OPTIONS="-c synchronous_commit=on")
+        url = subprocess.check_output([DEV_POSTGRES, "start", self.pg_dir], text=True, env=env).strip()
+        cluster_file = os.path.join(self.pg_dir, "cluster")  # where it lives when run as root
+        cluster = self.pg_dir
+        if os.path.exists(cluster_file):
+            with open(cluster_file) as f:
+                cluster = f.read().strip()
+        self.logs["postgres"] = os.path.join(cluster, "postgres.log")
+        return url
+
+    def crash_postgres(self):
+        """Immediate-mode stop: every backend dies at once, nothing is checkpointed."""
+        subprocess.check_call([DEV_POSTGRES, "crash", self.pg_dir])
+
     def start_proxy(self):
         self.proxy = Proxy(self.port)
         return self.proxy
@@ -266,6 +295,9 @@ class Stack:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:
             pass
+        if self.pg_dir:
+            subprocess.call([DEV_POSTGRES, "stop", self.pg_dir], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def dump_logs(self):

@@ -199,6 +199,87 @@ class Failures(E2E):
             assert_series_whole(self, s, int(r["id"]), first=1, last=600)
 
 
+class CrashFaults(E2E):
+    """Crashes, not polite stops, in the middle of a sweep that two workers share. Whatever
+    dies, every run ends SUCCEEDED and every run's series has each step exactly once."""
+    steps = 300
+
+    def submit_pair_sweep(self, name):
+        s = self.stack
+        s.start_worker("w1")
+        s.start_worker("w2")
+        self.sweep_id = s.submit(sweep_file(s, name, {"seed": "[0, 1, 2]"}, steps=self.steps, ckpt=100,
+                                            eval_every=100))
+        # Both workers mid-run, so the crash hits two live leases and their in-flight reports.
+        return wait_for(lambda: self.running_past(2, 30), 300, "both workers to be training")
+
+    def running_past(self, n, step):
+        rs = [r for r in self.stack.runs(self.sweep_id)
+              if r["state"] == "RUNNING" and int(r.get("step", 0)) >= step]
+        return rs if len(rs) >= n else None
+
+    def assert_sweep_whole(self, runs):
+        self.assertEqual([r["state"] for r in runs], ["SUCCEEDED"] * 3, runs)
+        for r in runs:
+            assert_series_whole(self, self.stack, int(r["id"]), first=1, last=self.steps)
+
+
+class ServerKilled(CrashFaults):
+    def test_server_sigkill_then_restart_on_the_same_database(self):
+        s = self.stack
+        s.start_server()
+        self.submit_pair_sweep("e2e-server-kill")
+        s.stop("server", signal.SIGKILL)
+        s.start_server(name="server2")
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assert_sweep_whole(runs)
+
+
+class PostgresCrash(CrashFaults):
+    # Longer than the outage, so the workers keep their leases and replay their spools; were it
+    # shorter the runs would be requeued and resumed from checkpoints, which the other tests cover.
+    lease_seconds = 30
+
+    def setUp(self):
+        self.stack = Stack(lease_seconds=self.lease_seconds, own_postgres=True)
+
+    def test_postgres_immediate_stop_and_recovery_under_a_live_sweep(self):
+        s = self.stack
+        s.start_server()
+        before = self.submit_pair_sweep("e2e-pg-crash")
+        s.crash_postgres()
+        # Down until both the server and a worker have seen calls fail, so recovery is exercised.
+        wait_for(lambda: "notify listener" in s.log("server"), 60, "the server to lose the database")
+        wait_for(lambda: any(m in s.log(w) for w in ("w1", "w2")
+                             for m in ("training continues", "spooling to disk", "retrying")),
+                 60, "a worker's call to fail")
+        s.start_postgres()
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertIsNone(s.procs["server"].poll(), "the server must survive a database crash")
+        self.assert_sweep_whole(runs)
+        leased = {int(r["id"]): int(r["attempt"]) for r in before}
+        for r in runs:
+            if int(r["id"]) in leased:
+                self.assertEqual(int(r["attempt"]), leased[int(r["id"])],
+                                 "the lease outlived the outage: no run should have been redone")
+
+
+class WorkerKilled(CrashFaults):
+    def test_worker_sigkill_while_the_other_keeps_working(self):
+        s = self.stack
+        s.start_server()
+        self.submit_pair_sweep("e2e-worker-kill")
+        victim = wait_for(lambda: [r for r in self.running_past(1, 150) or [] if r.get("worker") == "w1"],
+                          300, "w1 to pass its first checkpoint")[0]
+        s.stop("w1", signal.SIGKILL)
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assert_sweep_whole(runs)
+        r = [r for r in runs if r["id"] == victim["id"]][0]
+        self.assertEqual(r["worker"], "w2")
+        self.assertGreaterEqual(int(r["attempt"]), 2)
+        self.assertRegex(s.log("w2"), r"resuming at step [1-9]00\b")
+
+
 class NetworkCut(E2E):
     lease_seconds = 15  # longer than the cut: the worker keeps its lease and replays its spool
 
