@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the rented box (attach.sh --mode build): builds ablate-worker against CUDA LibTorch and
-# installs it as /usr/local/bin/ablate-worker. Source is in ~/.ablate/src (shipped by attach.sh).
+# installs it as ~/.ablate/bin/ablate-worker, where remote-service.sh runs it. Source is in ~/.ablate/src (shipped by attach.sh).
 #
 # LibTorch: the box's own PyTorch when its C++ ABI matches ours (torch built with the C++11 ABI,
 # as conda builds and pip wheels from 2.7 on are); otherwise the official LibTorch archive of
@@ -64,5 +64,5 @@ fi
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DABLATE_WITH_TORCH=ON \
   -DABLATE_BUILD_TESTS=OFF -DABLATE_BUILD_BENCH=OFF -DCMAKE_PREFIX_PATH="$prefix"
 cmake --build "$build" -j"$(nproc)" --target ablate-worker
-$sudo install -m 0755 "$build/worker/ablate-worker" /usr/local/bin/ablate-worker
-echo "remote-build.sh: installed /usr/local/bin/ablate-worker"
+install -D -m 0755 "$build/worker/ablate-worker" "$HOME/.ablate/bin/ablate-worker"
+echo "remote-build.sh: installed $HOME/.ablate/bin/ablate-worker"
