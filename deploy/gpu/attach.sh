@@ -130,7 +130,8 @@ make_bundle() {
   (. /etc/os-release && echo "$ID:$VERSION_ID") >"$bundle/build-os"
 }
 upload_bundle() {
-  local cmd='rm -rf "$HOME/.ablate/bin" "$HOME/.ablate/lib" && tar -x -C "$HOME/.ablate"'
+  # --no-same-owner: the files belong to the ssh user, whoever owned them here.
+  local cmd='rm -rf "$HOME/.ablate/bin" "$HOME/.ablate/lib" && tar -x --no-same-owner -C "$HOME/.ablate"'
   if [[ $dry_run == 1 ]]; then
     echo "tar -C $(q "$bundle") -c . | $(quote_all "${ssh_cmd[@]}") $(q "$cmd")"
     # On stderr: stdout holds only the commands, as a reader would type them.
@@ -200,7 +201,7 @@ ABLATE_WORKER_ARGS=\"$args_line\""
 ABLATE_TOKEN=$token" "$env_text
 ABLATE_TOKEN=<redacted>" 'umask 077 && cat > "$HOME/.ablate/worker.env"'
   if [[ $mode == build ]]; then
-    remote 'bash "$HOME/.ablate/src/deploy/gpu/remote-build.sh"'
+    remote "bash \"\$HOME/.ablate/src/deploy/gpu/remote-build.sh\" --device $device"
   else
     remote 'bash "$HOME/.ablate/src/deploy/gpu/remote-install.sh"'
   fi

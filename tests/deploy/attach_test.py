@@ -242,7 +242,7 @@ class AttachDryRunTest(unittest.TestCase):
         self.assertFalse(any("docker" in c for c in remote_cmds), remote_cmds)
         self.assertEqual(bodies, [f'ABLATE_SERVER={SERVER}\nABLATE_WORKER_ARGS="--device cuda --name a100"\n'
                                   "ABLATE_TOKEN=<redacted>"])
-        self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-build.sh"', remote_cmds)
+        self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-build.sh" --device cuda', remote_cmds)
         self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-service.sh" start', remote_cmds)
 
     def test_build_mode_without_ca_uses_system_roots(self):
@@ -338,7 +338,7 @@ class AttachExecutionTest(unittest.TestCase):
         dry, calls = self.run_both(HOST, "--server", SERVER, "--mode", "binary", "--worker-bin", worker,
                                    "--tls-ca", self.ca, "--token-file", self.token_file)
         self.check_same_commands_and_secret(dry, calls)
-        bundles = [stdin for argv, stdin in calls if argv[-1].endswith('tar -x -C "$HOME/.ablate"')]
+        bundles = [stdin for argv, stdin in calls if argv[-1].endswith('tar -x --no-same-owner -C "$HOME/.ablate"')]
         self.assertEqual(len(bundles), 1)
         with tarfile.open(fileobj=io.BytesIO(bundles[0])) as tar:
             shipped = tar.extractfile("./bin/ablate-worker").read()
