@@ -5,7 +5,7 @@
 #
 #   tests/deploy/attach_build_mode.sh [BUILD_DIR]    (default: build)
 #
-# Not in the ctest suite: the compile takes 15 minutes or more on a small machine. It needs what
+# Not in the ctest suite: the compile takes over 10 minutes on a small machine. It needs what
 # the suite needs (scripts/install-deps, ablate-server and ablate built in BUILD_DIR) plus network
 # access for the apt-get that remote-build.sh runs, and it starts its own PostgreSQL.
 # It runs under nice, so a shared machine stays usable.
