@@ -4,6 +4,9 @@
 #   runtime-packages.sh BINARY... > packages.txt
 #   ALLOW_MISSING='libcuda.so.1' runtime-packages.sh ...   (space-separated sonames that the host
 #                                                            provides at run time, e.g. the driver)
+#   UNOWNED_OUT=FILE runtime-packages.sh ...   also writes the paths of the libraries no package
+#                                              owns to FILE, one a line (attach.sh --mode binary
+#                                              ships those with the binary)
 #
 # The runtime image installs exactly these instead of a hand-kept list, so a library the C++ code
 # starts linking is picked up by the next image build rather than failing at container start.
@@ -55,5 +58,9 @@ while read -r lib; do
     tr ',' '\n' <<<"$found" | sed 's/^ *//; s/:.*//'
   else
     echo "runtime-packages.sh: no package owns $lib (copy it into the image)" >&2
+    echo "$lib" >>"$tmp/unowned"
   fi
 done <"$tmp/libs" | sort -u
+if [[ -n ${UNOWNED_OUT:-} ]]; then
+  if [[ -f $tmp/unowned ]]; then cp "$tmp/unowned" "$UNOWNED_OUT"; else : >"$UNOWNED_OUT"; fi
+fi

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs on the rented box: keeps /usr/local/bin/ablate-worker running, restarting it on failure.
+# Runs on the rented box: keeps ~/.ablate/bin/ablate-worker (built there by remote-build.sh, or
+# shipped by attach.sh --mode binary) running, restarting it on failure.
 #
 #   remote-service.sh start | stop | status | loop
 #
@@ -8,13 +9,16 @@
 # to /etc/ablate/worker.env (0600). Without systemd (most rented "GPU containers"): a restart
 # loop in its own session under nohup, logging to ~/.ablate/worker.log. That loop does not
 # survive a reboot of the box; attach.sh again after one.
-# Input: ~/.ablate/worker.env (ABLATE_SERVER, ABLATE_TOKEN, ABLATE_WORKER_ARGS) and, when the
-# server uses a private CA, ~/.ablate/ca.crt.
+# Input: ~/.ablate/worker.env (ABLATE_SERVER, ABLATE_TOKEN, ABLATE_WORKER_ARGS), when the server
+# uses a private CA ~/.ablate/ca.crt, and libraries shipped with the binary in ~/.ablate/lib.
 # ABLATE_SERVICE_MANAGER=systemd|loop overrides the detection (e.g. a box whose systemd is not
 # usable); ABLATE_RESTART_DELAY (seconds, default 10) spaces the loop's restarts.
 set -euo pipefail
 
 state="$HOME/.ablate"
+# In the ssh user's home rather than /usr/local/bin: attaching needs no root for the binary, and
+# a second attach (or a test using this machine as the box) replaces only its own copy.
+worker="$state/bin/ablate-worker"
 here=$(cd "$(dirname "$0")" && pwd)
 sudo=""
 [[ $(id -u) -eq 0 ]] || sudo="sudo"
@@ -28,10 +32,12 @@ has_systemd() {
 restart_delay=${ABLATE_RESTART_DELAY:-10}
 [[ $restart_delay =~ ^[0-9]+$ ]] || { echo "remote-service.sh: ABLATE_RESTART_DELAY must be whole seconds" >&2; exit 2; }
 
-# The env file the worker reads: attach.sh's, plus where the CA ended up.
+# The env file the worker reads: attach.sh's, plus where the CA ended up and, when attach.sh
+# shipped libraries with the binary, where they are.
 compose_env() {
   cat "$state/worker.env"
   if [[ -f $state/ca.crt ]]; then echo "ABLATE_TLS_CA=$1"; fi
+  if [[ -d $state/lib ]] && [[ -n $(ls -A "$state/lib") ]]; then echo "LD_LIBRARY_PATH=$state/lib"; fi
 }
 
 start_systemd() {
@@ -40,7 +46,11 @@ start_systemd() {
   compose_env /etc/ablate/ca.crt | $sudo install -m 0600 /dev/stdin /etc/ablate/worker.env
   $sudo install -m 0644 "$here/../systemd/ablate-worker.service" /etc/systemd/system/ablate-worker.service
   $sudo install -d -m 0755 /etc/systemd/system/ablate-worker.service.d
-  printf '[Service]\nUser=%s\nGroup=%s\nProtectHome=read-only\n' "$(id -un)" "$(id -gn)" |
+  # The unit's ExecStart names /usr/local/bin (a hand install); the empty ExecStart= clears it.
+  # $ABLATE_WORKER_ARGS is for systemd to expand, hence single quotes.
+  # shellcheck disable=SC2016
+  printf '[Service]\nUser=%s\nGroup=%s\nProtectHome=read-only\nExecStart=\nExecStart=%s $ABLATE_WORKER_ARGS\n' \
+    "$(id -un)" "$(id -gn)" "$worker" |
     $sudo install -m 0644 /dev/stdin /etc/systemd/system/ablate-worker.service.d/attach.conf
   $sudo systemctl daemon-reload
   $sudo systemctl enable ablate-worker.service
@@ -57,7 +67,7 @@ loop() {
     . "$state/worker.run.env"
     set +a
     # shellcheck disable=SC2086  # ABLATE_WORKER_ARGS is a word list by design
-    ablate-worker $ABLATE_WORKER_ARGS &
+    "$worker" $ABLATE_WORKER_ARGS &
     child=$!
     rc=0
     wait "$child" || rc=$?
@@ -85,6 +95,7 @@ stop_loop() {
 case ${1:-} in
   start)
     [[ -f $state/worker.env ]] || { echo "remote-service.sh: $state/worker.env missing (run attach.sh)" >&2; exit 1; }
+    [[ -x $worker ]] || { echo "remote-service.sh: $worker missing (run attach.sh)" >&2; exit 1; }
     if has_systemd; then
       start_systemd
     else

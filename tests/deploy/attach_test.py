@@ -3,10 +3,13 @@
 run prints, and — with a fake `ssh` on PATH that records its argv and stdin — that a real run
 executes exactly those commands and never puts the token on a command line."""
 
+import io
 import os
 import shlex
+import shutil
 import stat
 import subprocess
+import tarfile
 import tempfile
 import unittest
 
@@ -97,7 +100,28 @@ class AttachArgumentsTest(unittest.TestCase):
 
     def test_bad_mode(self):
         self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN, "--mode", "k8s"),
-                                "--mode must be docker or build")
+                                "--mode must be docker, build or binary")
+
+    def test_binary_mode_needs_worker_bin(self):
+        self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN, "--mode", "binary"),
+                                "--mode binary needs --worker-bin FILE")
+
+    def test_worker_bin_must_be_executable(self):
+        with tempfile.NamedTemporaryFile("w") as f:
+            self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN, "--mode", "binary",
+                                        "--worker-bin", f.name), "is not an executable file")
+
+    def test_worker_bin_only_with_binary_mode(self):
+        self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN, "--mode", "build",
+                                    "--worker-bin", "/bin/true"), "--worker-bin applies to --mode binary only")
+
+    def test_bad_device(self):
+        self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN, "--mode", "build",
+                                    "--device", "tpu"), "--device must be cuda or cpu")
+
+    def test_docker_mode_is_cuda_only(self):
+        self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN, "--device", "cpu"),
+                                "--device cuda only")
 
     def test_missing_ca_file(self):
         self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN,
@@ -218,12 +242,26 @@ class AttachDryRunTest(unittest.TestCase):
         self.assertFalse(any("docker" in c for c in remote_cmds), remote_cmds)
         self.assertEqual(bodies, [f'ABLATE_SERVER={SERVER}\nABLATE_WORKER_ARGS="--device cuda --name a100"\n'
                                   "ABLATE_TOKEN=<redacted>"])
-        self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-build.sh"', remote_cmds)
+        self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-build.sh" --device cuda', remote_cmds)
         self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-service.sh" start', remote_cmds)
 
     def test_build_mode_without_ca_uses_system_roots(self):
         _, bodies = dry_commands(self.dry("--mode", "build").stdout)
         self.assertIn('ABLATE_WORKER_ARGS="--device cuda --tls"', bodies[0])
+
+    @unittest.skipUnless(shutil.which("dpkg"), "binary mode names the binary's packages with dpkg")
+    def test_binary_mode(self):
+        result = self.dry("--mode", "binary", "--worker-bin", "/bin/true", "--device", "cpu", "--tls-ca", self.ca)
+        commands, bodies = dry_commands(result.stdout)
+        remote_cmds = [ssh_part(c)[-1] for c in commands]
+        self.assertEqual(bodies, [f'ABLATE_SERVER={SERVER}\nABLATE_WORKER_ARGS="--device cpu"\n'
+                                  "ABLATE_TOKEN=<redacted>"])
+        # Only the scripts travel as source; nothing is built or run in docker on the box.
+        self.assertIn("archive --format=tar HEAD deploy/gpu deploy/systemd | ssh", result.stdout)
+        self.assertFalse(any("docker" in c or "remote-build" in c for c in remote_cmds), remote_cmds)
+        install = remote_cmds.index('bash "$HOME/.ablate/src/deploy/gpu/remote-install.sh"')
+        self.assertEqual(remote_cmds[install + 1], 'bash "$HOME/.ablate/src/deploy/gpu/remote-service.sh" start')
+        self.assertIn("runtime-packages.txt: ca-certificates libblis4-pthread libc6 sentencepiece", result.stderr)
 
 
 class AttachExecutionTest(unittest.TestCase):
@@ -292,6 +330,26 @@ class AttachExecutionTest(unittest.TestCase):
         uploads = [stdin for argv, stdin in calls if argv[-1].endswith('tar -x -C "$HOME/.ablate/src"')]
         self.assertEqual(len(uploads), 1)
         self.assertIn(b"CMakeLists.txt", uploads[0][:1 << 20])
+
+    @unittest.skipUnless(shutil.which("dpkg"), "binary mode names the binary's packages with dpkg")
+    def test_binary_mode_ships_the_binary_and_what_it_needs(self):
+        worker = os.path.join(self.tmp.name, "ablate-worker")
+        shutil.copy("/bin/true", worker)
+        dry, calls = self.run_both(HOST, "--server", SERVER, "--mode", "binary", "--worker-bin", worker,
+                                   "--tls-ca", self.ca, "--token-file", self.token_file)
+        self.check_same_commands_and_secret(dry, calls)
+        bundles = [stdin for argv, stdin in calls if argv[-1].endswith('tar -x --no-same-owner -C "$HOME/.ablate"')]
+        self.assertEqual(len(bundles), 1)
+        with tarfile.open(fileobj=io.BytesIO(bundles[0])) as tar:
+            shipped = tar.extractfile("./bin/ablate-worker").read()
+            packages = tar.extractfile("./runtime-packages.txt").read().decode().split()
+            build_os = tar.extractfile("./build-os").read().decode().strip()
+            self.assertTrue(tar.getmember("./bin/ablate-worker").mode & 0o100)
+        with open(worker, "rb") as f:
+            self.assertEqual(shipped, f.read())
+        self.assertIn("libc6", packages)
+        self.assertIn("sentencepiece", packages)
+        self.assertRegex(build_os, r"^[a-z]+:[0-9.]+$")
 
     def test_token_from_environment(self):
         dry = run(ATTACH, HOST, "--server", SERVER, "--image", "ghcr.io/acme/w:1", "--dry-run",

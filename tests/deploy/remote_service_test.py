@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """deploy/gpu/remote-service.sh in its restart-loop mode (the one rented GPU containers get),
-run here for real with HOME in a temporary directory and a stand-in `ablate-worker` on PATH:
-the worker gets its settings from the env files, is restarted after it fails, and on stop
-receives SIGTERM (to hand its lease back) and the loop ends."""
+run here for real with HOME in a temporary directory and a stand-in ~/.ablate/bin/ablate-worker:
+the worker gets its settings from the env files (and the libraries shipped with it through
+LD_LIBRARY_PATH), is restarted after it fails, and on stop receives SIGTERM (to hand its lease
+back) and the loop ends."""
 
 import os
 import signal
@@ -21,7 +22,7 @@ SERVICE = os.path.join(REPO, "deploy", "gpu", "remote-service.sh")
 FAKE_WORKER = """#!/usr/bin/env bash
 log="$HOME/fake-worker.log"
 n=$(grep -c '^start' "$log" 2>/dev/null || true)
-echo "start $* server=$ABLATE_SERVER token=$ABLATE_TOKEN ca=${ABLATE_TLS_CA:-}" >>"$log"
+echo "start $* server=$ABLATE_SERVER token=$ABLATE_TOKEN ca=${ABLATE_TLS_CA:-} ld=${LD_LIBRARY_PATH:-}" >>"$log"
 [[ $n -eq 0 ]] && exit 3
 trap 'echo term >>"$log"; exit 0' TERM
 while true; do sleep 0.1; done
@@ -43,10 +44,10 @@ class RemoteServiceLoopTest(unittest.TestCase):
         self.addCleanup(self.tmp.cleanup)
         self.home = os.path.join(self.tmp.name, "home")
         self.state = os.path.join(self.home, ".ablate")
-        bin_dir = os.path.join(self.tmp.name, "bin")
-        os.makedirs(self.state)
+        bin_dir = os.path.join(self.state, "bin")
         os.makedirs(bin_dir)
-        worker = os.path.join(bin_dir, "ablate-worker")
+        self.worker = os.path.join(bin_dir, "ablate-worker")
+        worker = self.worker
         with open(worker, "w") as f:
             f.write(FAKE_WORKER)
         os.chmod(worker, os.stat(worker).st_mode | stat.S_IXUSR)
@@ -55,8 +56,8 @@ class RemoteServiceLoopTest(unittest.TestCase):
                     "ABLATE_TOKEN=ablt_00ff\n")
         with open(os.path.join(self.state, "ca.crt"), "w") as f:
             f.write("-----BEGIN CERTIFICATE-----\n")
-        self.env = {**os.environ, "HOME": self.home, "PATH": bin_dir + os.pathsep + os.environ["PATH"],
-                    "ABLATE_SERVICE_MANAGER": "loop", "ABLATE_RESTART_DELAY": "1"}
+        self.env = {**os.environ, "HOME": self.home, "ABLATE_SERVICE_MANAGER": "loop", "ABLATE_RESTART_DELAY": "1"}
+        self.env.pop("LD_LIBRARY_PATH", None)
         self.addCleanup(self.kill_leftovers)
 
     def kill_leftovers(self):
@@ -88,7 +89,7 @@ class RemoteServiceLoopTest(unittest.TestCase):
         starts = [l for l in self.worker_log() if l.startswith("start")]
         ca = os.path.join(self.state, "ca.crt")
         self.assertEqual(starts[0], f"start --device cuda --name a100 server=203.0.113.10:7070 "
-                                    f"token=ablt_00ff ca={ca}")
+                                    f"token=ablt_00ff ca={ca} ld=")
         with open(os.path.join(self.state, "worker.log")) as f:
             self.assertIn("ablate-worker exited with 3; restarting in 1 s", f.read())
         self.assertEqual(os.stat(os.path.join(self.state, "worker.run.env")).st_mode & 0o077, 0)
@@ -104,6 +105,23 @@ class RemoteServiceLoopTest(unittest.TestCase):
         after = self.service("status")
         self.assertEqual(after.returncode, 1)
         self.assertIn("not running", after.stderr)
+
+    def test_libraries_shipped_with_the_binary_are_found(self):
+        lib = os.path.join(self.state, "lib")
+        os.makedirs(lib)
+        with open(os.path.join(lib, "libtorch.so"), "w") as f:
+            f.write("")
+        result = self.service("start")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        wait_for(lambda: self.worker_log(), "the first start")
+        self.assertTrue(self.worker_log()[0].endswith(f" ld={lib}"), self.worker_log())
+        self.assertEqual(self.service("stop").returncode, 0)
+
+    def test_start_without_worker_binary_fails(self):
+        os.unlink(self.worker)
+        result = self.service("start")
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("ablate-worker missing", result.stderr)
 
     def test_start_without_env_file_fails(self):
         os.unlink(os.path.join(self.state, "worker.env"))

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """deploy/docker/runtime-packages.sh, which decides what the runtime images install: it names the
 packages owning a binary's libraries, refuses a binary with an unresolved library unless that
-library is declared as provided at run time (the CUDA driver), and needs an argument."""
+library is declared as provided at run time (the CUDA driver), lists the libraries no package
+owns when asked, and needs an argument."""
 
 import os
 import shutil
@@ -47,6 +48,12 @@ class RuntimePackagesTest(unittest.TestCase):
                            check=True)
             binary = os.path.join(tmp, "main")
             subprocess.run(["cc", "-o", binary, main_c, lib], check=True)
+            unowned_out = os.path.join(tmp, "unowned.txt")
+            found = run(binary, env_extra={"UNOWNED_OUT": unowned_out, "LD_LIBRARY_PATH": tmp})
+            self.assertEqual(found.returncode, 0, found.stderr)
+            with open(unowned_out) as f:
+                self.assertEqual(f.read().split(), [lib])  # attach.sh --mode binary ships these
+            self.assertIn("libc6", found.stdout.split())
             os.unlink(lib)
             refused = run(binary)
             self.assertEqual(refused.returncode, 1)
