@@ -158,6 +158,14 @@ absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunS
     ApplyDefaults(run.mutable_config());
     if (!has_seed_axis) (*run.mutable_grid_values())["seed"] = absl::StrCat(run.config().seed());
     if (auto problem = FindConfigProblem(run.config())) return LocateProblem(sweep, *problem);
+    // A sweep's runs go to whichever worker leases them. The lease matches `device` only, and an
+    // MPS worker cannot run bfloat16: it would take such a run and fail it for good.
+    if (run.config().dtype() == "bfloat16" && run.config().device() == "auto") {
+      return LocateProblem(sweep, ConfigProblem{{"dtype", "device"},
+                                                "bfloat16 in a sweep needs device: cuda or cpu "
+                                                "(with device auto an MPS worker, which cannot "
+                                                "run bfloat16, could lease the run)"});
+    }
     run.set_cell(CellKey(run.grid_values()));
     *run.mutable_data() = sweep.data;
     *run.mutable_divergence() = sweep.divergence;

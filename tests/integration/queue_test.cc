@@ -389,6 +389,7 @@ TEST_F(QueueTest, WorkersOnlyLeaseRunsTheirDeviceCanRun) {
   v1::ReleaseRequest release;
   release.set_run_id(on_gpu.spec().run_id());
   release.set_attempt(on_gpu.lease().attempt());
+  release.set_lease_token(on_gpu.lease().token());
   release.set_reason("requeued by the test");
   v1::ReleaseResponse released;
   ASSERT_TRUE(WorkerStub()->Release(Ctx().get(), release, &released).ok());

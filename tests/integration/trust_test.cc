@@ -140,7 +140,9 @@ TEST_F(TrustTest, SymlinksCannotLeadOutOfTheDataDir) {
   }
   auto nul = TrySubmit(WithTrain("nul", "\"real.txt\\0.png\""));
   EXPECT_EQ(nul.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(nul.error_message(), "s.yaml: data.train: path must not contain a NUL byte");
+  // The sweep-file parser refuses it first; the resolver's own check stays behind it.
+  EXPECT_NE(nul.error_message().find("data.train: contains a NUL byte"), std::string::npos)
+      << nul.error_message();
   ASSERT_TRUE(TrySubmit(WithTrain("alias", "alias.txt")).ok());
 
   // A file swapped for a link after submit (same size, so only confinement can tell) is not

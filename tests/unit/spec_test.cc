@@ -231,6 +231,9 @@ TEST(Rejections, EveryPathNamesFileLineAndField) {
       {Sweep("fixed: {dtype: fp16}\n"), "fixed.dtype: 'fp16' is not one of float32|bfloat16"},
       {Sweep("fixed: {dtype: bfloat16, device: mps}\n"),
        "fixed.dtype: bfloat16 needs device cuda, cpu or auto, not mps"},
+      {Sweep("fixed: {dtype: bfloat16}\n"),
+       "fixed.dtype: bfloat16 in a sweep needs device: cuda or cpu (with device auto an MPS "
+       "worker, which cannot run bfloat16, could lease the run)"},
       {Sweep("fixed: {lr: [0.1, 0.2]}\n"),
        "s.yaml:3: fixed.lr: expected a single value (lists belong under grid:)"},
       {Sweep("grid:\n  lr: 0.1\n"), "s.yaml:4: grid.lr: expected a list of values"},
