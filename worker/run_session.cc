@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMetricBatch = 500;
+constexpr std::chrono::milliseconds kRetryPeriod{1000};  // heartbeats while the server is away
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -184,7 +185,11 @@ void Session::HeartbeatLoop() {
       }
     }
     lock.lock();
-    wake_.wait_for(lock, period, [&] { return done_.load(); });
+    // While heartbeats fail, try every second: the lease runs out `lease` after the last one
+    // that got through, so the first chance after an outage must not wait a whole period.
+    wake_.wait_for(lock,
+                   failing ? std::min<std::chrono::milliseconds>(period, kRetryPeriod) : period,
+                   [&] { return done_.load(); });
   }
 }
 

@@ -31,8 +31,12 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientConfig& c
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // After an outage the channel reconnects at most this long after the server is back. Calls
+  // made before then fail at once with the outage's error, and a worker's lease only survives
+  // an outage shorter than the lease minus this, so keep it short; a refused connect costs
+  // nothing.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetMaxReceiveMessageSize(64 << 20);
   return grpc::CreateCustomChannel(config.server, creds, args);
 }

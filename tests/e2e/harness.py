@@ -79,6 +79,9 @@ class Proxy:
                 return
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
+                # The timeout is for the connect only: left on the socket, it would cut any
+                # connection the server leaves quiet for 5 s, which is no network fault.
+                upstream.settimeout(None)
             except OSError:
                 client.close()
                 continue

@@ -59,11 +59,14 @@ const Point& At(const Curve& c, double lr) {
   return missing;
 }
 
-const Curve& CurveOf(const Analysis& a, const std::string& variant, const std::string& n_layer) {
+// A pointer, never null (a failed expectation and an empty curve when missing): call sites write
+// `*CurveOf(...)`, so no compiler has to guess whether a reference returned from a call with
+// temporary string arguments dangles (GCC 14's -Wdangling-reference does).
+const Curve* CurveOf(const Analysis& a, const std::string& variant, const std::string& n_layer) {
   const Curve* c = a.FindCurve("", variant, n_layer);
   EXPECT_NE(c, nullptr) << variant << " " << n_layer;
-  static Curve missing;
-  return c ? *c : missing;
+  static const Curve missing;
+  return c ? c : &missing;
 }
 
 TEST(Analysis, DivergedRunsCountAsInitialLoss) {
@@ -73,7 +76,7 @@ TEST(Analysis, DivergedRunsCountAsInitialLoss) {
   s.Add("none", "2", "0.01", 0, 4.0);
   s.Add("none", "2", "0.01", 1, 4.0);
   const auto a = s.Analyse();
-  const Point& p = At(CurveOf(a, "none", "2"), 0.1);
+  const Point& p = At(*CurveOf(a, "none", "2"), 0.1);
   EXPECT_DOUBLE_EQ(*p.loss, 6.5);
   EXPECT_EQ(p.n, 2);
   EXPECT_EQ(p.n_diverged, 1);
@@ -90,7 +93,7 @@ TEST(Analysis, SeedsAveragedBeforeTheMinimum) {
   s.Add("none", "2", "0.01", 0, 3.5);  // mean 3.6 -> η*
   s.Add("none", "2", "0.01", 1, 3.7);
   const auto a = s.Analyse();
-  const Curve& c = CurveOf(a, "none", "2");
+  const Curve& c = *CurveOf(a, "none", "2");
   EXPECT_DOUBLE_EQ(*c.opt_lr, 0.01);
   EXPECT_DOUBLE_EQ(*c.opt_loss, 3.6);
   EXPECT_EQ(c.seeds, 2);
@@ -105,24 +108,24 @@ TEST(Analysis, LrSensitivityOverSubRange) {
   s.Add("none", "2", "1", 0, 9.0);  // worse than ℓ0 = 8: capped at 8
   // Default [3e-4, 0.3] holds 1e-3, 1e-2, 1e-1: ((4-3) + (3-3) + (6-3)) / 3 = 4/3.
   const auto a = s.Analyse();
-  const Curve& c = CurveOf(a, "none", "2");
+  const Curve& c = *CurveOf(a, "none", "2");
   EXPECT_NEAR(*c.lr_sensitivity, 4.0 / 3.0, 1e-12);
   EXPECT_EQ(c.sensitivity_points, 3);
   // [1e-3, 1e-2]: (1 + 0) / 2 = 0.5.
   Options sub;
   sub.lr_min = 1e-3;
   sub.lr_max = 1e-2;
-  EXPECT_NEAR(*CurveOf(s.Analyse(sub), "none", "2").lr_sensitivity, 0.5, 1e-12);
+  EXPECT_NEAR(*CurveOf(s.Analyse(sub), "none", "2")->lr_sensitivity, 0.5, 1e-12);
   // [0.1, 1]: (min(6, 8) - 3 + min(9, 8) - 3) / 2 = (3 + 5) / 2 = 4.
   Options top;
   top.lr_min = 0.1;
   top.lr_max = 1;
-  EXPECT_NEAR(*CurveOf(s.Analyse(top), "none", "2").lr_sensitivity, 4.0, 1e-12);
+  EXPECT_NEAR(*CurveOf(s.Analyse(top), "none", "2")->lr_sensitivity, 4.0, 1e-12);
   // A range with no grid LR in it: no figure.
   Options empty;
   empty.lr_min = 2;
   empty.lr_max = 3;
-  EXPECT_FALSE(CurveOf(s.Analyse(empty), "none", "2").lr_sensitivity.has_value());
+  EXPECT_FALSE(CurveOf(s.Analyse(empty), "none", "2")->lr_sensitivity.has_value());
 }
 
 TEST(Analysis, MaxStableLrStopsAtAMiddleLrWhereOneSeedDiverged) {
@@ -134,7 +137,7 @@ TEST(Analysis, MaxStableLrStopsAtAMiddleLrWhereOneSeedDiverged) {
   s.Add("none", "2", "0.01", 0, 3.0);
   s.Add("none", "2", "0.01", 1, -1);  // one seed diverged in the middle
   const auto a = s.Analyse();
-  const Curve& c = CurveOf(a, "none", "2");
+  const Curve& c = *CurveOf(a, "none", "2");
   EXPECT_DOUBLE_EQ(*c.max_stable_lr, 0.001);
   // ℓ(0.01) = (3 + 8) / 2 = 5.5, so η* = 0.1 (3.5).
   EXPECT_DOUBLE_EQ(*c.opt_lr, 0.1);
@@ -148,12 +151,12 @@ TEST(Analysis, MaxGoodLrKeepsEightyPercentOfTheImprovement) {
   s.Add("none", "2", "1", 0, 4.5);     // > 4: stops here
   s.Add("none", "2", "10", 0, 3.5);    // good again, but not contiguous from η*
   const auto a = s.Analyse();
-  const Curve& c = CurveOf(a, "none", "2");
+  const Curve& c = *CurveOf(a, "none", "2");
   EXPECT_DOUBLE_EQ(*c.max_good_lr, 0.1);
   EXPECT_DOUBLE_EQ(*c.max_stable_lr, 10);  // nothing diverged: silent failure only
   Options loose;
   loose.tau = 0.4;  // limit 5: 4.5 passes, 3.5 passes
-  EXPECT_DOUBLE_EQ(*CurveOf(s.Analyse(loose), "none", "2").max_good_lr, 10);
+  EXPECT_DOUBLE_EQ(*CurveOf(s.Analyse(loose), "none", "2")->max_good_lr, 10);
 }
 
 TEST(Analysis, EtaDaggerInterpolatesLogLinearly) {
@@ -245,7 +248,7 @@ TEST(Analysis, EtaDaggerEdgeCases) {
       s.Add("layernorm", "2", lr, 0, -1);
     }
     const auto a = s.Analyse();
-    const Curve& c = CurveOf(a, "layernorm", "2");
+    const Curve& c = *CurveOf(a, "layernorm", "2");
     EXPECT_FALSE(c.max_stable_lr.has_value());
     EXPECT_FALSE(c.max_good_lr.has_value());
     EXPECT_DOUBLE_EQ(*c.opt_loss, kL0);
@@ -259,7 +262,7 @@ TEST(Analysis, EtaDaggerEdgeCases) {
     s.Add("none", "2", "0.01", 0, 4.0);
     s.Add("layernorm", "2", "0.01", 0, 3.0);
     const auto a = s.Analyse();
-    const Curve& c = CurveOf(a, "none", "2");
+    const Curve& c = *CurveOf(a, "none", "2");
     EXPECT_DOUBLE_EQ(*c.opt_lr, 0.01);
     EXPECT_DOUBLE_EQ(*c.max_stable_lr, 0.01);
     EXPECT_DOUBLE_EQ(*c.max_good_lr, 0.01);
@@ -274,7 +277,7 @@ TEST(Analysis, OneSeedHasNoSpread) {
   RunSet s;
   s.Add("none", "2", "0.01", 0, 4.0);
   const auto a = s.Analyse();
-  EXPECT_FALSE(At(CurveOf(a, "none", "2"), 0.01).loss_std.has_value());
+  EXPECT_FALSE(At(*CurveOf(a, "none", "2"), 0.01).loss_std.has_value());
   EXPECT_EQ(a.max_seeds, 1);
   EXPECT_THAT(a.notes, testing::Contains(HasSubstr("no spread available")));
   EXPECT_THAT(a.notes, testing::Contains(HasSubstr("only one value of 'qk_norm'")));
@@ -288,7 +291,7 @@ TEST(Analysis, PartialSweepCountsMissingAndFailedRunsPerCell) {
   s.Add("none", "2", "0.01", 2, 0, ablate::v1::FAILED);
   s.Add("none", "2", "0.1", 0, 4.0);  // seeds 1 and 2 absent here
   const auto a = s.Analyse();
-  const Curve& c = CurveOf(a, "none", "2");
+  const Curve& c = *CurveOf(a, "none", "2");
   const Point& p = At(c, 0.01);
   EXPECT_EQ(p.n, 1);
   EXPECT_EQ(p.n_pending, 1);
@@ -314,7 +317,7 @@ TEST(Analysis, StepsToThresholdIsTheMedianWithNeverAsInfinite) {
   s.Add("none", "2", "0.1", 1, 3.0);  // (50 + inf) / 2: never
   s.Add("none", "2", "0.1", 2, -1);   // diverged: never
   const auto a = s.Analyse();
-  const Curve& c = CurveOf(a, "none", "2");
+  const Curve& c = *CurveOf(a, "none", "2");
   EXPECT_DOUBLE_EQ(*At(c, 0.01).steps_to_threshold, 200);
   EXPECT_FALSE(At(c, 0.1).steps_to_threshold.has_value());
 }
@@ -328,7 +331,7 @@ TEST(Analysis, ProbesAveragedOverFiniteValues) {
   (*s.Add("none", "2", "0.01", 2, -1).mutable_result()->mutable_final_probes())["max_attn_logit"] =
       std::numeric_limits<double>::infinity();
   const auto a = s.Analyse();
-  const Point& p = At(CurveOf(a, "none", "2"), 0.01);
+  const Point& p = At(*CurveOf(a, "none", "2"), 0.01);
   EXPECT_DOUBLE_EQ(p.probes.at("max_attn_logit"), 20);
   EXPECT_NEAR(p.probe_std.at("max_attn_logit"), std::sqrt(200.0), 1e-12);
 }
@@ -341,11 +344,11 @@ TEST(Analysis, InitialLossFallsBackToLnVocab) {
   Options o;
   o.vocab = 4096;
   const auto a = s.Analyse(o);
-  const Curve& c = CurveOf(a, "none", "2");
+  const Curve& c = *CurveOf(a, "none", "2");
   EXPECT_NEAR(*At(c, 0.1).loss, std::log(4096.0), 1e-12);
   // Without a vocab the diverged run cannot be valued: counted as failed, not invented.
   const auto a2 = s.Analyse();
-  const Curve& c2 = CurveOf(a2, "none", "2");
+  const Curve& c2 = *CurveOf(a2, "none", "2");
   EXPECT_FALSE(At(c2, 0.1).loss.has_value());
   EXPECT_EQ(At(c2, 0.1).n_failed, 1);
 }
@@ -400,7 +403,7 @@ TEST(Analysis, EtaDaggerChangesFinerThanTheGridAreNoTrend) {
   EXPECT_EQ(a.verdicts[2].outcome, "not supported");
   // H2 at depth 2: none's sensitivity over 1e-3, 1e-2, 1e-1 is (0 + 0.1 + 1) / 3, layernorm's
   // is 0: better, with stable and good LR equal.
-  EXPECT_NEAR(*CurveOf(a, "none", "2").lr_sensitivity, 1.1 / 3, 1e-12);
+  EXPECT_NEAR(*CurveOf(a, "none", "2")->lr_sensitivity, 1.1 / 3, 1e-12);
   EXPECT_EQ(a.verdicts[1].outcome, "supported");
 }
 
@@ -481,7 +484,7 @@ TEST(Provenance, UniformSweepHasNoMixedFlag) {
     EXPECT_THAT(v.line, ::testing::Not(HasSubstr("mixed")));
   }
   for (const auto& note : a.notes) EXPECT_THAT(note, ::testing::Not(HasSubstr("mixed")));
-  const Point& p = At(CurveOf(a, "none", "2"), 0.01);
+  const Point& p = At(*CurveOf(a, "none", "2"), 0.01);
   ASSERT_EQ(p.provenance.size(), 2u);  // alike, but one knows its tokenizer and one does not
   EXPECT_EQ(p.provenance.begin()->first.device_kind, "cuda");
   EXPECT_TRUE(RequireUniform(a).ok());
@@ -493,7 +496,7 @@ TEST(Provenance, CellWithAnMpsFloat32RunAmongCudaBfloat16RunsIsFlagged) {
   On(s.Add("none", "4", "0.01", 1, 3.1), "cuda", "bfloat16");
   On(s.Add("none", "4", "0.01", 2, 3.4), "mps", "float32");  // the laptop
   const auto a = s.Analyse();
-  const Point& p = At(CurveOf(a, "none", "4"), 0.01);
+  const Point& p = At(*CurveOf(a, "none", "4"), 0.01);
   EXPECT_EQ(p.mixed, (std::vector<std::string>{"device kind", "dtype"}));
   EXPECT_EQ(Lines(a), (std::vector<std::string>{
                           "cell lr=0.01,n_layer=4,qk_norm=none: cuda/bfloat16 (2 runs) vs "
@@ -502,7 +505,7 @@ TEST(Provenance, CellWithAnMpsFloat32RunAmongCudaBfloat16RunsIsFlagged) {
   EXPECT_THAT(a.notes, ::testing::Contains(
                            "mixed provenance: 1 cell rest on runs that differ in device kind, "
                            "dtype (each listed below); --require-uniform makes this an error"));
-  EXPECT_EQ(CurveOf(a, "none", "4").mixed, p.mixed);
+  EXPECT_EQ(CurveOf(a, "none", "4")->mixed, p.mixed);
 }
 
 TEST(Provenance, PairOnDifferentDtypesIsFlaggedEvenWhenEachCellIsUniform) {
