@@ -100,24 +100,25 @@ grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   s.priority = req.priority() != 0 ? req.priority() : sweep->priority;
   s.max_attempts = sweep->max_attempts;
   for (const auto& axis : sweep->grid) s.axes.push_back(axis.name);
-  // ParseSweep has validated every run; this walk only collects them, one at a time.
-  int64_t count = 0;
-  auto collect = spec::ForEachRun(*sweep, limits, [&](v1::RunSpec&& run) {
-    ++count;
-    run.set_sweep_name(sweep->name);
-    *run.mutable_data() = data;
+  // ParseSweep has validated every run, so the walks below cannot fail on a run; they only
+  // fill in what the sweep file leaves to the server.
+  auto finish = [&](v1::RunSpec* run) {
+    run->set_sweep_name(sweep->name);
+    *run->mutable_data() = data;
+  };
+  if (req.dry_run()) {
     // A dry run answers with the count, the axes and the first rows: the whole expansion of a
     // 256-byte file can be 100,000 runs (~150 MB built, ~40 MB sent) per request.
-    if (req.dry_run()) {
-      if (count <= kDryRunRows) *resp->add_expanded() = std::move(run);
-    } else {
-      s.runs.push_back(std::move(run));
-    }
-    return absl::OkStatus();
-  });
-  if (!collect.ok()) return ToGrpc(collect);
-  resp->set_runs(static_cast<int>(count));
-  if (req.dry_run()) {
+    int64_t count = 0;
+    auto walk = spec::ForEachRun(*sweep, limits, [&](v1::RunSpec&& run) {
+      if (++count <= kDryRunRows) {
+        finish(&run);
+        *resp->add_expanded() = std::move(run);
+      }
+      return absl::OkStatus();
+    });
+    if (!walk.ok()) return ToGrpc(walk);
+    resp->set_runs(static_cast<int>(count));
     auto* out = resp->mutable_sweep();
     out->set_name(s.name);
     out->set_state("dry_run");
@@ -128,6 +129,18 @@ grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
     out->mutable_counts()->set_total(static_cast<int>(count));
     return grpc::Status::OK;
   }
+  auto count = spec::CountRuns(*sweep, limits);
+  if (!count.ok()) return ToGrpc(count.status());
+  s.run_count = *count;
+  // The store walks the grid again for each attempt at its transaction, inserting a few
+  // thousand runs at a time; the expansion is deterministic, so every walk yields the same runs.
+  s.for_each_run = [&](const NewSweep::RunVisitor& visit) {
+    return spec::ForEachRun(*sweep, limits, [&](v1::RunSpec&& run) {
+      finish(&run);
+      return visit(std::move(run));
+    });
+  };
+  resp->set_runs(static_cast<int>(*count));
   auto stored = d_.sweeps->Insert(s, *datasets);
   if (!stored.ok()) return ToGrpc(stored.status());
   *resp->mutable_sweep() = *std::move(stored);

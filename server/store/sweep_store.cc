@@ -1,5 +1,6 @@
 #include "server/store/sweep_store.h"
 
+#include <exception>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -75,28 +76,65 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
   return out;
 }
 
+// Runs go to PostgreSQL this many at a time: ~5 MB of JSON per statement keeps a 100,000-run
+// sweep to one chunk in memory, while each round trip still carries thousands of rows.
+constexpr int kRunsPerInsert = 5000;
+
+// One statement's worth of runs, as the array literals the INSERT unnest()s. The run specs' JSON
+// is the bulk (~1 KB a run): it goes straight into its literal rather than into a vector of
+// strings joined afterwards (two copies at the peak).
+struct RunChunk {
+  std::vector<std::string> cells, devices;
+  std::vector<int64_t> seeds, orders, steps;
+  std::string specs = "{";
+  int size = 0;
+
+  void Add(const v1::RunSpec& run, int64_t order, const std::string& device) {
+    cells.push_back(run.cell());
+    seeds.push_back(run.config().seed());
+    orders.push_back(order);
+    devices.push_back(device);
+    pg::AppendTextArrayElement(&specs, pg::ToJson(run));
+    steps.push_back(run.config().steps());
+    ++size;
+  }
+  void Clear() {
+    cells.clear();
+    devices.clear();
+    seeds.clear();
+    orders.clear();
+    steps.clear();
+    // clear() keeps the buffer for the next chunk (assigning "{" trips GCC 12's -Wrestrict).
+    specs.clear();
+    specs.push_back('{');
+    size = 0;
+  }
+};
+
+// Inserts the chunk's runs and their specs, then empties it. order_index is the run's position in
+// the whole expansion; ids come from the sequence in array order, so chunks inserted in turn keep
+// them ascending in queue order.
+void InsertRunChunk(pqxx::work& tx, int64_t sweep_id, const NewSweep& sweep, RunChunk* chunk) {
+  chunk->specs += '}';
+  pg::Exec(tx,
+           "WITH u AS (SELECT * FROM unnest($4::text[], $5::bigint[], $6::int[], $7::text[], "
+           "  $8::text[], $9::bigint[]) AS u(cell, seed, ord, device, spec, steps)), "
+           "ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
+           "  max_attempts, total_steps) "
+           "  SELECT $1, u.cell, u.seed, u.ord, $2, u.device, $3, u.steps FROM u "
+           "  RETURNING id, order_index) "
+           "INSERT INTO run_specs (run_id, spec) "
+           "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
+           sweep_id, sweep.priority, sweep.max_attempts, pg::TextArray(chunk->cells),
+           pg::Int64Array(chunk->seeds), pg::Int64Array(chunk->orders),
+           pg::TextArray(chunk->devices), chunk->specs, pg::Int64Array(chunk->steps));
+  chunk->Clear();
+}
+
 }  // namespace
 
 absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
                                              const std::vector<DatasetRecord>& datasets) {
-  std::vector<std::string> cells, devices;
-  std::vector<int64_t> seeds, orders, steps;
-  std::set<std::string> distinct_devices;
-  // The run specs' JSON is the bulk of a big sweep (~1 KB a run): build its array literal
-  // directly rather than a vector of strings joined afterwards (two copies at the peak).
-  std::string specs = "{";
-  for (size_t i = 0; i < sweep.runs.size(); ++i) {
-    const v1::RunSpec& run = sweep.runs[i];
-    cells.push_back(run.cell());
-    seeds.push_back(run.config().seed());
-    orders.push_back(static_cast<int64_t>(i));
-    const std::string device = run.config().device().empty() ? "auto" : run.config().device();
-    devices.push_back(device);
-    distinct_devices.insert(device);
-    pg::AppendTextArrayElement(&specs, pg::ToJson(run));
-    steps.push_back(run.config().steps());
-  }
-  specs += '}';
   return db_->Tx<v1::Sweep>("submit sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
     pqxx::row s =
         pg::Exec1(tx,
@@ -105,18 +143,36 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
                   sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority, sweep.max_attempts,
                   pg::TextArray(sweep.axes), sweep.submitted_by);
     const int64_t id = s[0].as<int64_t>();
-    // One multi-row INSERT over unnest()ed arrays: 10,000 runs cost one round trip.
-    pg::Exec(tx,
-             "WITH u AS (SELECT * FROM unnest($4::text[], $5::bigint[], $6::int[], $7::text[], "
-             "  $8::text[], $9::bigint[]) AS u(cell, seed, ord, device, spec, steps)), "
-             "ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
-             "  max_attempts, total_steps) "
-             "  SELECT $1, u.cell, u.seed, u.ord, $2, u.device, $3, u.steps FROM u "
-             "  RETURNING id, order_index) "
-             "INSERT INTO run_specs (run_id, spec) "
-             "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
-             id, sweep.priority, sweep.max_attempts, pg::TextArray(cells), pg::Int64Array(seeds),
-             pg::Int64Array(orders), pg::TextArray(devices), specs, pg::Int64Array(steps));
+    RunChunk chunk;
+    int64_t count = 0;
+    std::set<std::string> distinct_devices;
+    // A pqxx exception thrown by a flush inside the walk is carried out of it (the walk is
+    // common/spec code, not written to be unwound through) and rethrown here, where Db::Tx
+    // turns it into a status or a retry.
+    std::exception_ptr failed;
+    auto flush = [&]() -> absl::Status {
+      if (chunk.size == 0) return absl::OkStatus();
+      try {
+        InsertRunChunk(tx, id, sweep, &chunk);
+      } catch (...) {
+        failed = std::current_exception();
+        return absl::AbortedError("run insert failed");
+      }
+      return absl::OkStatus();
+    };
+    absl::Status walked = sweep.for_each_run([&](v1::RunSpec&& run) -> absl::Status {
+      const std::string device = run.config().device().empty() ? "auto" : run.config().device();
+      distinct_devices.insert(device);
+      chunk.Add(run, count++, device);
+      return chunk.size >= kRunsPerInsert ? flush() : absl::OkStatus();
+    });
+    if (walked.ok()) walked = flush();
+    if (failed) std::rethrow_exception(failed);
+    if (!walked.ok()) return walked;
+    if (count != sweep.run_count) {
+      return absl::InternalError(absl::StrCat("submit sweep: the grid expanded to ", count,
+                                              " runs, expected ", sweep.run_count));
+    }
     std::vector<std::string> shas, paths;
     std::vector<int64_t> sizes;
     std::set<std::string> seen;
@@ -139,7 +195,7 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     // minute; with stale row counts the planner may sort every queued run on each Lease instead
     // of walking the queue index in order. ANALYZE samples a bounded number of rows, so it
     // costs tens of milliseconds here rather than seconds on every lease.
-    if (sweep.runs.size() >= 1000) tx.exec("ANALYZE runs");
+    if (count >= 1000) tx.exec("ANALYZE runs");
     for (const auto& d : distinct_devices) {
       pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), d);
     }

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/store/db.h"
 
@@ -19,7 +21,13 @@ struct NewSweep {
   int priority = 0;
   int max_attempts = 3;
   std::vector<std::string> axes;
-  std::vector<v1::RunSpec> runs;  // in queue order
+  // The runs are walked rather than held: a 256-byte file can expand to 100,000 runs (~150 MB
+  // of RunSpecs). `for_each_run` calls its visitor with each run in queue order and stops at the
+  // first error the visitor returns. Insert may call it more than once (Db::Tx retries a
+  // conflicted transaction), so every call must yield the same `run_count` runs.
+  using RunVisitor = std::function<absl::Status(v1::RunSpec&&)>;
+  std::function<absl::Status(const RunVisitor&)> for_each_run;
+  int64_t run_count = 0;
 };
 
 struct DatasetRecord {
@@ -32,7 +40,8 @@ class SweepStore {
  public:
   SweepStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
 
-  // Inserts the sweep, its runs and its data sets in one transaction (all or nothing).
+  // Inserts the sweep, its runs and its data sets in one transaction (all or nothing). Runs go
+  // in a few thousand at a time, so a big sweep never has all its rows in memory at once.
   absl::StatusOr<v1::Sweep> Insert(const NewSweep& sweep,
                                    const std::vector<DatasetRecord>& datasets);
 

@@ -428,5 +428,29 @@ TEST_F(BigInputTest, ListRunsLimitIsDefaultedAndCapped) {
   EXPECT_EQ(count(std::numeric_limits<int32_t>::max()), 10000);
 }
 
+TEST_F(BigInputTest, BigSubmitIsStoredInExpansionOrderAcrossInsertChunks) {
+  // The store inserts a few thousand runs per statement; 12,001 runs span several statements
+  // and end with a partial one. Every run must be stored once, at its position in the
+  // expansion, with ids ascending in that order and its spec attached.
+  constexpr int kRuns = 12001;
+  v1::SubmitSweepResponse sub;
+  auto s = TrySubmit(Seeds("chunks", kRuns), &sub);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(sub.runs(), kRuns);
+  EXPECT_EQ(sub.sweep().counts().total(), kRuns);
+  EXPECT_EQ(sub.sweep().counts().queued(), kRuns);
+  const auto got = GetSweep(sub.sweep().id());
+  ASSERT_EQ(got.runs_size(), kRuns);
+  for (int i = 0; i < kRuns; ++i) {
+    const v1::Run& r = got.runs(i);
+    ASSERT_EQ(r.order_index(), i);
+    ASSERT_EQ(r.seed(), i);
+    ASSERT_EQ(r.config().seed(), i);
+    if (i > 0) {
+      ASSERT_GT(r.id(), got.runs(i - 1).id()) << "run " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ablate::testing
