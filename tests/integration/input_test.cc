@@ -1,11 +1,11 @@
 // Hostile and oversized input: SQL metacharacters in every string field round-trip unchanged
 // (all SQL is parameterised), oversized grids and messages are refused with a clear error, and
 // data paths are confined to --data-dir.
+#include <gmock/gmock.h>
+
 #include <filesystem>
 #include <fstream>
 #include <thread>
-
-#include <gmock/gmock.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/sha256.h"
