@@ -1,5 +1,5 @@
-// Bearer-token authentication and role checks (DESIGN.md §8): `worker` may call WorkerService,
-// `user` SweepService, `admin` both. Tokens are looked up by SHA-256 digest.
+// Bearer-token authentication and role checks (docs/architecture.md#security): `worker` may call
+// WorkerService, `user` SweepService, `admin` both. Tokens are looked up by SHA-256 digest.
 //
 // Trade-off: verified tokens are cached for a few seconds so a Lease -> Complete loop does not
 // cost a database query per call; a revoked token therefore keeps working on each replica for

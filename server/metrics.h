@@ -1,4 +1,5 @@
-// Prometheus /metrics for the server (DESIGN.md §7; names are what the dashboards query).
+// Prometheus /metrics for the server (docs/architecture.md#observability; names are what the
+// dashboards query).
 //
 // Counters count what this replica did (Prometheus sums replicas). Gauges of state are read
 // from PostgreSQL every few seconds, so every replica exports the same values whichever served

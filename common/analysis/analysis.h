@@ -1,5 +1,6 @@
-// The study's analysis (DESIGN.md §6): per variant x moderator, loss vs LR and the figures
-// derived from it; per moderator the necessity threshold eta-dagger; H1/H2/H3 verdicts.
+// The study's analysis (docs/architecture.md#the-analysis): per variant x moderator, loss vs LR
+// and the figures derived from it; per moderator the necessity threshold eta-dagger; H1/H2/H3
+// verdicts.
 //
 // Pure functions over ablate.v1.Run protos: no I/O, no server, no torch. The "variant" is any
 // grid axis (qk_norm by default; attn_softcap, pos, ...), the "moderator" any other (n_layer by

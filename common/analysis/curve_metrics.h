@@ -1,4 +1,5 @@
-// Per-curve figures of DESIGN.md §6 from a curve's points, and η† between two curves.
+// Per-curve figures (docs/architecture.md#the-analysis) from a curve's points, and η†
+// between two curves.
 #pragma once
 
 #include "common/analysis/analysis.h"

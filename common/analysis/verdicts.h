@@ -1,4 +1,5 @@
-// H1/H2/H3 (DESIGN.md §6): one line each per treated variant (and context), with the numbers.
+// H1/H2/H3 (docs/architecture.md#the-analysis): one line each per treated variant (and context),
+// with the numbers.
 //
 // H1: the variant's effect depends on LR (within noise at some LRs, beyond it at others).
 // H2: the variant raises max stable and max good LR and lowers LR sensitivity.

@@ -1,11 +1,7 @@
 // The run queue: every state change a worker causes, and the reaper. All of it is explained by
-// one concept, the lease (run, attempt, expiry):
-//
-//   queued --Lease--> leased --Heartbeat--> running --Complete--> succeeded | diverged | failed
-//      ^                 |                     |
-//      +---- Release ----+---------------------+   (attempt not counted against max_attempts)
-//      +---- reaper: expiry passed, attempt < max_attempts ------+  else -> failed
-//   any unfinished state --Cancel--> cancelled (a leased/running worker learns on its heartbeat)
+// one concept, the lease (run, attempt, token, expiry). The state machine (queued -> leased ->
+// running -> succeeded | diverged | failed, plus Release, the reaper, CancelSweep and RetryRuns)
+// and what each transition writes are drawn once, in docs/architecture.md#the-run-state-machine.
 //
 // Lease takes the next queued run with FOR UPDATE SKIP LOCKED, bumps `attempt` and hands the
 // worker a random lease token (only its SHA-256 is stored); every write a worker makes afterwards

@@ -1,4 +1,5 @@
-// Bearer tokens (DESIGN.md §8). Only SHA-256 digests are stored: a database dump leaks no token.
+// Bearer tokens (docs/architecture.md#security). Only SHA-256 digests are stored: a database dump
+// leaks no token.
 #pragma once
 
 #include <cstdint>

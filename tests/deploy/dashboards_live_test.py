@@ -8,7 +8,8 @@
                                                   ARGS go to check_dashboards.py (--sweep S,
                                                   --lookback 600, --optional 'ablate_worker_')
 
-Against the fake exporter, which serves the metric names and labels of DESIGN.md §7, it checks
+Against the fake exporter, which serves the metric names and labels of
+docs/architecture.md#observability, it checks
 that every panel returns data while the sweep runs; then, after the exporter drops the sweep's
 series (as the server does when a sweep ends), that an instant check reports the Sweep and Run
 panels as empty and a --lookback check still passes. That catches a misspelt metric, a wrong label or a

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Serves every metric name of DESIGN.md §7 (server and worker) on loopback, with values that move.
+"""Serves every metric name of docs/architecture.md#observability (server and worker) on
+loopback, with values that move.
 
   fake_exporter.py PORT_FILE
 

@@ -1,5 +1,6 @@
-// Bearer tokens and roles (DESIGN.md §8): worker tokens only reach WorkerService, user tokens
-// only SweepService, admin both; missing, unknown and revoked tokens are refused.
+// Bearer tokens and roles (docs/architecture.md#security): worker tokens only reach
+// WorkerService, user tokens only SweepService, admin both; missing, unknown and revoked tokens
+// are refused.
 #include "server/store/db.h"
 #include "tests/integration/harness.h"
 

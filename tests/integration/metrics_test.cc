@@ -1,5 +1,5 @@
-// Prometheus /metrics: the DESIGN.md §7 names, per-run series labelled for the dashboards while
-// the sweep is active, and removed when it ends.
+// Prometheus /metrics: the names of docs/architecture.md#observability, per-run series labelled
+// for the dashboards while the sweep is active, and removed when it ends.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>

@@ -1,4 +1,5 @@
-// DESIGN.md §6 on hand-built run sets; every expected number is worked out in the comments.
+// The analysis (docs/architecture.md#the-analysis) on hand-built run sets; every expected number
+// is worked out in the comments.
 #include "common/analysis/analysis.h"
 
 #include <gmock/gmock.h>

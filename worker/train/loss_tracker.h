@@ -1,6 +1,6 @@
 // What the trainer concludes from the stream of training losses: the initial loss l0, the
-// EMA(0.9) loss, steps-to-threshold and divergence (DESIGN.md §5). Pure, so a checkpoint can hold
-// its whole state and tests can drive it with made-up losses.
+// EMA(0.9) loss, steps-to-threshold and divergence (docs/architecture.md#the-trainer). Pure, so a
+// checkpoint can hold its whole state and tests can drive it with made-up losses.
 #pragma once
 
 #include <cstdint>

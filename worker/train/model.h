@@ -14,8 +14,8 @@
 
 namespace ablate::train {
 
-// Scalar statistics one forward pass records when probing (DESIGN.md §5); filled only when a
-// ProbeRecord is passed to forward(), so training steps pay nothing for them.
+// Scalar statistics one forward pass records when probing (docs/architecture.md#the-trainer);
+// filled only when a ProbeRecord is passed to forward(), so training steps pay nothing for them.
 struct LayerProbe {
   double attn_entropy = 0;    // mean over batch, heads, queries of -sum A log A
   double max_attn_logit = 0;  // max of q.k/sqrt(d_h) over causal pairs, before any softcap

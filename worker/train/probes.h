@@ -1,4 +1,5 @@
-// Probe statistics (DESIGN.md §5), measured on a fixed probe batch every probe_every steps.
+// Probe statistics (docs/architecture.md#the-trainer), measured on a fixed probe batch every
+// probe_every steps.
 //
 // The per-tensor functions are the definitions; GPT::forward calls them per layer when probing,
 // and the tests check them against hand-computed values.
