@@ -1,4 +1,4 @@
-#include "server/notifier.h"
+#include "server/store/notifier.h"
 
 #include <chrono>
 #include <memory>
