@@ -19,21 +19,12 @@
 #include "ablate/v1/ablate.grpc.pb.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "bench/bench_db.h"
 #include "grpcpp/grpcpp.h"
 
 namespace {
 
 using namespace ablate;
-
-std::string Shell(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  pclose(p);
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
 
 // A /proc/PID/status figure in MB ("VmHWM", "VmRSS").
 double StatusMb(pid_t pid, const std::string& key) {
@@ -76,20 +67,9 @@ std::vector<Kind> Kinds() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string url;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--database-url") url = argv[i + 1];
-  }
-  std::string pg_dir;
-  if (url.empty()) {
-    pg_dir = (std::filesystem::temp_directory_path() / absl::StrCat("ablate-hostile-pg-", getpid()))
-                 .string();
-    url = Shell(absl::StrCat(ABLATE_SOURCE_DIR, "/scripts/dev-postgres start ", pg_dir));
-    if (url.empty()) {
-      std::fprintf(stderr, "hostile_bench: could not start PostgreSQL (give --database-url)\n");
-      return 1;
-    }
-  }
+  ablate::bench::BenchDatabase db(argc, argv, "hostile_bench");
+  if (db.url().empty()) return 1;
+  const std::string& url = db.url();
   const std::string listen = absl::StrCat("127.0.0.1:", 20000 + getpid() % 20000);
   const std::string store = (std::filesystem::temp_directory_path() / "ablate-hostile-store");
   const pid_t server = fork();
@@ -161,7 +141,5 @@ int main(int argc, char** argv) {
               StatusMb(server, "VmHWM"));
   kill(server, SIGTERM);
   waitpid(server, nullptr, 0);
-  if (!pg_dir.empty())
-    Shell(absl::StrCat(ABLATE_SOURCE_DIR, "/scripts/dev-postgres stop ", pg_dir));
   return 0;
 }

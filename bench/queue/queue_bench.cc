@@ -21,6 +21,7 @@
 #include "ablate/v1/ablate.grpc.pb.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "bench/bench_db.h"
 #include "grpcpp/grpcpp.h"
 #include "pqxx/pqxx"
 #include "server/server.h"
@@ -34,16 +35,6 @@ using Clock = std::chrono::steady_clock;
 using namespace ablate;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-std::string Shell(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "";
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof(buf), p) != nullptr) out += buf;
-  pclose(p);
-  return std::string(absl::StripTrailingAsciiWhitespace(out));
-}
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -330,20 +321,9 @@ void IdleLongPollFigure(const Bench& b, int idle, int64_t sweep_id) {
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
-  std::string url;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--database-url") url = argv[i + 1];
-  }
-  std::string pg_dir;
-  if (url.empty()) {
-    pg_dir = (std::filesystem::temp_directory_path() / absl::StrCat("ablate-bench-pg-", getpid()))
-                 .string();
-    url = Shell(absl::StrCat(ABLATE_SOURCE_DIR, "/scripts/dev-postgres start ", pg_dir));
-    if (url.empty()) {
-      std::fprintf(stderr, "queue_bench: could not start PostgreSQL (give --database-url)\n");
-      return 1;
-    }
-  }
+  ablate::bench::BenchDatabase db(argc, argv, "queue_bench");
+  if (db.url().empty()) return 1;
+  const std::string& url = db.url();
   // rlimit: 1,000 long-polls plus clients need file descriptors.
   rlimit nofile{};
   getrlimit(RLIMIT_NOFILE, &nofile);
@@ -373,8 +353,8 @@ int main(int argc, char** argv) {
                                         grpc::InsecureChannelCredentials(), args);
 
   std::printf("queue_bench on %s, %ld cores, load average before: %s\n",
-              Shell("uname -srm").c_str(), sysconf(_SC_NPROCESSORS_ONLN),
-              Shell("cut -d' ' -f1-3 /proc/loadavg").c_str());
+              ablate::bench::Shell("uname -srm").c_str(), sysconf(_SC_NPROCESSORS_ONLN),
+              ablate::bench::Shell("cut -d' ' -f1-3 /proc/loadavg").c_str());
   std::printf(
       "server + PostgreSQL (fsync=off as scripts/dev-postgres runs it) + load generator "
       "on loopback; auth on (token)\n");
@@ -383,9 +363,8 @@ int main(int argc, char** argv) {
   ReportFigure(b, 8, 50);
   CancelAll(b);
   IdleLongPollFigure(b, 1000, big);
-  std::printf("load average after: %s\n", Shell("cut -d' ' -f1-3 /proc/loadavg").c_str());
+  std::printf("load average after: %s\n",
+              ablate::bench::Shell("cut -d' ' -f1-3 /proc/loadavg").c_str());
   (*srv)->Shutdown(std::chrono::seconds(2));
-  if (!pg_dir.empty())
-    Shell(absl::StrCat(ABLATE_SOURCE_DIR, "/scripts/dev-postgres stop ", pg_dir));
   return 0;
 }

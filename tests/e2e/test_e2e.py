@@ -62,6 +62,21 @@ class E2E(unittest.TestCase):
                 return int(r.get("step", 0)), r
         return 0, None
 
+    def cancel_a_running_sweep(self, name, seeds):
+        """One worker, a long sweep: cancel it once a run trains; every run ends CANCELLED, the
+        worker says why it stopped and lives on."""
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, name, {"seed": seeds}, steps=100000, ckpt=1000,
+                                            eval_every=1000))
+        wait_for(self.first_running, 120, "a run to start")
+        s.cli("cancel", str(self.sweep_id))
+        runs = s.wait_sweep_done(self.sweep_id, 30)
+        self.assertEqual({r["state"] for r in runs}, {"CANCELLED"})
+        wait_for(lambda: "cancelled by the server" in s.log("w1"), 30, "the worker to stop the run")
+        self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
+
     def first_running(self):
         for r in self.stack.runs(self.sweep_id):
             if r["state"] == "RUNNING" and int(r.get("step", 0)) > 0:
@@ -110,17 +125,7 @@ class SweepLifecycle(E2E):
         self.assertIn("qk_norm", p.stdout)
 
     def test_cancel_stops_running_runs(self):
-        s = self.stack
-        s.start_server()
-        s.start_worker("w1")
-        self.sweep_id = s.submit(sweep_file(s, "e2e-cancel", {"seed": "[0, 1, 2]"}, steps=100000,
-                                            ckpt=1000, eval_every=1000))
-        wait_for(self.first_running, 120, "a run to start")
-        s.cli("cancel", str(self.sweep_id))
-        runs = s.wait_sweep_done(self.sweep_id, 30)
-        self.assertEqual({r["state"] for r in runs}, {"CANCELLED"})
-        wait_for(lambda: "cancelled by the server" in s.log("w1"), 30, "the worker to stop the run")
-        self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
+        self.cancel_a_running_sweep("e2e-cancel", "[0, 1, 2]")
 
 
 class CancelSeenFirstByTheSender(E2E):
@@ -130,18 +135,8 @@ class CancelSeenFirstByTheSender(E2E):
     lease_seconds = 60
 
     def test_a_cancel_learned_from_a_fenced_metrics_call_is_a_cancel(self):
-        s = self.stack
-        s.start_server()
-        s.start_worker("w1")
-        self.sweep_id = s.submit(sweep_file(s, "e2e-cancel-sender", {"seed": "[0]"}, steps=100000,
-                                            ckpt=1000, eval_every=1000))
-        wait_for(self.first_running, 120, "the run to start")
-        s.cli("cancel", str(self.sweep_id))
-        runs = s.wait_sweep_done(self.sweep_id, 30)
-        self.assertEqual([r["state"] for r in runs], ["CANCELLED"])
-        wait_for(lambda: "cancelled by the server" in s.log("w1"), 30, "the worker to stop the run")
-        self.assertNotIn("lease lost", s.log("w1"))
-        self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
+        self.cancel_a_running_sweep("e2e-cancel-sender", "[0]")
+        self.assertNotIn("lease lost", self.stack.log("w1"))
 
 
 class Failures(E2E):
