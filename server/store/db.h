@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,11 +77,21 @@ absl::StatusOr<T> Db::Tx(const std::string& what,
         *slot = std::make_unique<pqxx::connection>(url_);
         pg::ForgetConnection(**slot);  // nothing is prepared on a new connection
       }
-      pqxx::work tx(**slot);
-      absl::StatusOr<T> out = fn(tx);
-      if (out.ok()) tx.commit();
+      std::optional<absl::StatusOr<T>> out;
+      {
+        pqxx::work tx(**slot);
+        out.emplace(fn(tx));
+        if (out->ok()) {
+          tx.commit();
+        } else {
+          tx.abort();
+        }
+      }
+      // The transaction is over (committed or rolled back) before the connection goes back to
+      // the pool: a rollback left to ~work() after Release ran on a connection another thread
+      // already had, and two threads on one libpq connection hang in PQgetResult.
       Release(slot, false);
-      return out;
+      return *std::move(out);
     } catch (...) {
       last = Convert(what, &retry, &broken);
     }

@@ -368,14 +368,14 @@ TEST_F(TrainerTest, TrainCommandWritesResultAndRefusesAFinishedOut) {
   EXPECT_EQ(result["steps_to_threshold"], "0");
   EXPECT_TRUE(result["final_probes"].contains("max_attn_logit"));
   // Provenance: where it ran and with which tokenizer.
-  EXPECT_EQ(result["device_kind"], "cpu");
-  EXPECT_EQ(result["device_name"], ProbeDevice("cpu")->name);
-  EXPECT_EQ(result["dtype"], "float32");
+  EXPECT_EQ(result["device_kind"].get<std::string>(), "cpu");
+  EXPECT_EQ(result["device_name"].get<std::string>(), ProbeDevice("cpu")->name);
+  EXPECT_EQ(result["dtype"].get<std::string>(), "float32");
   EXPECT_FALSE(result["torch_version"].get<std::string>().empty());
   bool tokenizer_found = false;
   for (const auto& entry : fs::directory_iterator(fs::path(CacheDir()) / "tokenizers")) {
-    if (entry.path().extension() == ".model" &&
-        Sha256File(entry.path().string()).value_or("") == result["tokenizer_sha256"]) {
+    if (entry.path().extension() == ".model" && Sha256File(entry.path().string()).value_or("") ==
+                                                    result["tokenizer_sha256"].get<std::string>()) {
       tokenizer_found = true;
     }
   }
