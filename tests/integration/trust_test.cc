@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/sha256.h"
 #include "pqxx/pqxx"
+#include "server/store/pqxx_compat.h"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -110,7 +111,7 @@ class TrustTest : public ServerFixture {
   std::string LeaseDigest(int64_t run) {
     pqxx::connection conn(url_);
     pqxx::work tx(conn);
-    return tx.exec_params1("SELECT lease_token_sha256 FROM runs WHERE id = $1", run)[0]
+    return server::pg::Exec1(tx, "SELECT lease_token_sha256 FROM runs WHERE id = $1", run)[0]
         .as<std::string>();
   }
   static std::string LeaseLost(int64_t run, int attempt) {
