@@ -254,6 +254,26 @@ TEST(TokenizerCacheKeyTest, IncludesTheSpmVersion) {
   EXPECT_EQ(TokenizerCacheKey(320, shas, *version), TokenizerCacheKey(320, shas, *version));
 }
 
+// Two machines training the tokenizer on the same text, each in its own directories, must get the
+// same model file: the tokenizer's SHA-256 is the provenance a report compares across a fleet.
+// spm_train records its input and output paths in the model, so it must never see ours.
+TEST(TokenizerTest, SameTextGivesTheSameModelFileWhereverItIsTrained) {
+  const fs::path root = fs::temp_directory_path() / ("ablate-spm-" + std::to_string(getpid()));
+  std::vector<std::string> shas;
+  for (const char* machine : {"laptop/cache", "gpu-box/somewhere/else"}) {
+    const fs::path dir = root / machine;
+    fs::create_directories(dir);
+    std::ofstream(dir / "text.txt") << SyntheticCorpus(300, 5);
+    ASSERT_TRUE(TrainBpeModel((dir / "text.txt").string(), 320, (dir / "tok").string()).ok());
+    ASSERT_TRUE(fs::exists(dir / "tok.vocab"));
+    EXPECT_FALSE(fs::exists(dir / "tok.train")) << "the scratch directory is removed";
+    shas.push_back(Sha256File((dir / "tok.model").string()).value_or(""));
+  }
+  EXPECT_FALSE(shas[0].empty());
+  EXPECT_EQ(shas[0], shas[1]);
+  fs::remove_all(root);
+}
+
 TEST(SyntheticCorpusTest, DeterministicAndParsed) {
   EXPECT_EQ(SyntheticCorpus(20, 1), SyntheticCorpus(20, 1));
   EXPECT_NE(SyntheticCorpus(20, 1), SyntheticCorpus(20, 2));

@@ -24,7 +24,7 @@ namespace {
 // Runs `argv` (looked up in PATH) with stdout to `out_path` and stderr captured; an error with
 // the tail of stderr when it cannot start or exits non-zero.
 absl::Status RunTool(const std::vector<std::string>& argv, const std::string& in_path,
-                     const std::string& out_path) {
+                     const std::string& out_path, const std::string& cwd = "") {
   const std::string err_path = TempPathFor(out_path) + ".stderr";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -35,6 +35,8 @@ absl::Status RunTool(const std::vector<std::string>& argv, const std::string& in
                                    0644);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
+  // After the opens, so the paths above resolve against our own working directory.
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -91,15 +93,36 @@ absl::Status TrainBpeModel(const std::string& input, int vocab, const std::strin
   // character_coverage < 1 keeps rare characters (stray symbols in Gutenberg text) out of the
   // vocabulary; byte fallback still encodes them losslessly. Lines up to 64 KiB are used whole,
   // since paragraphs of real books exceed SentencePiece's 4 KiB default and would be dropped.
+  //
+  // spm_train writes its --input and --model_prefix into the model file. Given as they are, every
+  // machine's model would differ by its paths and a fleet's runs would report different
+  // tokenizer hashes for the same tokenizer. So it runs in a scratch directory under the fixed
+  // names corpus.txt (a link to the input) and model: the same text and settings then give the
+  // same model file, byte for byte, on every machine.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = model_prefix + ".train";
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(dir.string(), ": ", ec.message()));
+  fs::create_symlink(fs::absolute(input, ec), dir / "corpus.txt", ec);
+  if (ec) return absl::InternalError(absl::StrCat(dir.string(), "/corpus.txt: ", ec.message()));
   const std::string log = model_prefix + ".log";
   absl::Status s = RunTool(
-      {"spm_train", "--input=" + input, "--model_prefix=" + model_prefix, "--model_type=bpe",
+      {"spm_train", "--input=corpus.txt", "--model_prefix=model", "--model_type=bpe",
        absl::StrCat("--vocab_size=", vocab), "--byte_fallback=true", "--character_coverage=0.9995",
        "--input_sentence_size=0", "--shuffle_input_sentence=false", "--num_threads=1",
        "--max_sentence_length=65536", absl::StrCat("--unk_id=", kUnkId),
        absl::StrCat("--bos_id=", kBosId), absl::StrCat("--eos_id=", kEosId), "--pad_id=-1"},
-      "", log);
+      "", log, dir.string());
   std::filesystem::remove(log);
+  if (s.ok()) {
+    for (const char* ext : {".model", ".vocab"}) {
+      fs::rename(dir / (std::string("model") + ext), model_prefix + ext, ec);
+      if (ec) s = absl::InternalError(absl::StrCat(model_prefix, ext, ": ", ec.message()));
+    }
+  }
+  fs::remove_all(dir, ec);
   if (!s.ok()) {
     // spm_train's log is long; its reason is the last line ("Vocabulary size too high ...").
     std::string msg(s.message());

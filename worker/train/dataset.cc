@@ -28,7 +28,8 @@ constexpr char kEndOfText[] = "<|endoftext|>";
 // order: enough for a 4k-65k vocabulary, and deterministic, unlike SentencePiece's own sampling.
 constexpr int64_t kMaxTokenizerInputBytes = int64_t{256} << 20;
 // Bump when the tokenizer options or the encoding rules change, so old cache entries are ignored.
-constexpr char kFormatVersion[] = "ablate-bpe-v1";
+// v2: models are trained under fixed file names, so they no longer carry a machine's paths.
+constexpr char kFormatVersion[] = "ablate-bpe-v2";
 
 // The same role always gets the same stories; train and val get different ones.
 uint64_t SyntheticSeed(const std::string& role) {
