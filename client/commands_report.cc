@@ -9,7 +9,7 @@
 #include "common/analysis/analysis.h"
 #include "common/report/export.h"
 #include "common/report/report.h"
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 
 namespace ablate::cli {
 namespace {
@@ -98,7 +98,7 @@ int Report(Context& ctx, const ReportArgs& args) {
   }
   // ℓ0 falls back to ln(vocab) for cells where no run reported an initial loss.
   if (!sweep.spec_yaml().empty()) {
-    auto parsed = spec::ParseSweep(sweep.spec_yaml(), sweep.file_name());
+    auto parsed = sweep::ParseSweep(sweep.spec_yaml(), sweep.file_name());
     if (parsed.ok()) opts.vocab = parsed->data.tokenizer().vocab();
   }
   auto result = analysis::Analyze(runs, opts);

@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/render.h"
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 
 namespace ablate::cli {
 
@@ -71,27 +71,27 @@ int Submit(Context& ctx, const SubmitArgs& args) {
   text << in.rdbuf();
   // Validate locally first: the same parser the server runs, so errors come back at once, with
   // the file's line numbers, and --dry-run needs no server.
-  auto sweep = spec::ParseSweep(text.str(), args.file);
-  if (!sweep.ok()) return Fail(sweep.status());
-  auto runs = spec::Expand(*sweep);
+  auto parsed = sweep::ParseSweep(text.str(), args.file);
+  if (!parsed.ok()) return Fail(parsed.status());
+  auto runs = sweep::Expand(*parsed);
   if (!runs.ok()) return Fail(runs.status());
   if (args.dry_run) {
     if (ctx.json) {
       for (const auto& r : *runs) std::cout << ToJson(r) << "\n";
       return 0;
     }
-    std::cout << "sweep '" << sweep->name << "': " << runs->size() << " runs, axes ";
+    std::cout << "sweep '" << parsed->name << "': " << runs->size() << " runs, axes ";
     std::vector<std::string> axes;
-    for (const auto& a : sweep->grid)
+    for (const auto& a : parsed->grid)
       axes.push_back(absl::StrCat(a.name, "(", a.values.size(), ")"));
     std::cout << absl::StrJoin(axes, " x ") << "\n";
     std::vector<std::string> header{"#"};
-    for (const auto& a : sweep->grid) header.push_back(a.name);
+    for (const auto& a : parsed->grid) header.push_back(a.name);
     Table t(header);
     int i = 0;
     for (const auto& r : *runs) {
       std::vector<std::string> row{std::to_string(++i)};
-      for (const auto& a : sweep->grid) {
+      for (const auto& a : parsed->grid) {
         auto it = r.grid_values().find(a.name);
         row.push_back(it == r.grid_values().end() ? "" : it->second);
       }

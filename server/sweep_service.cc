@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "common/util/fields.h"
 #include "server/polling_stream.h"
 #include "server/store/channels.h"
@@ -61,7 +61,7 @@ grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext* ctx,
   auto caller = Authorize(*ctx, "SweepService.SubmitSweep");
   if (!caller.ok()) return ToGrpc(caller.status());
   // Checked before anything echoes it: the file name prefixes every error message.
-  if (auto s = spec::CheckFileName(req->file_name()); !s.ok()) return ToGrpc(s);
+  if (auto s = sweep::CheckFileName(req->file_name()); !s.ok()) return ToGrpc(s);
   const std::string file_name = req->file_name().empty() ? "sweep.yaml" : req->file_name();
   if (static_cast<int64_t>(req->spec_yaml().size()) > d_.options->max_spec_bytes) {
     return ToGrpc(absl::InvalidArgumentError(
@@ -85,32 +85,32 @@ grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext* ctx,
 grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
                                       v1::SubmitSweepResponse* resp) {
   const std::string file_name = req.file_name().empty() ? "sweep.yaml" : req.file_name();
-  spec::Limits limits;
+  sweep::Limits limits;
   limits.max_runs = d_.options->max_grid;
-  auto sweep = spec::ParseSweep(req.spec_yaml(), file_name, limits);
-  if (!sweep.ok()) return ToGrpc(sweep.status());
-  v1::DataSpec data = sweep->data;
+  auto parsed = sweep::ParseSweep(req.spec_yaml(), file_name, limits);
+  if (!parsed.ok()) return ToGrpc(parsed.status());
+  v1::DataSpec data = parsed->data;
   auto datasets = d_.datasets->Resolve(file_name, &data);
   if (!datasets.ok()) return ToGrpc(datasets.status());
   NewSweep s;
-  s.name = sweep->name;
+  s.name = parsed->name;
   s.file_name = file_name;
   s.spec_yaml = req.spec_yaml();
   s.submitted_by = caller.name;
-  s.priority = req.priority() != 0 ? req.priority() : sweep->priority;
-  s.max_attempts = sweep->max_attempts;
-  for (const auto& axis : sweep->grid) s.axes.push_back(axis.name);
+  s.priority = req.priority() != 0 ? req.priority() : parsed->priority;
+  s.max_attempts = parsed->max_attempts;
+  for (const auto& axis : parsed->grid) s.axes.push_back(axis.name);
   // ParseSweep has validated every run, so the walks below cannot fail on a run; they only
   // fill in what the sweep file leaves to the server.
   auto finish = [&](v1::RunSpec* run) {
-    run->set_sweep_name(sweep->name);
+    run->set_sweep_name(parsed->name);
     *run->mutable_data() = data;
   };
   if (req.dry_run()) {
     // A dry run answers with the count, the axes and the first rows: the whole expansion of a
     // 256-byte file can be 100,000 runs (~150 MB built, ~40 MB sent) per request.
     int64_t count = 0;
-    auto walk = spec::ForEachRun(*sweep, limits, [&](v1::RunSpec&& run) {
+    auto walk = sweep::ForEachRun(*parsed, limits, [&](v1::RunSpec&& run) {
       if (++count <= kDryRunRows) {
         finish(&run);
         *resp->add_expanded() = std::move(run);
@@ -129,13 +129,13 @@ grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
     out->mutable_counts()->set_total(static_cast<int>(count));
     return grpc::Status::OK;
   }
-  auto count = spec::CountRuns(*sweep, limits);
+  auto count = sweep::CountRuns(*parsed, limits);
   if (!count.ok()) return ToGrpc(count.status());
   s.run_count = *count;
   // The store walks the grid again for each attempt at its transaction, inserting a few
   // thousand runs at a time; the expansion is deterministic, so every walk yields the same runs.
   s.for_each_run = [&](const NewSweep::RunVisitor& visit) {
-    return spec::ForEachRun(*sweep, limits, [&](v1::RunSpec&& run) {
+    return sweep::ForEachRun(*parsed, limits, [&](v1::RunSpec&& run) {
       finish(&run);
       return visit(std::move(run));
     });

@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "worker/train/adamw.h"
 #include "worker/train/device.h"
 #include "worker/train/metrics_log.h"
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   c.set_n_embd(256);
   c.set_block_size(256);
   c.set_batch_size(16);
-  ablate::spec::ApplyDefaults(&c);
+  ablate::sweep::ApplyDefaults(&c);
   const int64_t vocab = 4096, batch = c.batch_size(), t = c.block_size();
   torch::manual_seed(0);
   GPT model(c, vocab);

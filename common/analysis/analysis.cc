@@ -13,7 +13,7 @@
 #include "common/analysis/curve_metrics.h"
 #include "common/analysis/stats.h"
 #include "common/analysis/verdicts.h"
-#include "common/spec/config_fields.h"
+#include "common/sweep/config_fields.h"
 
 namespace ablate::analysis {
 namespace {
@@ -28,9 +28,9 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 std::string AxisValue(const Run& run, const std::string& axis) {
   auto it = run.grid_values().find(axis);
   if (it != run.grid_values().end()) return it->second;
-  const auto* field = spec::FindSetting(axis);
+  const auto* field = sweep::FindSetting(axis);
   if (field != nullptr && run.config().GetReflection()->HasField(run.config(), field)) {
-    return spec::SettingText(run.config(), field);
+    return sweep::SettingText(run.config(), field);
   }
   return "-";
 }

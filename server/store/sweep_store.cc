@@ -147,7 +147,7 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     int64_t count = 0;
     std::set<std::string> distinct_devices;
     // A pqxx exception thrown by a flush inside the walk is carried out of it (the walk is
-    // common/spec code, not written to be unwound through) and rethrown here, where Db::Tx
+    // common/sweep code, not written to be unwound through) and rethrown here, where Db::Tx
     // turns it into a status or a retry.
     std::exception_ptr failed;
     auto flush = [&]() -> absl::Status {

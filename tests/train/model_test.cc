@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "worker/train/adamw.h"
 #include "worker/train/probes.h"
 
@@ -19,7 +19,7 @@ ablate::v1::RunConfig TinyConfig() {
   c.set_n_head(2);
   c.set_n_embd(16);
   c.set_block_size(6);
-  ablate::spec::ApplyDefaults(&c);
+  ablate::sweep::ApplyDefaults(&c);
   return c;
 }
 

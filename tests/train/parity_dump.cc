@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "worker/train/adamw.h"
 #include "worker/train/model.h"
 #include "worker/train/probes.h"
@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   config.set_lr(1e-2);
   config.set_warmup(10);
   config.set_steps(100);
-  ablate::spec::ApplyDefaults(&config);
+  ablate::sweep::ApplyDefaults(&config);
   const int64_t vocab = 67;
   torch::manual_seed(1234);
   ablate::train::GPT model(config, vocab);

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <map>
 
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "tests/train/tiny_spec.h"
 #include "worker/train/adamw.h"
 #include "worker/train/batches.h"

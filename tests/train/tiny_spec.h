@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ablate/v1/ablate.pb.h"
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 
 namespace ablate::train {
 
@@ -29,7 +29,7 @@ inline ablate::v1::RunSpec TinySpec() {
   c->set_log_every(1);
   c->set_checkpoint_every(1000);
   c->set_seed(7);
-  ablate::spec::ApplyDefaults(c);
+  ablate::sweep::ApplyDefaults(c);
   return spec;
 }
 

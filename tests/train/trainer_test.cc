@@ -10,7 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "common/util/sha256.h"
 #include "tests/train/tiny_spec.h"
 #include "worker/train/bpe_tokenizer.h"

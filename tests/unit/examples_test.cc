@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 namespace {
 
 std::string ExamplesDir() {
@@ -35,4 +35,4 @@ TEST(Examples, EverySweepFileParsesAndExpands) {
 }
 
 }  // namespace
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

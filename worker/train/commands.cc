@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "worker/train/dataset.h"
 #include "worker/train/file_util.h"
 #include "worker/train/trainer.h"
@@ -92,7 +92,7 @@ int RunTrainCommand(const TrainCommandArgs& args) {
     std::fprintf(stderr, "error: %s\n", std::string(text.status().message()).c_str());
     return 1;
   }
-  auto spec = ablate::spec::ParseRunFile(*text, args.run_file);
+  auto spec = ablate::sweep::ParseRunFile(*text, args.run_file);
   if (!spec.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(spec.status().message()).c_str());
     return 1;

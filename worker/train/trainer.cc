@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -404,8 +404,8 @@ absl::StatusOr<TrainResult> Run::Execute() {
 absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOptions& options,
                                   TrainObserver* observer) {
   ablate::v1::RunSpec complete = spec;
-  ablate::spec::ApplyDefaults(complete.mutable_config());
-  if (absl::Status s = ablate::spec::ValidateConfig(complete.config()); !s.ok()) {
+  ablate::sweep::ApplyDefaults(complete.mutable_config());
+  if (absl::Status s = ablate::sweep::ValidateConfig(complete.config()); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("invalid run config: ", s.message()));
   }
   try {

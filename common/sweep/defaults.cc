@@ -3,9 +3,9 @@
 // The model is deliberately smaller than nanoGPT's GPT-2 default (4 layers, 256 wide, context 256)
 // so an unconfigured run finishes on a laptop CPU; the optimizer keeps train.py's values (AdamW
 // 6e-4, betas 0.9/0.95, weight decay 0.1, clip 1.0) because they are what the LR study perturbs.
-#include "common/spec/spec.h"
+#include "common/sweep/sweep.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 
 void ApplyDefaults(ablate::v1::RunConfig* c) {
   if (!c->has_n_layer()) c->set_n_layer(4);
@@ -49,4 +49,4 @@ void ApplyDefaults(ablate::v1::RunConfig* c) {
   if (!c->has_dtype()) c->set_dtype("float32");
 }
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 
 // One grid axis: a RunConfig setting (or "seed") and its values in file order.
 struct Axis {
@@ -92,4 +92,4 @@ absl::Status ValidateConfig(const ablate::v1::RunConfig& config);
 // sorted order, so the same cell gets the same key whatever the file's axis order.
 std::string CellKey(const google::protobuf::Map<std::string, std::string>& grid_values);
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

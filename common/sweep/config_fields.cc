@@ -1,4 +1,4 @@
-#include "common/spec/config_fields.h"
+#include "common/sweep/config_fields.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 namespace {
 
 using google::protobuf::FieldDescriptor;
@@ -224,4 +224,4 @@ std::string SettingText(const ablate::v1::RunConfig& config, const FieldDescript
   }
 }
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

@@ -1,6 +1,4 @@
 // Sweep files and run files: parsing, every rejection path (message checked), expansion, order.
-#include "common/spec/spec.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -8,9 +6,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/sweep/sweep.h"
 #include "google/protobuf/util/message_differencer.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 namespace {
 
 using ::testing::HasSubstr;
@@ -578,4 +577,4 @@ TEST(Expand, ForEachRunStreamsTheSameRunsAsExpand) {
 }
 
 }  // namespace
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

@@ -11,7 +11,7 @@
 
 #include "ablate/v1/ablate.pb.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 
 struct ConfigProblem {
   std::vector<std::string> fields;  // non-empty; fields[0] is the one the message is about
@@ -20,4 +20,4 @@ struct ConfigProblem {
 
 std::optional<ConfigProblem> FindConfigProblem(const ablate::v1::RunConfig& config);
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

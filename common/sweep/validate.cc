@@ -1,11 +1,11 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/spec/config_check.h"
-#include "common/spec/config_fields.h"
-#include "common/spec/spec.h"
+#include "common/sweep/config_check.h"
+#include "common/sweep/config_fields.h"
+#include "common/sweep/sweep.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 namespace {
 
 using ablate::v1::RunConfig;
@@ -119,4 +119,4 @@ absl::Status ValidateConfig(const RunConfig& config) {
   return absl::InvalidArgumentError(absl::StrCat(problem->fields[0], ": ", problem->message));
 }
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

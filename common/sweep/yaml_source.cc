@@ -1,4 +1,4 @@
-#include "common/spec/yaml_source.h"
+#include "common/sweep/yaml_source.h"
 
 #include <cmath>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/fields.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 
 int YamlSource::Line(const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
@@ -208,4 +208,4 @@ absl::Status YamlSource::Mapping(const YAML::Node& node, const std::string& fiel
   return absl::OkStatus();
 }
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

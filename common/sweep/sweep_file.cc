@@ -6,15 +6,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "common/spec/config_check.h"
-#include "common/spec/config_fields.h"
-#include "common/spec/grid_axis.h"
-#include "common/spec/spec.h"
-#include "common/spec/yaml_source.h"
+#include "common/sweep/config_check.h"
+#include "common/sweep/config_fields.h"
+#include "common/sweep/grid_axis.h"
+#include "common/sweep/sweep.h"
+#include "common/sweep/yaml_source.h"
 #include "common/util/fields.h"
 #include "common/util/status_macros.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 namespace {
 
 using ablate::v1::DataSpec;
@@ -336,4 +336,4 @@ absl::StatusOr<RunSpec> ParseRunFile(std::string_view yaml, std::string_view fil
   return run;
 }
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

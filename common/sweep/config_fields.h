@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "google/protobuf/descriptor.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 
 // The RunConfig field of that name, or nullptr.
 const google::protobuf::FieldDescriptor* FindSetting(const std::string& name);
@@ -47,4 +47,4 @@ void SetSetting(ablate::v1::RunConfig* config, const google::protobuf::FieldDesc
 std::string SettingText(const ablate::v1::RunConfig& config,
                         const google::protobuf::FieldDescriptor* field);
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

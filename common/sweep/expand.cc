@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/spec/config_check.h"
-#include "common/spec/config_fields.h"
-#include "common/spec/spec.h"
+#include "common/sweep/config_check.h"
+#include "common/sweep/config_fields.h"
+#include "common/sweep/sweep.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 namespace {
 
 using ablate::v1::RunSpec;
@@ -194,4 +194,4 @@ absl::StatusOr<std::vector<RunSpec>> Expand(const SweepSpec& sweep, const Limits
   return runs;
 }
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

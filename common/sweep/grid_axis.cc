@@ -1,14 +1,14 @@
-#include "common/spec/grid_axis.h"
+#include "common/sweep/grid_axis.h"
 
 #include <cmath>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/spec/config_fields.h"
+#include "common/sweep/config_fields.h"
 #include "common/util/status_macros.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 namespace {
 
 // Relative slack when deciding whether the last generated value still lies within `max`:
@@ -139,4 +139,4 @@ absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
   return axis;
 }
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

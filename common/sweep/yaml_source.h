@@ -2,7 +2,7 @@
 //
 // yaml-cpp throws on malformed documents and on bad conversions; everything here returns
 // absl::Status instead, and the parsers wrap their whole body in CatchYaml so no exception
-// leaves common/spec.
+// leaves common/sweep.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "yaml-cpp/yaml.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 
 // Sweep files need a handful of levels and at most a few thousand nodes; these bound what a
 // hostile file can make yaml-cpp allocate (800 KB of "[[[..." cost 114 MB before the check).
@@ -67,4 +67,4 @@ class YamlSource {
   std::string file_name_;
 };
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep

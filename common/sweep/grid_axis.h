@@ -1,11 +1,11 @@
 // One `grid:` entry -> an Axis: a list of values, or a logspace/linspace generator.
 #pragma once
 
-#include "common/spec/spec.h"
-#include "common/spec/yaml_source.h"
+#include "common/sweep/sweep.h"
+#include "common/sweep/yaml_source.h"
 #include "yaml-cpp/yaml.h"
 
-namespace ablate::spec {
+namespace ablate::sweep {
 
 // `key` is the axis name node, `value` its values. Checks the name is a setting, values have its
 // type, the axis is non-empty, values are distinct (after canonical formatting) and LRs positive.
@@ -14,4 +14,4 @@ namespace ablate::spec {
 absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
                                const YAML::Node& value, int64_t max_values);
 
-}  // namespace ablate::spec
+}  // namespace ablate::sweep
