@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/sweep/sweep.h"
+#include "common/util/file.h"
 #include "worker/train/dataset.h"
-#include "worker/train/file_util.h"
 #include "worker/train/trainer.h"
 
 namespace ablate::train {
@@ -87,7 +87,7 @@ void PrintResult(const TrainResult& r) {
 }  // namespace
 
 int RunTrainCommand(const TrainCommandArgs& args) {
-  auto text = ReadFile(args.run_file);
+  auto text = util::ReadFile(args.run_file);
   if (!text.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(text.status().message()).c_str());
     return 1;
@@ -153,7 +153,7 @@ int RunDataPrepareCommand(const DataPrepareArgs& args) {
   }
   std::printf("tokenizer: %s (vocab %d)\n", data->tokenizer_model.c_str(), data->vocab_size);
   if (!args.out_dir.empty()) {
-    if (auto s = MakeDirs(args.out_dir); !s.ok()) {
+    if (auto s = util::MakeDirs(args.out_dir); !s.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
       return 1;
     }

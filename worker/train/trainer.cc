@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/sweep/sweep.h"
+#include "common/util/file.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -27,7 +28,6 @@
 #include "worker/train/checkpoint.h"
 #include "worker/train/dataset.h"
 #include "worker/train/device.h"
-#include "worker/train/file_util.h"
 #include "worker/train/loss_tracker.h"
 #include "worker/train/metrics_log.h"
 #include "worker/train/model.h"
@@ -147,7 +147,7 @@ absl::Status Run::Setup() {
   const std::string cache_dir =
       options_.cache_dir.empty() ? options_.out_dir + "/cache" : options_.cache_dir;
   checkpoint_dir_ = options_.out_dir + "/checkpoints";
-  RETURN_IF_ERROR(MakeDirs(checkpoint_dir_));
+  RETURN_IF_ERROR(util::MakeDirs(checkpoint_dir_));
 
   ConfigureThreads(options_.threads);
   const std::string requested = options_.device != "auto" ? options_.device : config_.device();
@@ -394,7 +394,7 @@ absl::StatusOr<TrainResult> Run::Execute() {
   json_options.preserve_proto_field_names = true;
   json_options.always_print_primitive_fields = true;
   if (google::protobuf::util::MessageToJsonString(result.result, &json, json_options).ok()) {
-    RETURN_IF_ERROR(WriteFileAtomically(options_.out_dir + "/result.json", json));
+    RETURN_IF_ERROR(util::WriteFileAtomically(options_.out_dir + "/result.json", json));
   }
   return result;
 }
