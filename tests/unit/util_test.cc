@@ -1,10 +1,12 @@
-// common/util's file helpers.
+// common/util's back-off and file helpers.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "common/util/backoff.h"
 #include "common/util/file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,7 +14,83 @@
 namespace ablate::util {
 namespace {
 
+using std::chrono::milliseconds;
 using ::testing::HasSubstr;
+
+TEST(Backoff, DoublesUpToTheCapAndStartsOverAfterReset) {
+  BackoffPolicy policy = kRunCallBackoff;
+  policy.jitter = 0;
+  Backoff b(policy);
+  std::vector<int64_t> waits;
+  for (int i = 0; i < 9; ++i) waits.push_back(b.Next().count());
+  EXPECT_THAT(waits, ::testing::ElementsAre(200, 400, 800, 1600, 3200, 6400, 10000, 10000, 10000));
+  b.Reset();
+  EXPECT_EQ(b.Next(), milliseconds(200));
+}
+
+TEST(Backoff, JitterOnlyShortensAWait) {
+  Backoff b(kDaemonBackoff, /*seed=*/42);
+  int64_t nominal = 500;
+  bool some_shorter = false;
+  for (int i = 0; i < 12; ++i) {
+    const int64_t wait = b.Next().count();
+    EXPECT_LE(wait, nominal);
+    EXPECT_GE(wait, static_cast<int64_t>(static_cast<double>(nominal) * 0.9) - 1);
+    some_shorter = some_shorter || wait < nominal;
+    nominal = std::min<int64_t>(nominal * 2, 30000);
+  }
+  EXPECT_TRUE(some_shorter);
+}
+
+TEST(Retry, RetriesOnlyWhatIsRetryableAndReturnsTheLastResult) {
+  const BackoffPolicy quick{milliseconds(1), milliseconds(2), 2, 0, 0};
+  int calls = 0;
+  std::vector<int64_t> waits;
+  auto on_retry = [&](const absl::Status&, milliseconds w) { waits.push_back(w.count()); };
+  absl::Status s = Retry(
+      quick, [&] { return ++calls < 4 ? absl::UnavailableError("down") : absl::OkStatus(); },
+      absl::IsUnavailable, [] { return false; }, on_retry);
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(calls, 4);
+  EXPECT_THAT(waits, ::testing::ElementsAre(1, 2, 2));
+
+  calls = 0;
+  absl::StatusOr<int> r = Retry(
+      quick,
+      [&]() -> absl::StatusOr<int> {
+        ++calls;
+        return absl::NotFoundError("gone");
+      },
+      absl::IsUnavailable, [] { return false; }, on_retry);
+  EXPECT_TRUE(absl::IsNotFound(r.status()));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Retry, StopsAtMaxTriesOrWhenToldTo) {
+  BackoffPolicy policy = kFenceProbeBackoff;
+  policy.initial = policy.max = milliseconds(1);
+  int calls = 0;
+  auto down = [&] {
+    ++calls;
+    return absl::UnavailableError("down");
+  };
+  auto no_log = [](const absl::Status&, milliseconds) {};
+  EXPECT_TRUE(absl::IsUnavailable(Retry(
+      policy, down, absl::IsUnavailable, [] { return false; }, no_log)));
+  EXPECT_EQ(calls, kFenceProbeBackoff.max_tries);
+
+  calls = 0;
+  // An hour's back-off: only `stop` can end this retry.
+  const BackoffPolicy slow{std::chrono::hours(1), std::chrono::hours(1)};
+  EXPECT_TRUE(absl::IsUnavailable(Retry(
+      slow, down, absl::IsUnavailable, [] { return true; }, no_log)));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(SleepUnless, ReturnsAtOnceWhenStopped) {
+  EXPECT_TRUE(SleepUnless(std::chrono::hours(1), [] { return true; }));
+  EXPECT_FALSE(SleepUnless(milliseconds(0), [] { return false; }));
+}
 
 class FileTest : public ::testing::Test {
  protected:
