@@ -1,11 +1,10 @@
 #include "server/server.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/file.h"
 #include "common/util/net.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -57,12 +56,12 @@ struct Server::Impl {
 
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  if (!in) return absl::FailedPreconditionError(absl::StrCat(flag, " ", path, ": cannot read"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
+  auto text = util::ReadFile(path);
+  if (!text.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(flag, " ", path, ": cannot read"));
+  }
+  return text;
 }
 
 // Every numeric option gets a range: a NaN lease or a negative message cap would otherwise start
@@ -171,9 +170,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (!o.tls_cert.empty()) {
-    auto cert = ReadFile(o.tls_cert, "--tls-cert");
+    auto cert = ReadFlagFile(o.tls_cert, "--tls-cert");
     if (!cert.ok()) return cert.status();
-    auto key = ReadFile(o.tls_key, "--tls-key");
+    auto key = ReadFlagFile(o.tls_key, "--tls-key");
     if (!key.ok()) return key.status();
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({*key, *cert});

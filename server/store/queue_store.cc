@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/util/metric_names.h"
 #include "common/util/sha256.h"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
@@ -227,9 +228,9 @@ absl::StatusOr<int> QueueStore::ReportMetrics(const v1::ReportMetricsRequest& re
     return it == newest.end() ? std::pair<bool, double>{false, 0.0}
                               : std::pair<bool, double>{true, it->second.second};
   };
-  auto [has_train, train] = latest_of("train_loss");
-  auto [has_val, val] = latest_of("val_loss");
-  auto [has_logit, logit] = latest_of("max_attn_logit");
+  auto [has_train, train] = latest_of(metric::kTrainLoss);
+  auto [has_val, val] = latest_of(metric::kValLoss);
+  auto [has_logit, logit] = latest_of(metric::kMaxAttnLogit);
   // The aggregate probes a dashboard shows per run; per-layer ones stay in metric_points.
   std::string probes = "{";
   for (const char* name : kExportedProbes) {
