@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/sweep/sweep.h"
 #include "common/util/fields.h"
+#include "common/util/run_state.h"
 #include "server/polling_stream.h"
 #include "server/store/channels.h"
 #include "spdlog/spdlog.h"
@@ -28,10 +29,6 @@ std::vector<v1::RunState> States(const google::protobuf::RepeatedField<int>& sta
   std::vector<v1::RunState> out;
   for (int s : states) out.push_back(static_cast<v1::RunState>(s));
   return out;
-}
-
-bool Finished(v1::RunState s) {
-  return s == v1::SUCCEEDED || s == v1::DIVERGED || s == v1::FAILED || s == v1::CANCELLED;
 }
 
 }  // namespace
@@ -285,7 +282,7 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
           auto got = d_.sweeps->Metrics(run_id, names, after_step, *seq, &newest);
           if (!got.ok()) return got.status();
           Stream::Batch batch;
-          const bool done = !follow || Finished(got->state());
+          const bool done = !follow || util::IsTerminal(got->state());
           const int n = got->points_size();
           // Always one message on the first read and the last (it carries the run's state).
           for (int i = 0; i < n || (i == 0 && (*first || done)); i += kPointsPerMessage) {

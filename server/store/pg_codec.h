@@ -24,9 +24,6 @@ std::string DoubleArray(const std::vector<double>& values);  // NaN and ±Infini
 std::string ToJson(const google::protobuf::Message& message);
 absl::Status FromJson(const std::string& json, google::protobuf::Message* message);
 
-v1::RunState StateFromName(const std::string& name);
-std::string StateName(v1::RunState state);  // "queued", ...; "" for UNSPECIFIED
-
 // The column list Run rows are read with, and its decoder.
 extern const char* const kRunColumns;
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/util/run_state.h"
 #include "common/util/sha256.h"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
@@ -354,7 +355,7 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
         absl::StrCat("complete: state must be SUCCEEDED, DIVERGED or FAILED (got ",
                      v1::RunState_Name(state), ")"));
   }
-  const std::string name = pg::StateName(state);
+  const std::string name(util::RunStateName(state));
   const std::string digest = TokenDigest(req.lease_token());
   auto sweep = db_->Tx<int64_t>("complete", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
     // Finishing the sweep here is optimistic: two last runs completing at once may each still

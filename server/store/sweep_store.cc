@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/run_state.h"
 #include "nlohmann/json.hpp"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
@@ -72,7 +73,7 @@ v1::Sweep SweepFromRow(const pqxx::row& row) {
 
 std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
   std::vector<std::string> out;
-  for (auto s : states) out.push_back(pg::StateName(s));
+  for (auto s : states) out.push_back(std::string(util::RunStateName(s)));
   return out;
 }
 
@@ -346,7 +347,7 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
     pqxx::result run = pg::Exec(tx, "SELECT state FROM runs WHERE id = $1", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     Out out;
-    out.set_state(pg::StateFromName(run[0][0].as<std::string>()));
+    out.set_state(util::RunStateFromName(run[0][0].as<std::string>()));
     pqxx::result r =
         pg::Exec(tx,
                  "SELECT step, name, value, time, seq FROM metric_points WHERE run_id = $1 "
