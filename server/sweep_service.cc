@@ -183,7 +183,7 @@ grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext* ctx,
   if (!caller.ok()) return ToGrpc(caller.status());
   auto id = d_.sweeps->Resolve(req->sweep());
   if (!id.ok()) return ToGrpc(id.status());
-  auto n = d_.sweeps->Cancel(*id, {req->run_ids().begin(), req->run_ids().end()});
+  auto n = d_.runs->Cancel(*id, {req->run_ids().begin(), req->run_ids().end()});
   if (!n.ok()) return ToGrpc(n.status());
   resp->set_cancelled(*n);
   spdlog::info("sweep cancel id={} runs_cancelled={} by={}", *id, *n, util::LogQuote(caller->name));
@@ -197,7 +197,7 @@ grpc::Status SweepServiceImpl::RetryRuns(grpc::ServerContext* ctx, const v1::Ret
   auto id = d_.sweeps->Resolve(req->sweep());
   if (!id.ok()) return ToGrpc(id.status());
   auto n =
-      d_.sweeps->Retry(*id, {req->run_ids().begin(), req->run_ids().end()}, States(req->states()));
+      d_.runs->Retry(*id, {req->run_ids().begin(), req->run_ids().end()}, States(req->states()));
   if (!n.ok()) return ToGrpc(n.status());
   resp->set_requeued(*n);
   return grpc::Status::OK;

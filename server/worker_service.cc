@@ -87,7 +87,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
               back.set_attempt(r->lease().attempt());
               back.set_lease_token(r->lease().token());
               back.set_reason("lease reply undeliverable: caller went away");
-              auto s = d_.queue->Release(back);
+              auto s = d_.runs->Release(back);
               if (!s.ok()) spdlog::warn("release after cancelled lease: {}", s.ToString());
               finish(grpc::Status(grpc::StatusCode::CANCELLED, "caller went away"));
               return;
@@ -105,7 +105,7 @@ grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::He
                                           v1::HeartbeatResponse* resp) {
   RpcTimer timer(d_.metrics, "Heartbeat");
   if (auto a = Authorize(*ctx, "WorkerService.Heartbeat"); !a.ok()) return ToGrpc(a);
-  auto r = d_.queue->Heartbeat(*req);
+  auto r = d_.runs->Heartbeat(*req);
   if (!r.ok()) return ToGrpc(r.status());
   *resp = *std::move(r);
   return grpc::Status::OK;
@@ -131,7 +131,7 @@ grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* ctx,
           absl::StrCat("points[", i, "].step must be >= 0 (got ", p.step(), ")")));
     }
   }
-  auto n = d_.queue->ReportMetrics(*req);
+  auto n = d_.runs->ReportMetrics(*req);
   if (!n.ok()) return ToGrpc(n.status());
   d_.metrics->MetricPoints(*n);
   resp->set_accepted(*n);
@@ -162,7 +162,7 @@ grpc::Status WorkerServiceImpl::PutCheckpoint(grpc::ServerContext* ctx,
                      " is over the server's --max-checkpoint-bytes (", cap, ")")));
   }
   // Refuse a stale attempt before it uploads hundreds of MB; checked again when recording.
-  if (auto f = d_.queue->CheckFence(run_id, attempt, lease_token); !f.ok()) return ToGrpc(f);
+  if (auto f = d_.runs->CheckFence(run_id, attempt, lease_token); !f.ok()) return ToGrpc(f);
   // The cap holds even if the header lies about the size: the writer stops at it.
   auto writer = d_.blobs->NewWriter(cap);
   if (!writer.ok()) return ToGrpc(writer.status());
@@ -172,7 +172,7 @@ grpc::Status WorkerServiceImpl::PutCheckpoint(grpc::ServerContext* ctx,
   } while (reader->Read(&chunk));
   // The blob moves into the store only once the fence passes (under the run's row lock): an
   // upload whose lease was lost meanwhile leaves nothing behind.
-  auto s = d_.queue->RecordCheckpoint(run_id, attempt, lease_token, ref, [&] {
+  auto s = d_.runs->RecordCheckpoint(run_id, attempt, lease_token, ref, [&] {
     return (*writer)->Commit(ref.sha256(), ref.size_bytes());
   });
   if (!s.ok()) return ToGrpc(s);
@@ -185,7 +185,7 @@ grpc::Status WorkerServiceImpl::GetCheckpoint(grpc::ServerContext* ctx,
                                               grpc::ServerWriter<v1::CheckpointChunk>* writer) {
   RpcTimer timer(d_.metrics, "GetCheckpoint");
   if (auto a = Authorize(*ctx, "WorkerService.GetCheckpoint"); !a.ok()) return ToGrpc(a);
-  if (auto f = d_.queue->CheckFence(req->run_id(), req->attempt(), req->lease_token()); !f.ok()) {
+  if (auto f = d_.runs->CheckFence(req->run_id(), req->attempt(), req->lease_token()); !f.ok()) {
     return ToGrpc(f);
   }
   auto ref = d_.queue->FindCheckpoint(req->run_id(), req->sha256());
@@ -249,7 +249,7 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext* ctx, const v1::Com
       return ToGrpc(s);
     }
   }
-  return ToGrpc(d_.queue->Complete(*req));
+  return ToGrpc(d_.runs->Complete(*req));
 }
 
 grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
@@ -257,7 +257,7 @@ grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* ctx, const v1::Rele
   RpcTimer timer(d_.metrics, "Release");
   if (auto a = Authorize(*ctx, "WorkerService.Release"); !a.ok()) return ToGrpc(a);
   if (auto s = util::CheckText("reason", req->reason(), 4096); !s.ok()) return ToGrpc(s);
-  return ToGrpc(d_.queue->Release(*req));
+  return ToGrpc(d_.runs->Release(*req));
 }
 
 }  // namespace ablate::server

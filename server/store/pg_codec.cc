@@ -79,6 +79,12 @@ absl::Status FromJson(const std::string& json, google::protobuf::Message* messag
   return absl::OkStatus();
 }
 
+std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
+  std::vector<std::string> out;
+  for (auto s : states) out.push_back(std::string(util::RunStateName(s)));
+  return out;
+}
+
 double OrZero(const pqxx::field& field) { return field.is_null() ? 0.0 : field.as<double>(); }
 
 const char* const kRunColumns =
