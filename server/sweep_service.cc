@@ -7,6 +7,7 @@
 #include "common/sweep/sweep.h"
 #include "common/util/fields.h"
 #include "common/util/run_state.h"
+#include "server/grpc_status.h"
 #include "server/polling_stream.h"
 #include "server/store/channels.h"
 #include "spdlog/spdlog.h"

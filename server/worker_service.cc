@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/fields.h"
-#include "server/polling_stream.h"
+#include "server/grpc_status.h"
 #include "spdlog/spdlog.h"
 
 namespace ablate::server {
