@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
+#include "common/util/run_state.h"
 
 namespace ablate::cli {
 
@@ -28,7 +29,8 @@ std::string Duration(double seconds);              // "1h02m", "3m05s", "12s", "
 std::string Num(double value, int precision = 4);  // %.{p}g, "-" for NaN
 std::string TimeAgo(double unix_seconds);
 std::string CountsLine(const v1::SweepCounts& counts);
-bool IsTerminal(v1::RunState state);
+// Run-state predicates live in common/util/run_state.h; kept visible here for CLI code.
+using util::IsTerminal;
 // Proto -> one-line JSON (field names as in the proto).
 std::string ToJson(const google::protobuf::Message& message);
 double Now();
