@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/render.h"
+#include "common/util/run_state.h"
 
 namespace ablate::cli {
 namespace {}  // namespace
@@ -42,7 +43,7 @@ int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>&
   }
   Table t({"RUN", "SWEEP", "CELL", "SEED", "STATE", "TRY", "STEP", "TRAIN", "VAL", "WORKER"});
   for (const auto& r : resp->runs()) {
-    const bool done = r.state() == v1::SUCCEEDED || r.state() == v1::DIVERGED;
+    const bool done = util::HasOutcome(r.state());
     t.Add({std::to_string(r.id()), std::to_string(r.sweep_id()), r.cell(), std::to_string(r.seed()),
            StateName(r.state()) + (r.state() == v1::DIVERGED && r.result().diverged_step() > 0
                                        ? absl::StrCat("@", r.result().diverged_step())
