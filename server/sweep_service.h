@@ -54,6 +54,8 @@ class SweepServiceImpl final
                              v1::ListRunEventsResponse* resp) override;
   grpc::Status ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest* req,
                            v1::ListWorkersResponse* resp) override;
+  grpc::Status GetArtifact(grpc::ServerContext* ctx, const v1::ArtifactRequest* req,
+                           grpc::ServerWriter<v1::ArtifactChunk>* writer) override;
 
  private:
   absl::StatusOr<Caller> Authorize(const grpc::ServerContextBase& ctx, const char* method);

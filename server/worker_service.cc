@@ -1,6 +1,7 @@
 #include "server/worker_service.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -14,6 +15,9 @@ namespace {
 // Under the default 16 MiB message cap with room to spare; large enough that a 100 MB
 // checkpoint is ~100 messages.
 constexpr size_t kChunkBytes = 1 << 20;
+// ReportLogs: a batch is at most 100 lines of at most 512 bytes (a progress line is ~100).
+constexpr int kMaxLogLinesPerReport = 100;
+constexpr size_t kMaxLogLineBytes = 512;
 
 // The free-text fields of what a worker says about itself (names are checked separately).
 absl::Status CheckInfoText(const v1::WorkerInfo& info) {
@@ -249,6 +253,19 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext* ctx, const v1::Com
       return ToGrpc(s);
     }
   }
+  // The final weights must be a checkpoint this run uploaded (PutCheckpoint, fenced), exactly
+  // as recorded: `ablate artifacts get` serves the blob the ref names to any user.
+  if (req->result().has_final_checkpoint()) {
+    const auto& ref = req->result().final_checkpoint();
+    auto found = IsSha256Hex(ref.sha256())
+                     ? d_.queue->FindCheckpoint(req->run_id(), ref.sha256())
+                     : absl::StatusOr<v1::CheckpointRef>(absl::InvalidArgumentError(""));
+    if (!found.ok() || found->step() != ref.step() || found->size_bytes() != ref.size_bytes()) {
+      return ToGrpc(absl::InvalidArgumentError(absl::StrCat(
+          "result.final_checkpoint: no checkpoint of run ", req->run_id(), " at step ", ref.step(),
+          " with that sha256 and size was uploaded (PutCheckpoint it first)")));
+    }
+  }
   return ToGrpc(d_.queue->Complete(*req));
 }
 
@@ -258,6 +275,33 @@ grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* ctx, const v1::Rele
   if (auto a = Authorize(*ctx, "WorkerService.Release"); !a.ok()) return ToGrpc(a);
   if (auto s = util::CheckText("reason", req->reason(), 4096); !s.ok()) return ToGrpc(s);
   return ToGrpc(d_.queue->Release(*req));
+}
+
+grpc::Status WorkerServiceImpl::ReportLogs(grpc::ServerContext* ctx,
+                                           const v1::LogReportRequest* req,
+                                           v1::LogReportResponse* resp) {
+  RpcTimer timer(d_.metrics, "ReportLogs");
+  if (auto a = Authorize(*ctx, "WorkerService.ReportLogs"); !a.ok()) return ToGrpc(a);
+  if (req->lines_size() > kMaxLogLinesPerReport) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("lines: ", req->lines_size(), " lines in one report; the limit is ",
+                     kMaxLogLinesPerReport, " (send smaller batches)")));
+  }
+  for (int i = 0; i < req->lines_size(); ++i) {
+    const auto& l = req->lines(i);
+    if (auto s = util::CheckText(absl::StrCat("lines[", i, "].text"), l.text(), kMaxLogLineBytes);
+        !s.ok()) {
+      return ToGrpc(s);
+    }
+    if (l.step() < 0 || !std::isfinite(l.time())) {
+      return ToGrpc(absl::InvalidArgumentError(
+          absl::StrCat("lines[", i, "]: step must be >= 0 and time finite")));
+    }
+  }
+  auto n = d_.queue->ReportLogs(*req);
+  if (!n.ok()) return ToGrpc(n.status());
+  resp->set_accepted(*n);
+  return grpc::Status::OK;
 }
 
 }  // namespace ablate::server

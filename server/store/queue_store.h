@@ -38,6 +38,10 @@ struct ReapResult {
   int sweeps_finished = 0;
 };
 
+// Progress lines kept per run (run_logs): the newest ones; a 100,000-step run logging every step
+// keeps its last 2,000 steps' lines (about 200 kB), which is what following a live run needs.
+inline constexpr int kMaxLogLinesPerRun = 2000;
+
 class QueueStore {
  public:
   // `notes` carries the watcher notifications of the hot paths (see NotifyBatcher).
@@ -88,6 +92,10 @@ class QueueStore {
 
   // Path of a data set recorded at submit, by content hash.
   absl::StatusOr<std::pair<std::string, int64_t>> DatasetPath(const std::string& sha256);
+
+  // Appends a run's progress lines (fenced like ReportMetrics) and trims the run to its newest
+  // kMaxLogLinesPerRun lines. Returns how many were stored.
+  absl::StatusOr<int> ReportLogs(const v1::LogReportRequest& request);
 
  private:
   Db* db_;
