@@ -28,8 +28,13 @@ class Coordinator {
   // `lease_token` is the Lease.token of this attempt; every fenced call carries it.
   absl::Status ReportMetrics(int64_t run_id, int32_t attempt, const std::string& lease_token,
                              const std::vector<v1::MetricPoint>& points);
+  // `stored` (optional) receives the ref the upload was recorded under.
   absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                             int64_t step, const std::string& path);
+                             int64_t step, const std::string& path,
+                             v1::CheckpointRef* stored = nullptr);
+  // Progress lines the trainer printed (fenced).
+  absl::Status ReportLogs(int64_t run_id, int32_t attempt, const std::string& lease_token,
+                          const std::vector<v1::LogLine>& lines);
   // Streams the checkpoint into `path` (atomically) and checks its SHA-256.
   absl::Status GetCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
                              const v1::CheckpointRef& ref, const std::string& path);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -21,6 +22,10 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMetricBatch = 500;
+// Progress lines wait in memory for the sender (not in the spool: they are for watching a run,
+// not for the record); past this many unsent, the oldest are dropped while the server is away.
+constexpr size_t kMaxPendingLogLines = 1000;
+constexpr size_t kLogBatch = 100;                        // the server's per-report cap
 constexpr std::chrono::milliseconds kRetryPeriod{1000};  // heartbeats while the server is away
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
@@ -47,6 +52,17 @@ class Session : public train::TrainObserver {
     auto s = spool_->Append(points);
     if (!s.ok()) spdlog::error("run {}: {}", run_id_, s.message());
     stats_->spooled_points = spool_->pending();
+    if (std::string line = train::ProgressLine(points); !line.empty()) {
+      spdlog::info("run {}: {}", run_id_, line);
+      v1::LogLine l;
+      l.set_step(points.front().step());
+      l.set_attempt(attempt_);
+      l.set_time(points.front().time());
+      l.set_text(std::move(line));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pending_logs_.size() >= kMaxPendingLogLines) pending_logs_.pop_front();
+      pending_logs_.emplace_back(++log_serial_, std::move(l));
+    }
     wake_.notify_all();
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {
@@ -82,6 +98,9 @@ class Session : public train::TrainObserver {
   void SenderLoop();
   // Sends every spooled point; false if fenced or shutting down before done.
   bool DrainMetrics(Clock::time_point deadline);
+  // Sends the pending progress lines, kLogBatch at a time; false if a send failed (the unsent
+  // lines stay pending).
+  bool SendLogs();
   // Sends one batch from the spool. Logs once when the server stops answering (points stay
   // spooled) and once when it answers again (they are replayed), whichever path sends them.
   absl::Status SendBatch();
@@ -102,7 +121,10 @@ class Session : public train::TrainObserver {
   std::mutex mu_;
   std::condition_variable wake_;
   std::optional<std::pair<int64_t, std::string>> pending_checkpoint_;  // guarded by mu_
-  std::atomic<bool> done_{false};                                      // ends the heartbeat thread
+  // Unsent progress lines with a serial number each (guarded by mu_).
+  std::deque<std::pair<uint64_t, v1::LogLine>> pending_logs_;
+  uint64_t log_serial_ = 0;
+  std::atomic<bool> done_{false};         // ends the heartbeat thread
   std::atomic<bool> sender_stop_{false};  // ends the sender thread (training is over)
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> lease_lost_{false};
@@ -276,6 +298,7 @@ void Session::SenderLoop() {
         break;
       }
     }
+    if (!failed && !lease_lost_) failed = !SendLogs();
     if (ckpt && !failed && !lease_lost_) {
       auto s = c_->PutCheckpoint(run_id_, attempt_, lease_token_, ckpt->first, ckpt->second);
       if (!s.ok()) {
@@ -286,6 +309,29 @@ void Session::SenderLoop() {
     lock.lock();
     if (failed && ckpt && !pending_checkpoint_) pending_checkpoint_ = std::move(ckpt);
     backoff = failed ? std::min(std::max(backoff * 2, 0.5), 10.0) : 0;
+  }
+}
+
+bool Session::SendLogs() {
+  while (true) {
+    std::vector<v1::LogLine> batch;
+    uint64_t last = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < pending_logs_.size() && i < kLogBatch; ++i) {
+        batch.push_back(pending_logs_[i].second);
+        last = pending_logs_[i].first;
+      }
+    }
+    if (batch.empty()) return true;
+    auto s = c_->ReportLogs(run_id_, attempt_, lease_token_, batch);
+    if (!s.ok()) {
+      NoteFenced(s);
+      return false;
+    }
+    // OnMetrics may have appended (or dropped from the front) meanwhile: drop what was sent.
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!pending_logs_.empty() && pending_logs_.front().first <= last) pending_logs_.pop_front();
   }
 }
 
@@ -413,7 +459,31 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     }
     // A completed run's metrics must all be stored before it is marked complete, however long
     // the server is away; Complete follows only once the spool is empty.
-    const bool drained = DrainMetrics(Clock::time_point::max());
+    bool drained = DrainMetrics(Clock::time_point::max());
+    // The last progress lines go before Complete, so a follower sees them before the end. They
+    // are for watching only: one that will not go through does not hold the run up.
+    if (drained && !SendLogs()) {
+      spdlog::warn("run {}: some progress lines were not sent to the server", run_id_);
+    }
+    // The final weights (sweep keep_final): uploaded, then named in the result. A run whose
+    // upload fails for good still completes, without them, rather than being retrained.
+    if (drained && trained.ok() && !trained->final_checkpoint.empty() && !lease_lost_ &&
+        !cancelled_) {
+      v1::CheckpointRef stored;
+      absl::Status up = Retrying(
+          [&] {
+            return c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
+                                     trained->final_checkpoint, &stored);
+          },
+          "final checkpoint upload");
+      if (up.ok()) {
+        *complete.mutable_result()->mutable_final_checkpoint() = stored;
+      } else {
+        NoteFenced(up);
+        spdlog::warn("run {}: final checkpoint not kept: {}", run_id_, up.message());
+        drained = !absl::IsFailedPrecondition(up);
+      }
+    }
     absl::Status s = drained
                          ? Retrying([&] { return c_->Complete(complete); }, "complete")
                          : absl::FailedPreconditionError("lease lost before metrics were stored");

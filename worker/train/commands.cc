@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -32,24 +33,9 @@ class ConsoleObserver : public TrainObserver {
   explicit ConsoleObserver(bool quiet) : quiet_(quiet) {}
 
   void OnMetrics(const std::vector<ablate::v1::MetricPoint>& points) override {
-    if (quiet_ || points.empty()) return;
-    std::map<std::string, double> v;
-    for (const auto& p : points) v[p.name()] = p.value();
-    const int64_t step = points.front().step();
-    std::string line = absl::StrFormat("step %6d", step);
-    if (v.contains("train_loss")) {
-      absl::StrAppendFormat(&line, "  loss %.4f  ema %.4f  lr %.3g", v["train_loss"],
-                            v["train_loss_ema"], v["lr"]);
-    }
-    if (v.contains("grad_norm")) absl::StrAppendFormat(&line, "  |g| %.3g", v["grad_norm"]);
-    if (v.contains("tokens_per_second")) {
-      absl::StrAppendFormat(&line, "  %.0f tok/s", v["tokens_per_second"]);
-    }
-    if (v.contains("val_loss")) absl::StrAppendFormat(&line, "  val %.4f", v["val_loss"]);
-    if (v.contains("max_attn_logit")) {
-      absl::StrAppendFormat(&line, "  max_logit %.2f", v["max_attn_logit"]);
-    }
-    if (line.size() > 12) std::printf("%s\n", line.c_str());
+    if (quiet_) return;
+    const std::string line = ProgressLine(points);
+    if (!line.empty()) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {
@@ -85,6 +71,28 @@ void PrintResult(const TrainResult& r) {
 }
 
 }  // namespace
+
+std::string ProgressLine(const std::vector<ablate::v1::MetricPoint>& points) {
+  if (points.empty()) return "";
+  std::map<std::string, double> v;
+  for (const auto& p : points) v[p.name()] = p.value();
+  const int64_t step = points.front().step();
+  std::string line = absl::StrFormat("step %6d", step);
+  const size_t bare = line.size();
+  if (v.contains("train_loss")) {
+    absl::StrAppendFormat(&line, "  loss %.4f  ema %.4f  lr %.3g", v["train_loss"],
+                          v["train_loss_ema"], v["lr"]);
+  }
+  if (v.contains("grad_norm")) absl::StrAppendFormat(&line, "  |g| %.3g", v["grad_norm"]);
+  if (v.contains("tokens_per_second")) {
+    absl::StrAppendFormat(&line, "  %.0f tok/s", v["tokens_per_second"]);
+  }
+  if (v.contains("val_loss")) absl::StrAppendFormat(&line, "  val %.4f", v["val_loss"]);
+  if (v.contains("max_attn_logit")) {
+    absl::StrAppendFormat(&line, "  max_logit %.2f", v["max_attn_logit"]);
+  }
+  return line.size() > bare ? line : "";
+}
 
 int RunTrainCommand(const TrainCommandArgs& args) {
   auto text = ReadFile(args.run_file);

@@ -40,7 +40,15 @@ struct TrainResult {
   ablate::v1::RunResult result;  // filled for kSucceeded and kDiverged
   int64_t last_step = 0;
   std::string last_checkpoint;  // newest checkpoint written by this call, if any
+  // RunSpec.keep_final, kSucceeded and kDiverged: the final weights (and the rest of the
+  // training state) at last_step, out_dir/final.pt.
+  std::string final_checkpoint;
 };
+
+// The progress line the trainer's observers print for one batch of a step's points:
+// "step     40  loss 3.2100  ema 3.3000  lr 0.001  |g| 0.52  5200 tok/s  val 3.31", or "" when
+// the batch holds nothing a line shows.
+std::string ProgressLine(const std::vector<ablate::v1::MetricPoint>& points);
 
 // Trains `spec` (config complete; defaults are applied again defensively). Metrics go to the
 // observer and to out_dir/metrics.jsonl; checkpoints to out_dir/checkpoints/; the result to
