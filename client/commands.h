@@ -20,7 +20,11 @@ int Status(Context& ctx, const std::string& sweep);
 int Watch(Context& ctx, const std::string& sweep, double interval);
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states, int limit);
 int Metrics(Context& ctx, int64_t run, const std::vector<std::string>& names, bool follow);
-int Logs(Context& ctx, int64_t run);
+// The run's events; then its progress lines (step, loss, tokens/s), and with `follow` new ones as
+// the worker reports them, until the run ends.
+int Logs(Context& ctx, int64_t run, bool follow);
+// Downloads a finished run's final checkpoint to DIR/run-RUN-final.pt (verified, atomic).
+int ArtifactsGet(Context& ctx, int64_t run, const std::string& out_dir);
 int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs);
 int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,
           const std::vector<std::string>& states);

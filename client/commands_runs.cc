@@ -87,21 +87,53 @@ int Metrics(Context& ctx, int64_t run, const std::vector<std::string>& names, bo
   return s.ok() ? 0 : Fail(s);
 }
 
-int Logs(Context& ctx, int64_t run) {
+int Logs(Context& ctx, int64_t run, bool follow) {
   v1::ListRunEventsRequest req;
   req.set_run_id(run);
   auto resp = ctx.Call("run events", &v1::SweepService::Stub::ListRunEvents, req);
   if (!resp.ok()) return Fail(resp.status());
   if (ctx.json) {
     for (const auto& e : resp->events()) std::cout << ToJson(e) << "\n";
-    return 0;
+  } else {
+    Table t({"WHEN", "EVENT", "TRY", "WORKER", "MESSAGE"});
+    for (const auto& e : resp->events()) {
+      t.Add({TimeAgo(e.time()), e.kind(), std::to_string(e.attempt()),
+             e.worker().empty() ? "-" : e.worker(), e.message()});
+    }
+    std::cout << t.Render();
   }
-  Table t({"WHEN", "EVENT", "TRY", "WORKER", "MESSAGE"});
-  for (const auto& e : resp->events()) {
-    t.Add({TimeAgo(e.time()), e.kind(), std::to_string(e.attempt()),
-           e.worker().empty() ? "-" : e.worker(), e.message()});
+  std::cout.flush();
+  // The progress lines the worker printed, through the metrics stream (lines only).
+  grpc::ClientContext gctx;
+  ctx.Prepare(&gctx, follow ? -1 : 0);
+  v1::GetRunMetricsRequest lreq;
+  lreq.set_run_id(run);
+  lreq.set_after_step(-1);
+  lreq.set_follow(follow);
+  lreq.set_include_logs(true);
+  lreq.set_skip_points(true);
+  auto reader = ctx.stub->GetRunMetrics(&gctx, lreq);
+  v1::GetRunMetricsResponse chunk;
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
+  int32_t attempt = 0;
+  while (reader->Read(&chunk)) {
+    state = chunk.state();
+    for (const auto& l : chunk.log_lines()) {
+      if (ctx.json) {
+        std::cout << ToJson(l) << "\n";
+        continue;
+      }
+      if (l.attempt() != attempt) {
+        attempt = l.attempt();
+        std::cout << "-- attempt " << attempt << "\n";
+      }
+      std::cout << l.text() << "\n";
+    }
+    std::cout.flush();
   }
-  std::cout << t.Render();
+  absl::Status s = rpc::ToAbsl(reader->Finish(), "logs", ctx.conn.server);
+  if (!s.ok()) return Fail(s);
+  if (follow && !ctx.json) std::cout << "run " << run << ": " << StateName(state) << "\n";
   return 0;
 }
 

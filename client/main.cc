@@ -61,9 +61,19 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   c_metrics->add_flag("-f,--follow", follow, "Keep streaming until the run ends");
 
-  auto* c_logs =
-      app.add_subcommand("logs", "A run's event history: leases, expiries, fencing, results");
+  auto* c_logs = app.add_subcommand(
+      "logs", "A run's events (leases, expiries, fencing, results) and training progress lines");
   c_logs->add_option("run", run, "Run id")->required();
+  c_logs->add_flag("-f,--follow", follow, "Keep streaming progress lines until the run ends");
+
+  std::string artifacts_out;
+  auto* c_artifacts = app.add_subcommand("artifacts", "A finished run's kept files");
+  c_artifacts->require_subcommand(1);
+  auto* c_artifacts_get =
+      c_artifacts->add_subcommand("get", "Download a run's final checkpoint (SHA-256 verified)");
+  c_artifacts_get->add_option("run", run, "Run id")->required();
+  c_artifacts_get->add_option("--out", artifacts_out, "Directory (file: run-RUN-final.pt)")
+      ->required();
 
   std::vector<int64_t> run_ids;
   auto* c_cancel =
@@ -130,7 +140,8 @@ int main(int argc, char** argv) {
   if (*c_watch) return Watch(ctx, sweep, interval);
   if (*c_runs) return Runs(ctx, sweep, states, limit);
   if (*c_metrics) return Metrics(ctx, run, names, follow);
-  if (*c_logs) return Logs(ctx, run);
+  if (*c_logs) return Logs(ctx, run, follow);
+  if (*c_artifacts_get) return ArtifactsGet(ctx, run, artifacts_out);
   if (*c_cancel) return Cancel(ctx, sweep, run_ids);
   if (*c_retry) return Retry(ctx, sweep, run_ids, states);
   if (*c_workers) return Workers(ctx, all_workers);

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <cctype>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -74,6 +75,40 @@ void ServerMetrics::ObserveRpc(const std::string& method, double seconds) {
   h->Observe(seconds);
 }
 
+namespace {
+
+// A grid axis may become a label unless it would clash with one of ours or Prometheus's (axes
+// are RunConfig field names, so none does today).
+bool AxisLabelAllowed(const std::string& axis) {
+  static const std::set<std::string> kReserved = {
+      "sweep", "run", "variant", "probe", "state", "job", "instance", "le", "device", "worker"};
+  if (axis.empty() || kReserved.count(axis) || axis.starts_with("__")) return false;
+  for (char c : axis) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return !std::isdigit(static_cast<unsigned char>(axis[0]));
+}
+
+}  // namespace
+
+ServerMetrics::Labels ServerMetrics::RunLabels(const std::string& sweep, const RunStats& r) {
+  // qk_norm, lr, n_layer and seed always (the Run and Sweep dashboards' columns), then every
+  // other grid axis of the run's sweep under its own name, and `variant`: the run's values of
+  // the axes other than lr, n_layer and seed ("attn_softcap=30,pos=rope"; "all" when there are
+  // none), what the Sweep dashboard splits its LR x depth tables and legends by.
+  Labels labels = {{"sweep", sweep}, {"run", absl::StrCat(r.run_id)}, {"qk_norm", r.qk_norm},
+                   {"lr", r.lr},     {"n_layer", r.n_layer},          {"seed", r.seed}};
+  std::string variant;
+  for (const auto& [axis, value] : r.grid_values) {  // sorted by axis name
+    if (!AxisLabelAllowed(axis)) continue;
+    labels[axis] = value;
+    if (axis == "lr" || axis == "n_layer" || axis == "seed") continue;
+    absl::StrAppend(&variant, variant.empty() ? "" : ",", axis, "=", value);
+  }
+  labels["variant"] = variant.empty() ? "all" : variant;
+  return labels;
+}
+
 void ServerMetrics::GaugeSet::Set(const Labels& labels, double value) {
   auto it = series_.find(labels);
   if (it == series_.end()) it = series_.emplace(labels, &family_->Add(labels)).first;
@@ -99,23 +134,23 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
   if (!runs.ok()) return runs.status();
   auto workers = stats->Workers();
   if (!workers.ok()) return workers.status();
+  // The sweep label is the sweep's name (what dashboards let you pick); a sweep submitted while
+  // a live one holds its name is told apart by its id, and neither label changes until its
+  // sweep ends (StatsStore::SweepLabels).
+  auto labels_of = stats->SweepLabels();
+  if (!labels_of.ok()) return labels_of.status();
+  const std::map<int64_t, std::string>& label_of = *labels_of;
 
   std::lock_guard<std::mutex> lock(refresh_mu_);
-  // The sweep label is the sweep's name (what dashboards let you pick); two active sweeps of
-  // one name are told apart by their id.
-  std::map<std::string, int> name_count;
-  for (const auto& s : *active) ++name_count[s.name()];
-  std::map<int64_t, std::string> label_of;
-  for (const auto& s : *active) {
-    label_of[s.id()] = name_count[s.name()] > 1 ? absl::StrCat(s.name(), "#", s.id()) : s.name();
-  }
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
                   run_probe_.get()}) {
     g->Begin();
   }
   for (const auto& s : *active) {
-    const std::string& sweep = label_of[s.id()];
+    auto label = label_of.find(s.id());
+    if (label == label_of.end()) continue;  // became active between the two queries
+    const std::string& sweep = label->second;
     const auto& c = s.counts();
     const std::pair<const char*, int> by_state[] = {
         {"queued", c.queued()},       {"leased", c.leased()},     {"running", c.running()},
@@ -132,9 +167,7 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
   for (const auto& r : *runs) {
     auto it = label_of.find(r.sweep_id);
     if (it == label_of.end()) continue;  // sweep ended between the two queries
-    const Labels labels = {{"sweep", it->second},  {"run", absl::StrCat(r.run_id)},
-                           {"qk_norm", r.qk_norm}, {"lr", r.lr},
-                           {"n_layer", r.n_layer}, {"seed", r.seed}};
+    const Labels labels = RunLabels(it->second, r);
     run_step_->Set(labels, r.step);
     if (r.train_loss) run_train_loss_->Set(labels, *r.train_loss);
     if (r.val_loss) run_val_loss_->Set(labels, *r.val_loss);

@@ -52,6 +52,8 @@ class ServerMetrics {
 
  private:
   using Labels = std::map<std::string, std::string>;
+  // The labels of a run's series: see docs/server.md#metrics-metrics (cardinality too).
+  static Labels RunLabels(const std::string& sweep, const RunStats& run);
   // A gauge family whose series set is replaced wholesale on each refresh.
   class GaugeSet {
    public:

@@ -17,6 +17,8 @@ namespace {
 
 // Streams of metric points are cut into messages of this many points (well under the cap).
 constexpr int kPointsPerMessage = 20000;
+constexpr size_t kLogLinesPerMessage = 500;
+constexpr size_t kArtifactChunkBytes = 1 << 20;  // well under the 16 MiB message cap
 // Fallback re-read for streams when no NOTIFY arrives (ETA and worker liveness change silently).
 constexpr auto kIdlePoll = std::chrono::seconds(5);
 constexpr int kWatchAllRunsUpTo = 5000;
@@ -257,13 +259,25 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
         // The cursor is the newest change sent (metric_points.seq), so a follower also gets
         // the values a resumed attempt rewrote at steps it had already seen.
         const int64_t after_step = req->after_step();
+        const bool logs = req->include_logs(), points = !req->skip_points();
         auto seq = std::make_shared<int64_t>(0);
+        auto log_seq = std::make_shared<int64_t>(0);
         auto first = std::make_shared<bool>(true);
-        Stream::Fetch fetch = [this, run_id, names, follow, after_step, seq,
-                               first]() -> absl::StatusOr<Stream::Batch> {
+        Stream::Fetch fetch = [this, run_id, names, follow, after_step, seq, log_seq, first, logs,
+                               points]() -> absl::StatusOr<Stream::Batch> {
           int64_t newest = *seq;
-          auto got = d_.sweeps->Metrics(run_id, names, after_step, *seq, &newest);
+          absl::StatusOr<v1::GetRunMetricsResponse> got = v1::GetRunMetricsResponse();
+          if (points) got = d_.sweeps->Metrics(run_id, names, after_step, *seq, &newest);
           if (!got.ok()) return got.status();
+          // Progress lines are read after the points: a run seen finished above sent its last
+          // lines before Complete, so they are all here.
+          RunLogPage page;
+          if (logs) {
+            auto read = d_.sweeps->RunLogs(run_id, *log_seq);
+            if (!read.ok()) return read.status();
+            page = *std::move(read);
+            if (!points) got->set_state(page.state);
+          }
           Stream::Batch batch;
           const bool done = !follow || util::IsTerminal(got->state());
           const int n = got->points_size();
@@ -276,6 +290,15 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
             }
             batch.messages.push_back(std::move(msg));
           }
+          for (size_t i = 0; i < page.lines.size(); i += kLogLinesPerMessage) {
+            v1::GetRunMetricsResponse msg;
+            msg.set_state(got->state());
+            for (size_t j = i; j < std::min(page.lines.size(), i + kLogLinesPerMessage); ++j) {
+              *msg.add_log_lines() = std::move(page.lines[j]);
+            }
+            batch.messages.push_back(std::move(msg));
+          }
+          *log_seq = page.max_seq;
           *seq = newest;
           *first = false;
           batch.last = done;
@@ -302,6 +325,34 @@ grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext* ctx,
     ASSIGN_OR_RETURN(auto workers, d_.sweeps->Workers(req->include_offline()));
     for (auto& w : workers) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
+  });
+}
+
+grpc::Status SweepServiceImpl::GetArtifact(grpc::ServerContext* ctx, const v1::ArtifactRequest* req,
+                                           grpc::ServerWriter<v1::ArtifactChunk>* writer) {
+  return guard_.Run(*ctx, "GetArtifact", [&](const Caller&) -> absl::Status {
+    if (!req->name().empty() && req->name() != "final") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("name: ", util::LogQuote(req->name().substr(0, 64)),
+                       " is not an artifact (the only one is \"final\", the final checkpoint)"));
+    }
+    ASSIGN_OR_RETURN(const v1::CheckpointRef ref, d_.sweeps->FinalCheckpoint(req->run_id()));
+    auto path = d_.blobs->PathOf(ref.sha256());
+    if (!path.ok()) {
+      spdlog::error("run {}: final checkpoint {} is recorded but not in the store", req->run_id(),
+                    ref.sha256());
+      return absl::DataLossError(absl::StrCat(
+          "run ", req->run_id(), ": its final checkpoint is missing from the server's store"));
+    }
+    v1::ArtifactChunk header;
+    header.set_name("final");
+    *header.mutable_ref() = ref;
+    if (!writer->Write(header)) return absl::CancelledError("client went away");
+    return StreamFile(*path, kArtifactChunkBytes, [&](std::string&& data, int64_t /*total*/) {
+      v1::ArtifactChunk chunk;
+      chunk.set_data(std::move(data));
+      return writer->Write(chunk);
+    });
   });
 }
 

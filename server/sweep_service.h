@@ -57,6 +57,8 @@ class SweepServiceImpl final
                              v1::ListRunEventsResponse* resp) override;
   grpc::Status ListWorkers(grpc::ServerContext* ctx, const v1::ListWorkersRequest* req,
                            v1::ListWorkersResponse* resp) override;
+  grpc::Status GetArtifact(grpc::ServerContext* ctx, const v1::ArtifactRequest* req,
+                           grpc::ServerWriter<v1::ArtifactChunk>* writer) override;
 
  private:
   absl::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,

@@ -1,6 +1,7 @@
 #include "server/worker_service.h"
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,9 @@ namespace {
 // Under the default 16 MiB message cap with room to spare; large enough that a 100 MB
 // checkpoint is ~100 messages.
 constexpr size_t kChunkBytes = 1 << 20;
+// ReportLogs: a batch is at most 100 lines of at most 512 bytes (a progress line is ~100).
+constexpr int kMaxLogLinesPerReport = 100;
+constexpr size_t kMaxLogLineBytes = 512;
 
 // The free-text fields of what a worker says about itself (names are checked separately).
 absl::Status CheckInfoText(const v1::WorkerInfo& info) {
@@ -227,6 +231,19 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext* ctx, const v1::Com
     for (const auto& [name, value] : req->result().final_probes()) {
       RETURN_IF_ERROR(util::CheckText("result.final_probes key", name, util::kMaxNameBytes));
     }
+    // The final weights must be a checkpoint this run uploaded (PutCheckpoint, fenced), exactly
+    // as recorded: `ablate artifacts get` serves the blob the ref names to any user.
+    if (req->result().has_final_checkpoint()) {
+      const auto& ref = req->result().final_checkpoint();
+      auto found = IsSha256Hex(ref.sha256())
+                       ? d_.queue->FindCheckpoint(req->run_id(), ref.sha256())
+                       : absl::StatusOr<v1::CheckpointRef>(absl::InvalidArgumentError(""));
+      if (!found.ok() || found->step() != ref.step() || found->size_bytes() != ref.size_bytes()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "result.final_checkpoint: no checkpoint of run ", req->run_id(), " at step ",
+            ref.step(), " with that sha256 and size was uploaded (PutCheckpoint it first)"));
+      }
+    }
     return d_.runs->Complete(*req);
   });
 }
@@ -236,6 +253,30 @@ grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* ctx, const v1::Rele
   return guard_.Run(*ctx, "Release", [&](const Caller&) -> absl::Status {
     RETURN_IF_ERROR(util::CheckText("reason", req->reason(), 4096));
     return d_.runs->Release(*req);
+  });
+}
+
+grpc::Status WorkerServiceImpl::ReportLogs(grpc::ServerContext* ctx,
+                                           const v1::LogReportRequest* req,
+                                           v1::LogReportResponse* resp) {
+  return guard_.Run(*ctx, "ReportLogs", [&](const Caller&) -> absl::Status {
+    if (req->lines_size() > kMaxLogLinesPerReport) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lines: ", req->lines_size(), " lines in one report; the limit is ",
+                       kMaxLogLinesPerReport, " (send smaller batches)"));
+    }
+    for (int i = 0; i < req->lines_size(); ++i) {
+      const auto& l = req->lines(i);
+      RETURN_IF_ERROR(
+          util::CheckText(absl::StrCat("lines[", i, "].text"), l.text(), kMaxLogLineBytes));
+      if (l.step() < 0 || !std::isfinite(l.time())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("lines[", i, "]: step must be >= 0 and time finite"));
+      }
+    }
+    ASSIGN_OR_RETURN(const int n, d_.runs->ReportLogs(*req));
+    resp->set_accepted(n);
+    return absl::OkStatus();
   });
 }
 

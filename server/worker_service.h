@@ -33,6 +33,8 @@ class WorkerServiceImpl final
                         v1::CompleteResponse* resp) override;
   grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
                        v1::ReleaseResponse* resp) override;
+  grpc::Status ReportLogs(grpc::ServerContext* ctx, const v1::LogReportRequest* req,
+                          v1::LogReportResponse* resp) override;
 
  private:
   ServiceDeps d_;

@@ -130,7 +130,7 @@ absl::Status Coordinator::ReportMetrics(int64_t run_id, int32_t attempt,
 
 absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
                                         const std::string& lease_token, int64_t step,
-                                        const std::string& path) {
+                                        const std::string& path, v1::CheckpointRef* stored) {
   auto sha = Sha256File(path);
   if (!sha.ok()) return sha.status();
   std::error_code ec;
@@ -158,7 +158,23 @@ absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
     ok = writer->Write(chunk);
   }
   writer->WritesDone();
-  return rpc::ToAbsl(writer->Finish(), "upload checkpoint", config_.server, "worker");
+  absl::Status s = rpc::ToAbsl(writer->Finish(), "upload checkpoint", config_.server, "worker");
+  if (s.ok() && stored != nullptr) *stored = header.ref();
+  return s;
+}
+
+absl::Status Coordinator::ReportLogs(int64_t run_id, int32_t attempt,
+                                     const std::string& lease_token,
+                                     const std::vector<v1::LogLine>& lines) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, kCallDeadlineSeconds);
+  v1::LogReportRequest req;
+  req.set_run_id(run_id);
+  req.set_attempt(attempt);
+  req.set_lease_token(lease_token);
+  for (const auto& l : lines) *req.add_lines() = l;
+  v1::LogReportResponse resp;
+  return rpc::ToAbsl(stub_->ReportLogs(&ctx, req, &resp), "report logs", config_.server, "worker");
 }
 
 absl::Status Coordinator::GetCheckpoint(int64_t run_id, int32_t attempt,

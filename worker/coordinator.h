@@ -30,7 +30,11 @@ class Coordinator : public RunCoordinator {
   absl::Status ReportMetrics(int64_t run_id, int32_t attempt, const std::string& lease_token,
                              const std::vector<v1::MetricPoint>& points) override;
   absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                             int64_t step, const std::string& path) override;
+                             int64_t step, const std::string& path,
+                             v1::CheckpointRef* stored) override;
+  // Progress lines the trainer printed (fenced).
+  absl::Status ReportLogs(int64_t run_id, int32_t attempt, const std::string& lease_token,
+                          const std::vector<v1::LogLine>& lines) override;
   // Streams the checkpoint into `path` (atomically) and checks its SHA-256.
   absl::Status GetCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
                              const v1::CheckpointRef& ref, const std::string& path) override;

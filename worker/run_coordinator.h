@@ -25,9 +25,13 @@ class RunCoordinator {
   virtual absl::Status ReportMetrics(int64_t run_id, int32_t attempt,
                                      const std::string& lease_token,
                                      const std::vector<v1::MetricPoint>& points) = 0;
+  // `stored` (may be null) receives the ref the upload was recorded under.
   virtual absl::Status PutCheckpoint(int64_t run_id, int32_t attempt,
                                      const std::string& lease_token, int64_t step,
-                                     const std::string& path) = 0;
+                                     const std::string& path, v1::CheckpointRef* stored) = 0;
+  // Progress lines the trainer printed; fenced like ReportMetrics, kept capped by the server.
+  virtual absl::Status ReportLogs(int64_t run_id, int32_t attempt, const std::string& lease_token,
+                                  const std::vector<v1::LogLine>& lines) = 0;
   // Writes the checkpoint to `path` (atomically) and checks its SHA-256.
   virtual absl::Status GetCheckpoint(int64_t run_id, int32_t attempt,
                                      const std::string& lease_token, const v1::CheckpointRef& ref,

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -12,6 +13,7 @@
 #include "common/rpc/channel.h"
 #include "common/util/backoff.h"
 #include "common/util/log.h"
+#include "common/util/progress_line.h"
 #include "common/util/status_macros.h"
 #include "worker/spool.h"
 
@@ -22,6 +24,10 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMetricBatch = 500;
+// Progress lines wait in memory for the sender (not in the spool: they are for watching a run,
+// not for the record); past this many unsent, the oldest are dropped while the server is away.
+constexpr size_t kMaxPendingLogLines = 1000;
+constexpr size_t kLogBatch = 100;  // the server's per-report cap
 // The sender looks at the spool this often when no full batch or checkpoint wakes it.
 constexpr std::chrono::milliseconds kSenderPoll{500};
 // On shutdown, how long flushing the metrics before handing the run back may take: past it the
@@ -65,6 +71,17 @@ class Session : public train::TrainObserver {
     auto s = spool_->Append(points);
     if (!s.ok()) spdlog::error("run {}: {}", run_id_, s.message());
     stats_->spooled_points = spool_->pending();
+    if (std::string line = util::ProgressLine(points); !line.empty()) {
+      spdlog::info("run {}: {}", run_id_, line);
+      v1::LogLine l;
+      l.set_step(points.front().step());
+      l.set_attempt(attempt_);
+      l.set_time(points.front().time());
+      l.set_text(std::move(line));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (pending_logs_.size() >= kMaxPendingLogLines) pending_logs_.pop_front();
+      pending_logs_.emplace_back(++log_serial_, std::move(l));
+    }
     wake_.notify_all();
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {
@@ -121,6 +138,9 @@ class Session : public train::TrainObserver {
   // back-off (cut short when a heartbeat gets through again) and any other failure ends it.
   // `give_up`, asked before each send, ends it early (the last error, or CANCELLED).
   absl::Status SendSpool(const util::BackoffPolicy* retry, const std::function<bool()>& give_up);
+  // Sends the pending progress lines, kLogBatch at a time; false if a send failed (the unsent
+  // lines stay pending).
+  bool SendLogs();
   // Sends one batch from the spool. Logs once when the server stops answering (points stay
   // spooled) and once when it answers again (they are replayed), whichever path sends them.
   absl::Status SendBatch();
@@ -140,7 +160,10 @@ class Session : public train::TrainObserver {
   std::mutex mu_;
   std::condition_variable wake_;
   std::optional<std::pair<int64_t, std::string>> pending_checkpoint_;  // guarded by mu_
-  std::atomic<bool> done_{false};                                      // ends the heartbeat thread
+  // Unsent progress lines with a serial number each (guarded by mu_).
+  std::deque<std::pair<uint64_t, v1::LogLine>> pending_logs_;
+  uint64_t log_serial_ = 0;
+  std::atomic<bool> done_{false};         // ends the heartbeat thread
   std::atomic<bool> sender_stop_{false};  // ends the sender thread (training is over)
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> lease_lost_{false};
@@ -326,8 +349,10 @@ void Session::SenderLoop() {
     lock.unlock();
     // Metrics first: a resumed attempt must never find a checkpoint newer than its metrics.
     bool failed = !SendSpool(nullptr, [] { return false; }).ok();
+    if (!failed && !lease_lost_) failed = !SendLogs();
     if (ckpt && !failed && !lease_lost_) {
-      auto s = c_->PutCheckpoint(run_id_, attempt_, lease_token_, ckpt->first, ckpt->second);
+      auto s =
+          c_->PutCheckpoint(run_id_, attempt_, lease_token_, ckpt->first, ckpt->second, nullptr);
       if (!s.ok()) {
         NoteFenced(s);
         failed = true;
@@ -420,12 +445,35 @@ SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& tr
       SendSpool(&util::kRunCallBackoff, [&] { return Fenced() || Clock::now() > deadline; }).ok();
   if (handed && !trained->last_checkpoint.empty()) {
     handed = c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
-                               trained->last_checkpoint)
+                               trained->last_checkpoint, nullptr)
                  .ok();
   }
   if (handed) handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
   return handed ? Ended(SessionEnd::kReleased, "handed back")
                 : Ended(SessionEnd::kAbandoned, "could not hand back; the lease will expire");
+}
+
+bool Session::SendLogs() {
+  while (true) {
+    std::vector<v1::LogLine> batch;
+    uint64_t last = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t i = 0; i < pending_logs_.size() && i < kLogBatch; ++i) {
+        batch.push_back(pending_logs_[i].second);
+        last = pending_logs_[i].first;
+      }
+    }
+    if (batch.empty()) return true;
+    auto s = c_->ReportLogs(run_id_, attempt_, lease_token_, batch);
+    if (!s.ok()) {
+      NoteFenced(s);
+      return false;
+    }
+    // OnMetrics may have appended (or dropped from the front) meanwhile: drop what was sent.
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!pending_logs_.empty() && pending_logs_.front().first <= last) pending_logs_.pop_front();
+  }
 }
 
 SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& trained) {
@@ -446,6 +494,29 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
   // the server is away; Complete follows only once the spool is empty.
   if (!SendSpool(&util::kRunCallBackoff, [this] { return Fenced(); }).ok()) {
     return cancelled_ ? EndCancelled() : EndFenced("lease lost before metrics were stored");
+  }
+  // The last progress lines go before Complete, so a follower sees them before the end. They
+  // are for watching only: one that will not go through does not hold the run up.
+  if (!SendLogs()) spdlog::warn("run {}: some progress lines were not sent to the server", run_id_);
+  // The final weights (sweep keep_final): uploaded, then named in the result. A run whose
+  // upload fails for good still completes, without them, rather than being retrained.
+  if (trained.ok() && !trained->final_checkpoint.empty() && !Fenced()) {
+    v1::CheckpointRef stored;
+    const absl::Status up = Retrying(
+        [&] {
+          return c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
+                                   trained->final_checkpoint, &stored);
+        },
+        "final checkpoint upload");
+    if (up.ok()) {
+      *complete.mutable_result()->mutable_final_checkpoint() = stored;
+    } else {
+      NoteFenced(up);
+      spdlog::warn("run {}: final checkpoint not kept: {}", run_id_, up.message());
+      if (absl::IsFailedPrecondition(up)) {
+        return cancelled_ ? EndCancelled() : EndFenced(std::string(up.message()));
+      }
+    }
   }
   const absl::Status s = Retrying([&] { return c_->Complete(complete); }, "complete");
   NoteFenced(s);

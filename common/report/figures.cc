@@ -1,5 +1,6 @@
 #include "common/report/figures.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/match.h"
@@ -41,27 +42,82 @@ std::string Stem(const std::string& base, const std::string& context) {
 
 std::string Num(double x) { return absl::StrFormat("%.10g", x); }
 
-std::string Preamble(const std::string& name, const std::string& title, const std::string& xlabel,
+// Figures are sized for one column of a two-column paper (3.5 in wide). Titles stay out of the
+// plot: what a figure shows, and of which sweep, is its caption (report.md, and the script's
+// first line), where a paper puts it too. The legend sits below the axes, where it cannot cover
+// a curve and costs no width.
+std::string Preamble(const std::string& name, const std::string& caption, const std::string& xlabel,
                      const std::string& ylabel, bool logx, bool logy) {
   std::string s = absl::StrCat(
-      "# Drawn by `ablate report` from ", name, ".dat. Restyle freely, then: gnuplot ", name,
-      ".gp\n", "set datafile missing '?'\n", "set grid\n", "set key outside right\n", "set title ",
-      Quote(title), " noenhanced\n", "set xlabel ", Quote(xlabel), " noenhanced\n", "set ylabel ",
-      Quote(ylabel), " noenhanced\n");
+      "# ", caption, "\n# Drawn by `ablate report` from ", name,
+      ".dat. Restyle freely, then: gnuplot ", name, ".gp\n", "set datafile missing '?'\n",
+      "set grid xtics ytics lw 0.5 lc rgb 'gray85'\n",
+      "set key below horizontal Left reverse samplen 1.5 spacing 1.1 maxcols 2\n", "set xlabel ",
+      Quote(xlabel), " noenhanced\n", "set ylabel ", Quote(ylabel), " noenhanced\n");
   if (logx) s += "set logscale x\nset format x '%g'\n";
   if (logy) s += "set logscale y\nset format y '%g'\n";
   return s;
 }
 
-// Appends the terminal/output/plot lines for PNG and PDF.
+// Appends the terminal/output/plot lines for PNG and PDF: the same 3.5 x 2.6 in page, the PNG
+// at 300 dpi (1050 x 780 px, fonts and lines scaled to match).
 std::string Outputs(const std::string& name, const Terminals& t, const std::string& plot) {
-  std::string s = absl::StrCat("set terminal ", t.png, " size 1000,640 noenhanced\n",
-                               "set output '", name, ".png'\n", "plot ", plot, "\n");
+  // Point size and key spacing do not scale with the font from one terminal to the other: each
+  // gets its own.
+  std::string s = absl::StrCat(
+      "set terminal ", t.png, " size 1050,780 font ',22' linewidth 3 noenhanced\n",
+      "set pointsize 1.5\nset key width -2\n", "set output '", name, ".png'\nplot ", plot, "\n");
   if (!t.pdf.empty()) {
-    absl::StrAppend(&s, "set terminal ", t.pdf, " size 7in,4.5in noenhanced\n", "set output '",
-                    name, ".pdf'\n", "replot\n");
+    absl::StrAppend(
+        &s, "set terminal ", t.pdf, " size 3.5in,2.6in font ',7' linewidth 1.5 noenhanced\n",
+        "set pointsize 0.35\nset key width 1\n", "set output '", name, ".pdf'\nreplot\n");
   }
   return s + "unset output\n";
+}
+
+// A range [lo, hi] of the data on a log axis, padded by a few percent of its span in log space
+// (gnuplot's autoscale would widen it to whole decades, a decade of empty plot either side).
+std::pair<double, double> LogRange(double lo, double hi) {
+  const double pad = lo == hi ? 1.5 : std::pow(hi / lo, 0.05);
+  return {lo / pad, hi * pad};
+}
+
+// The same on a linear axis: 5 % of the span either side.
+std::pair<double, double> LinearRange(double lo, double hi) {
+  const double pad = hi > lo ? 0.05 * (hi - lo) : std::max(0.05 * std::abs(hi), 0.01);
+  return {lo - pad, hi + pad};
+}
+
+std::string SetRange(char axis, std::pair<double, double> r) {
+  return absl::StrCat("set ", std::string(1, axis), "range [", Num(r.first), ":", Num(r.second),
+                      "]\n");
+}
+
+// Tics on a log axis over [lo, hi]: gnuplot labels each decade; over a span of a decade or two
+// the values in between are labelled too (2, 3, 5 or 3 of each decade) so that a point at
+// 0.003 can be read off, and minor tics mark 2..9 of every decade.
+std::string LogTics(char axis, double lo, double hi) {
+  const double span = std::log10(hi / lo);
+  std::vector<int> mantissas;
+  if (span <= 1.5) {
+    mantissas = {2, 3, 5};
+  } else if (span <= 3) {
+    mantissas = {3};
+  }
+  std::vector<std::string> extra;
+  for (int e = static_cast<int>(std::floor(std::log10(lo))); e <= std::ceil(std::log10(hi)); ++e) {
+    for (int m : mantissas) {
+      const double v = m * std::pow(10.0, e);
+      // 3 * 10^-1 may come out an ulp above 0.3: compare with a little slack.
+      if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9))
+        extra.push_back(absl::StrCat("'", Num(v), "' ", Num(v)));
+    }
+  }
+  const std::string a(1, axis);
+  std::string s = absl::StrCat("set m", a, "tics 10\n");
+  if (!extra.empty())
+    absl::StrAppend(&s, "set ", a, "tics add (", absl::StrJoin(extra, ", "), ")\n");
+  return s;
 }
 
 // The largest "max_attn_logit*" probe of a point (per-layer probes share the prefix).
@@ -77,6 +133,18 @@ std::string ContextTitle(const std::string& title, const std::string& context) {
   return context.empty() ? title : absl::StrCat(title, " [", context, "]");
 }
 
+// Lowest and highest of `v` (finite values only); nullopt when there is none.
+std::optional<std::pair<double, double>> Extent(const std::vector<double>& v) {
+  std::optional<std::pair<double, double>> out;
+  for (double x : v) {
+    if (!std::isfinite(x)) continue;
+    if (!out) out = std::make_pair(x, x);
+    out->first = std::min(out->first, x);
+    out->second = std::max(out->second, x);
+  }
+  return out;
+}
+
 std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
                                const std::string& context, const std::string& moderator,
                                const Terminals& t) {
@@ -86,6 +154,7 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
       Stem(absl::StrCat("loss_vs_lr__", Slug(o.moderator_axis), "_", Slug(moderator)), context);
   std::vector<std::string> plots;
   std::optional<double> l0;
+  std::vector<double> xs, ys;
   int block = 0;
   for (size_t v = 0; v < a.variants.size(); ++v) {
     const Curve* c = a.FindCurve(context, a.variants[v], moderator);
@@ -94,6 +163,9 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
     for (const auto& p : c->points) {
       if (!p.loss) continue;
       const double sd = p.loss_std.value_or(0);
+      xs.push_back(p.lr);
+      ys.push_back(*p.loss - sd);
+      ys.push_back(*p.loss + sd);
       absl::StrAppend(&rows, Num(p.lr), " ", Num(*p.loss), " ", Num(*p.loss - sd), " ",
                       Num(*p.loss + sd), " ", p.n, " ", p.n_diverged, "\n");
     }
@@ -110,17 +182,25 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
     ++block;
   }
   if (plots.empty()) return std::nullopt;
-  f.script = Preamble(
-      f.name,
-      ContextTitle(absl::StrCat(title, ": final val loss vs LR, ", o.moderator_axis, "=", moderator,
-                                a.max_seeds >= 2 ? " (band: ±1 seed std)" : " (1 seed: no band)"),
-                   context),
-      o.lr_axis, "final validation loss (nats); diverged = l0", true, false);
+  f.caption = ContextTitle(
+      absl::StrCat(title, ": final validation loss vs LR, ", o.moderator_axis, "=", moderator,
+                   a.max_seeds >= 2 ? " (band: ±1 seed std)" : " (1 seed: no band)",
+                   "; dashed: l0, where diverged runs count"),
+      context);
+  f.script = Preamble(f.name, f.caption, o.lr_axis, "final val loss (nats)", true, false);
+  // The l0 line is the value every diverged run is counted at: it must be inside the range.
+  if (l0) ys.push_back(*l0);
+  const auto x = Extent(xs);
+  const auto y = Extent(ys);
+  f.script += SetRange('x', LogRange(x->first, x->second));
+  f.script += LogTics('x', x->first, x->second);
+  f.script += SetRange('y', LinearRange(y->first, y->second));
+  f.script += "set mytics 2\n";
   if (l0) {
     absl::StrAppend(&f.script, "set arrow from graph 0, first ", Num(*l0), " to graph 1, first ",
                     Num(*l0), " nohead dt 2 lc rgb 'gray40'\n",
-                    "set label 'l0' at graph 0.01, first ", Num(*l0),
-                    " offset 0,0.6 tc rgb 'gray40'\n");
+                    "set label 'l0' at graph 0.02, first ", Num(*l0),
+                    " offset 0,-0.8 tc rgb 'gray40'\n");
   }
   f.script += Outputs(f.name, t, absl::StrJoin(plots, ", \\\n     "));
   return f;
@@ -131,35 +211,85 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
 struct Series {
   std::string label;
   std::vector<std::optional<double>> values;  // by a.moderators
+  // By a.moderators: the value is "none" (η†: never necessary), drawn as a marker at the top of
+  // the plot rather than left out. Empty: no value is "none", a missing one is just missing.
+  std::vector<bool> none;
 };
 
+// `lr_extent` (η† only): the y range is the sweep's LRs, where every η† lies, and "none" is
+// marked above them.
 std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
-                                   const std::string& title, const std::string& ylabel,
+                                   const std::string& caption, const std::string& ylabel,
                                    const std::vector<Series>& series, bool logy,
+                                   std::optional<std::pair<double, double>> lr_extent,
                                    const Terminals& t) {
   Figure f;
   f.name = name;
-  std::vector<std::string> plots;
+  f.caption = caption;
+  std::vector<std::string> plots, labels;
+  std::vector<double> ys;
+  // Where "none" is drawn: above the highest LR, inside the plot.
+  std::optional<double> none_at;
+  std::pair<double, double> range{0, 0};
+  if (lr_extent) {
+    range = LogRange(lr_extent->first, lr_extent->second);
+    bool marks_none = false;
+    for (const auto& s : series) {
+      for (size_t m = 0; m < s.none.size() && m < s.values.size(); ++m) {
+        marks_none |= s.none[m] && !s.values[m];
+      }
+    }
+    // A row above the highest LR for the "none" markers, only when there are any.
+    if (marks_none) {
+      none_at = range.second;
+      range.second *= std::pow(range.second / range.first, 0.18);
+    }
+  }
+  int block = 0;
   for (size_t s = 0; s < series.size(); ++s) {
-    bool any = false;
+    bool any = false, any_none = false;
     std::string rows;
     for (size_t m = 0; m < a.moderators.size(); ++m) {
       const auto& v = series[s].values[m];
       const bool usable = v && std::isfinite(*v) && (!logy || *v > 0);
+      const bool none =
+          !usable && m < series[s].none.size() && series[s].none[m] && none_at.has_value();
       any |= usable;
+      any_none |= none;
+      if (usable) ys.push_back(*v);
       // Data-file strings take double quotes; setting values never contain one.
-      absl::StrAppend(&rows, m, " \"", a.moderators[m], "\" ", usable ? Num(*v) : "?", "\n");
+      absl::StrAppend(&rows, m, " \"", a.moderators[m], "\" ", usable ? Num(*v) : "?", " ",
+                      none ? Num(*none_at) : "?", "\n");
+      if (none) {
+        labels.push_back(absl::StrCat("set label 'none' at first ", m, ", first ", Num(*none_at),
+                                      " center offset 0,1 tc rgb '", Color(s), "'\n"));
+      }
     }
-    if (!any) continue;
+    if (!any && !any_none) continue;
     absl::StrAppend(&f.data, "# ", series[s].label, "\n# position ", a.options.moderator_axis,
-                    " value ('?' = none)\n", rows, "\n\n");
-    plots.push_back(absl::StrCat("'", name, ".dat' index ", plots.size(),
+                    " value ('?' = none) none_marker\n", rows, "\n\n");
+    plots.push_back(absl::StrCat("'", name, ".dat' index ", block,
                                  " using 1:3:xtic(2) with linespoints lw 2 pt 7 lc rgb '", Color(s),
                                  "' title ", Quote(series[s].label)));
+    if (any_none) {
+      plots.push_back(absl::StrCat("'", name, ".dat' index ", block,
+                                   " using 1:4:xtic(2) with points pt 9 lc rgb '", Color(s),
+                                   "' title ", Quote(absl::StrCat(series[s].label, ": none"))));
+    }
+    ++block;
   }
   if (plots.empty()) return std::nullopt;
-  f.script = Preamble(name, title, a.options.moderator_axis, ylabel, false, logy);
+  f.script = Preamble(name, caption, a.options.moderator_axis, ylabel, false, logy);
   absl::StrAppend(&f.script, "set xrange [-0.5:", a.moderators.size() - 0.5, "]\n");
+  if (lr_extent) {
+    f.script += SetRange('y', range);
+    f.script += LogTics('y', lr_extent->first, lr_extent->second);
+  } else if (const auto y = Extent(ys)) {
+    f.script +=
+        SetRange('y', logy ? LogRange(y->first, y->second) : LinearRange(y->first, y->second));
+    f.script += logy ? LogTics('y', y->first, y->second) : "set mytics 2\n";
+  }
+  for (const auto& l : labels) f.script += l;
   f.script += Outputs(name, t, absl::StrJoin(plots, ", \\\n     "));
   return f;
 }
@@ -170,18 +300,25 @@ std::optional<Figure> AttnLogit(const Analysis& a, const std::string& title,
   Figure f;
   f.name = Stem("max_attn_logit_vs_lr", context);
   std::vector<std::string> plots;
+  std::vector<double> xs, ys;
   size_t index = 0;
   for (const auto& c : a.curves) {
     if (c.context != context) continue;
     std::string rows;
     for (const auto& p : c.points) {
       auto logit = MaxAttnLogit(p);
-      if (logit && *logit > 0) absl::StrAppend(&rows, Num(p.lr), " ", Num(*logit), "\n");
+      if (logit && *logit > 0) {
+        absl::StrAppend(&rows, Num(p.lr), " ", Num(*logit), "\n");
+        xs.push_back(p.lr);
+        ys.push_back(*logit);
+      }
     }
     if (rows.empty()) continue;
     const std::string label =
         absl::StrCat(o.variant_axis, "=", c.variant, ", ", o.moderator_axis, "=", c.moderator);
     absl::StrAppend(&f.data, "# ", label, "\n# lr max_attn_logit_mean\n", rows, "\n\n");
+    // The key names the variant axis once, in the caption: short entries fit two to a row.
+    const std::string key = absl::StrCat(c.variant, ", ", o.moderator_axis, "=", c.moderator);
     // Colour by variant, dash pattern by moderator: the eye groups variants first.
     size_t variant = 0, moderator = 0;
     for (size_t i = 0; i < a.variants.size(); ++i)
@@ -192,15 +329,20 @@ std::optional<Figure> AttnLogit(const Analysis& a, const std::string& title,
     plots.push_back(absl::StrCat("'", f.name, ".dat' index ", index++,
                                  " using 1:2 with linespoints lw 2 pt ", 5 + moderator % 4, " dt ",
                                  1 + moderator % 5, " lc rgb '", Color(variant), "' title ",
-                                 Quote(label)));
+                                 Quote(key)));
   }
   if (plots.empty()) return std::nullopt;
-  f.script = Preamble(f.name,
-                      ContextTitle(absl::StrCat(title,
-                                                ": max attention logit at the end of "
-                                                "training vs LR"),
-                                   context),
-                      o.lr_axis, "max attention logit (q.k/sqrt(d_h))", true, true);
+  f.caption = ContextTitle(
+      absl::StrCat(title, ": max attention logit (q.k/sqrt(d_h)) at the end of training vs LR; ",
+                   "colour: ", o.variant_axis, ", dashes: ", o.moderator_axis),
+      context);
+  f.script = Preamble(f.name, f.caption, o.lr_axis, "max attention logit", true, true);
+  const auto x = Extent(xs);
+  const auto y = Extent(ys);
+  f.script += SetRange('x', LogRange(x->first, x->second));
+  f.script += LogTics('x', x->first, x->second);
+  f.script += SetRange('y', LogRange(y->first, y->second));
+  f.script += LogTics('y', y->first, y->second);
   f.script += Outputs(f.name, t, absl::StrJoin(plots, ", \\\n     "));
   return f;
 }
@@ -217,35 +359,49 @@ std::vector<Figure> BuildFigures(const Analysis& a, const std::string& title, co
     for (const auto& m : a.moderators) add(LossVsLr(a, title, context, m, t));
 
     std::vector<Series> eta, sensitivity;
+    std::vector<double> lrs;
+    for (const auto& c : a.curves) {
+      if (c.context != context) continue;
+      for (const auto& p : c.points) {
+        if (p.lr > 0) lrs.push_back(p.lr);
+      }
+    }
     for (const auto& v : a.variants) {
-      Series sens{absl::StrCat(o.variant_axis, "=", v), {}};
+      Series sens{absl::StrCat(o.variant_axis, "=", v), {}, {}};
       for (const auto& m : a.moderators) {
         const Curve* c = a.FindCurve(context, v, m);
         sens.values.push_back(c ? c->lr_sensitivity : std::nullopt);
       }
       sensitivity.push_back(std::move(sens));
       if (v == a.baseline) continue;
-      Series e{absl::StrCat(v, " vs ", a.baseline), {}};
+      Series e{absl::StrCat(v, " vs ", a.baseline), {}, {}};
       for (const auto& m : a.moderators) {
         std::optional<double> value;
+        bool compared = false;
         for (const auto& n : a.necessity) {
-          if (n.context == context && n.variant == v && n.moderator == m) value = n.eta_dagger;
+          if (n.context == context && n.variant == v && n.moderator == m) {
+            value = n.eta_dagger;
+            compared = true;
+          }
         }
         e.values.push_back(value);
+        e.none.push_back(compared && !value);
       }
       eta.push_back(std::move(e));
     }
-    add(PerModerator(a, Stem("eta_dagger", context),
-                     ContextTitle(absl::StrCat(title, ": necessity threshold eta-dagger vs ",
-                                               o.moderator_axis, " (missing = never necessary)"),
-                                  context),
-                     absl::StrCat("eta-dagger (", o.lr_axis, ")"), eta, true, t));
+    const auto lr_extent = Extent(lrs);
+    add(PerModerator(
+        a, Stem("eta_dagger", context),
+        ContextTitle(absl::StrCat(title, ": necessity threshold eta-dagger vs ", o.moderator_axis,
+                                  " (none = never necessary, marked at the top)"),
+                     context),
+        absl::StrCat("eta-dagger (", o.lr_axis, ")"), eta, true, lr_extent, t));
     add(PerModerator(
         a, Stem("lr_sensitivity", context),
         ContextTitle(absl::StrCat(title, ": LR sensitivity vs ", o.moderator_axis, " (LRs in [",
                                   Num(o.lr_min), ", ", Num(o.lr_max), "])"),
                      context),
-        "LR sensitivity (nats)", sensitivity, false, t));
+        "LR sensitivity (nats)", sensitivity, false, std::nullopt, t));
     add(AttnLogit(a, title, context, t));
   }
   return out;

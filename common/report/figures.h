@@ -13,6 +13,9 @@ struct Figure {
   std::string name;    // file stem: NAME.gp, NAME.dat, NAME.png, NAME.pdf
   std::string script;  // reads NAME.dat from the current directory
   std::string data;
+  // What the figure shows, of which sweep (`title`) and context: the caption report.md prints
+  // under it and the script's first line. The plot itself carries no title.
+  std::string caption;
 };
 
 // gnuplot terminal names; the writer probes which exist (cairo ones look far better).
@@ -23,7 +26,8 @@ struct Terminals {
 
 // Loss vs LR per moderator (one line per variant, seed bands, log x), η† vs moderator, max
 // attention logit vs LR (log y), LR sensitivity vs moderator. A figure with nothing to draw is
-// left out rather than drawn empty.
+// left out rather than drawn empty; η† is drawn even when it is "none" at every moderator, with
+// "none" marked. `title` (the sweep) goes into the captions only.
 std::vector<Figure> BuildFigures(const analysis::Analysis& analysis, const std::string& title,
                                  const Terminals& terminals);
 

@@ -35,9 +35,12 @@ absl::StatusOr<WrittenReport> WriteReport(const analysis::Analysis& analysis,
 // Fixed-width summary for a terminal: notes, verdicts, one row per curve, η† per moderator.
 std::string FormatTable(const analysis::Analysis& analysis);
 
-// report.md's text. `figures` are image paths to link (relative to the markdown file).
+// report.md's text. `figures` are image paths to link (relative to the markdown file);
+// `captions`, when given, one per figure, are printed under them (a figure's title lives there,
+// not in the plot).
 std::string FormatMarkdown(const analysis::Analysis& analysis, const ReportOptions& options,
-                           const std::vector<std::string>& figures = {});
+                           const std::vector<std::string>& figures = {},
+                           const std::vector<std::string>& captions = {});
 
 // Every figure of the analysis as one JSON document (nulls for figures that do not exist).
 std::string FormatJson(const analysis::Analysis& analysis);

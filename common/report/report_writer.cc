@@ -44,7 +44,7 @@ absl::StatusOr<WrittenReport> WriteReport(const analysis::Analysis& analysis,
   RETURN_IF_ERROR(write("runs.csv", RunsCsv(runs)));
   RETURN_IF_ERROR(write("cells.csv", CellsCsv(analysis)));
 
-  std::vector<std::string> images;
+  std::vector<std::string> images, captions;
   if (options.figures) {
     const std::string title = options.title.empty() ? "ablate" : options.title;
     const bool have_gnuplot = ProgramExists(options.gnuplot);
@@ -77,9 +77,10 @@ absl::StatusOr<WrittenReport> WriteReport(const analysis::Analysis& analysis,
         }
       }
       images.push_back(f.name + ".png");
+      captions.push_back(f.caption);
     }
   }
-  RETURN_IF_ERROR(write("report.md", FormatMarkdown(analysis, options, images)));
+  RETURN_IF_ERROR(write("report.md", FormatMarkdown(analysis, options, images, captions)));
   return written;
 }
 

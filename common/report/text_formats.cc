@@ -23,7 +23,8 @@ std::string FormatTable(const Analysis& a) {
 }
 
 std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
-                           const std::vector<std::string>& figures) {
+                           const std::vector<std::string>& figures,
+                           const std::vector<std::string>& captions) {
   const auto& o = a.options;
   std::string out = absl::StrCat("# ", options.title.empty() ? "ablate report" : options.title,
                                  a.partial ? " (partial)" : "", "\n\n");
@@ -87,7 +88,12 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
     out +=
         "\n## Figures\n\nEach PNG has a PDF, the gnuplot script (.gp) and the data (.dat) "
         "beside it.\n\n";
-    for (const auto& f : figures) absl::StrAppend(&out, "![", f, "](", f, ")\n\n");
+    for (size_t i = 0; i < figures.size(); ++i) {
+      absl::StrAppend(&out, "![", figures[i], "](", figures[i], ")\n\n");
+      if (i < captions.size() && !captions[i].empty()) {
+        absl::StrAppend(&out, "*", captions[i], "*\n\n");
+      }
+    }
   }
   return out;
 }

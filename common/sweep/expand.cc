@@ -170,6 +170,7 @@ absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunS
     *run.mutable_data() = sweep.data;
     *run.mutable_divergence() = sweep.divergence;
     *run.mutable_threshold() = sweep.threshold;
+    run.set_keep_final(sweep.keep_final);
     if (auto s = sink(std::move(run)); !s.ok()) return s;
 
     for (size_t k = traversal.axes.size(); k-- > 0;) {

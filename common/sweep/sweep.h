@@ -39,6 +39,9 @@ struct SweepSpec {
   ablate::v1::ThresholdSpec threshold;
   int max_attempts = 3;
   int priority = 0;
+  // Upload each finished run's final checkpoint so `ablate artifacts get` can fetch the weights
+  // (RunSpec.keep_final); false keeps nothing beyond the periodic resume checkpoints.
+  bool keep_final = true;
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)

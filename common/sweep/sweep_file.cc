@@ -1,5 +1,6 @@
 // Sweep files and single-run files: the YAML layer over config_fields, grid_axis and expand.
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -24,8 +25,8 @@ using ablate::v1::RunSpec;
 using ablate::v1::ThresholdSpec;
 
 const std::vector<std::string> kSweepKeys = {
-    "name",  "description", "data",      "fixed",        "grid",
-    "order", "divergence",  "threshold", "max_attempts", "priority"};
+    "name",       "description", "data",         "fixed",    "grid",      "order",
+    "divergence", "threshold",   "max_attempts", "priority", "keep_final"};
 const std::vector<std::string> kRunFileSections = {"name", "description", "data", "divergence",
                                                    "threshold"};
 
@@ -189,6 +190,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
   RETURN_IF_ERROR(source.Mapping(root, ""));
   sweep->data.Clear();
   sweep->divergence = DefaultDivergence();
+  sweep->keep_final = true;
   sweep->grid_line = 1;
   bool has_name = false, has_data = false;
   for (const auto& entry : root) {
@@ -246,6 +248,17 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
         return source.Error(value, key, "must be between -1000000 and 1000000");
       }
       sweep->priority = static_cast<int>(priority);
+    } else if (key == "keep_final") {
+      ASSIGN_OR_RETURN(const std::string text, source.Scalar(value, key));
+      std::string lower = text;
+      for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (lower == "true" || lower == "yes" || lower == "on") {
+        sweep->keep_final = true;
+      } else if (lower == "false" || lower == "no" || lower == "off") {
+        sweep->keep_final = false;
+      } else {
+        return source.Error(value, key, absl::StrCat("expected true or false, got '", text, "'"));
+      }
     } else if (FindSetting(key) != nullptr) {
       return source.Error(
           entry.first, key,

@@ -26,7 +26,8 @@ RUN apt-get update \
     && xargs -a /tmp/runtime-packages.txt apt-get install -y --no-install-recommends \
         ca-certificates curl \
     && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
-RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/ablate --shell /usr/sbin/nologin ablate \
+RUN groupadd --system --gid 10001 ablate \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/ablate --shell /usr/sbin/nologin ablate \
     && mkdir -p /var/lib/ablate/data /var/lib/ablate/store /var/lib/ablate/tokens \
     && chown -R ablate:ablate /var/lib/ablate
 COPY --from=build /build/server/ablate-server /build/client/ablate /usr/local/bin/

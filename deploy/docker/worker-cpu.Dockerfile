@@ -26,7 +26,8 @@ RUN apt-get update \
     && update-alternatives --set libblas.so.3-x86_64-linux-gnu \
         /usr/lib/x86_64-linux-gnu/blis-pthread/libblas.so.3 \
     && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
-RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/ablate --shell /usr/sbin/nologin ablate \
+RUN groupadd --system --gid 10001 ablate \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/ablate --shell /usr/sbin/nologin ablate \
     && mkdir -p /var/lib/ablate/work /var/lib/ablate/tokens \
     && chown -R ablate:ablate /var/lib/ablate
 COPY --from=build /build/worker/ablate-worker /usr/local/bin/

@@ -46,7 +46,8 @@ RUN apt-get update \
         sentencepiece \
     && rm -rf /var/lib/apt/lists/* /tmp/runtime-packages.txt
 COPY --from=build /opt/libtorch/lib /opt/libtorch/lib
-RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/ablate --shell /usr/sbin/nologin ablate \
+RUN groupadd --system --gid 10001 ablate \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/ablate --shell /usr/sbin/nologin ablate \
     && mkdir -p /var/lib/ablate/work \
     && chown -R ablate:ablate /var/lib/ablate
 COPY --from=build /build/worker/ablate-worker /usr/local/bin/

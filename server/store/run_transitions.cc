@@ -235,7 +235,8 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
       });
 }
 
-// ---- Fenced writes without a state change: ReportMetrics, CheckFence, RecordCheckpoint --------
+// ---- Fenced writes without a state change: ReportMetrics, ReportLogs, CheckFence,
+// RecordCheckpoint --------
 
 absl::StatusOr<int> RunTransitions::ReportMetrics(const v1::ReportMetricsRequest& req) {
   // One statement per (name, step) is allowed per upsert, so a batch that repeats a key keeps
@@ -324,6 +325,40 @@ absl::StatusOr<int> RunTransitions::ReportMetrics(const v1::ReportMetricsRequest
         }
         notices.Run(req.run_id());
         return static_cast<int>(row[1].as<int64_t>());
+      });
+}
+
+absl::StatusOr<int> RunTransitions::ReportLogs(const v1::LogReportRequest& req) {
+  std::vector<int64_t> steps;
+  std::vector<double> times;
+  std::vector<std::string> lines;
+  for (const auto& l : req.lines()) {
+    steps.push_back(l.step());
+    times.push_back(l.time());
+    lines.push_back(l.text());
+  }
+  const std::string digest = TokenDigest(req.lease_token());
+  return Transition<int>(
+      "report logs", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
+        // FOR SHARE: a concurrent re-lease or Complete waits for these lines to commit.
+        pqxx::result r = pg::Exec(
+            tx,
+            absl::StrCat("WITH fence AS (SELECT id FROM runs WHERE ", Fenced(),
+                         " FOR SHARE), "
+                         "ins AS (INSERT INTO run_logs (run_id, attempt, step, time, line) "
+                         "  SELECT fence.id, $2, l.step, l.time, l.line FROM fence, "
+                         "    unnest($4::bigint[], $5::float8[], $6::text[]) WITH ORDINALITY "
+                         "      AS l(step, time, line, n) ORDER BY l.n RETURNING 1) "
+                         "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)"),
+            req.run_id(), req.attempt(), digest, pg::Int64Array(steps), pg::DoubleArray(times),
+            pg::TextArray(lines));
+        if (r[0][0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
+        pg::Exec(tx,
+                 "DELETE FROM run_logs WHERE run_id = $1 AND seq < (SELECT seq FROM run_logs "
+                 "WHERE run_id = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1)",
+                 req.run_id(), kMaxLogLinesPerRun - 1);
+        notices.Run(req.run_id());
+        return static_cast<int>(r[0][1].as<int64_t>());
       });
 }
 

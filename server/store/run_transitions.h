@@ -39,6 +39,10 @@ struct LeaseOutcome {
   std::optional<v1::LeaseResponse> lease;  // nullopt: nothing this worker can run is queued
 };
 
+// Progress lines kept per run (run_logs): the newest ones; a 100,000-step run logging every step
+// keeps its last 2,000 steps' lines (about 200 kB), which is what following a live run needs.
+inline constexpr int kMaxLogLinesPerRun = 2000;
+
 struct ReapResult {
   int requeued = 0;
   int failed = 0;
@@ -63,6 +67,10 @@ class RunTransitions {
   // No state change, fenced: upserts points keyed (run, name, step). Returns how many were
   // stored.
   absl::StatusOr<int> ReportMetrics(const v1::ReportMetricsRequest& request);
+
+  // No state change, fenced: appends a run's progress lines and trims the run to its newest
+  // kMaxLogLinesPerRun lines. Returns how many were stored.
+  absl::StatusOr<int> ReportLogs(const v1::LogReportRequest& request);
 
   // No state change: FAILED_PRECONDITION unless `attempt` is the run's current attempt,
   // `lease_token` is its token and it is leased/running.

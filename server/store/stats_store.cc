@@ -1,6 +1,10 @@
 #include "server/store/stats_store.h"
 
+#include <set>
+
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "server/store/pg_codec.h"
 
 namespace ablate::server {
 namespace {
@@ -21,7 +25,8 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
         "  coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''), "
         "  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''), "
         "  r.seed::text, r.step, r.latest_train_loss, r.latest_val_loss, r.tokens_per_second, "
-        "  r.latest_max_attn_logit, r.latest_probes::text "
+        "  r.latest_max_attn_logit, r.latest_probes::text, "
+        "  coalesce(rs.spec->'grid_values', '{}'::jsonb)::text "
         "FROM runs r JOIN sweeps s ON s.id = r.sweep_id "
         "LEFT JOIN run_specs rs ON rs.run_id = r.id "
         "WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL");
@@ -47,7 +52,45 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
           if (value.is_number()) s.probes[name] = value.get<double>();
         }
       }
+      // The run's grid values ({"axis": "value"}, seed included), written at submit.
+      nlohmann::json grid = nlohmann::json::parse(row[12].as<std::string>(), nullptr, false);
+      if (grid.is_object()) {
+        for (const auto& [axis, value] : grid.items()) {
+          if (value.is_string()) s.grid_values[axis] = value.get<std::string>();
+        }
+      }
       out.push_back(std::move(s));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::map<int64_t, std::string>> StatsStore::SweepLabels() {
+  using Out = std::map<int64_t, std::string>;
+  return db_->Tx<Out>("sweep labels", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    // Every replica refreshes; one at a time assigns, so two cannot both hand out a name.
+    tx.exec("SELECT pg_advisory_xact_lock(hashtext('ablate.sweep_metric_labels'))");
+    tx.exec(
+        "UPDATE sweeps SET metric_label = NULL WHERE state <> 'active' AND metric_label IS NOT "
+        "NULL");
+    pqxx::result r =
+        tx.exec("SELECT id, name, metric_label FROM sweeps WHERE state = 'active' ORDER BY id");
+    Out out;
+    std::set<std::string> taken;
+    for (const auto& row : r) {
+      if (row[2].is_null()) continue;
+      out[row[0].as<int64_t>()] = row[2].as<std::string>();
+      taken.insert(row[2].as<std::string>());
+    }
+    // Unlabelled ones, oldest first: the name if free, else name#id (unique: ids are).
+    for (const auto& row : r) {
+      if (!row[2].is_null()) continue;
+      const int64_t id = row[0].as<int64_t>();
+      const std::string name = row[1].as<std::string>();
+      const std::string label = taken.count(name) ? absl::StrCat(name, "#", id) : name;
+      pg::Exec(tx, "UPDATE sweeps SET metric_label = $2 WHERE id = $1", id, label);
+      out[id] = label;
+      taken.insert(label);
     }
     return out;
   });

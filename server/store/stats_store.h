@@ -24,6 +24,8 @@ struct RunStats {
   int64_t run_id = 0;
   int64_t sweep_id = 0;
   std::string qk_norm, lr, n_layer, seed;  // label values as written in the sweep
+  std::map<std::string, std::string>
+      grid_values;  // every grid axis of the sweep -> this run's value
   double step = 0;
   std::optional<double> train_loss, val_loss, tokens_per_second, max_attn_logit;
   std::map<std::string, double> probes;  // newest value of each of kExportedProbes reported
@@ -42,6 +44,12 @@ class StatsStore {
   // Every run of an active sweep that has started (queued runs have nothing to show yet).
   absl::StatusOr<std::vector<RunStats>> ActiveRuns();
   absl::StatusOr<std::vector<WorkerCount>> Workers();
+  // The `sweep` label of every active sweep (sweeps.metric_label, migration 0006). A sweep gets
+  // its label the first time it is seen active and keeps it until it ends: its name, or name#id
+  // when an active sweep already holds that name. So a second sweep submitted with a live
+  // sweep's name never renames the live one's series. Labels of ended sweeps are cleared (a
+  // retried sweep is labelled afresh). Serialised across replicas by an advisory lock.
+  absl::StatusOr<std::map<int64_t, std::string>> SweepLabels();
 
  private:
   Db* db_;

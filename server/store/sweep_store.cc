@@ -344,4 +344,60 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
   });
 }
 
+absl::StatusOr<RunLogPage> SweepStore::RunLogs(int64_t run_id, int64_t after_seq) {
+  return db_->Tx<RunLogPage>("get run logs", [&](pqxx::work& tx) -> absl::StatusOr<RunLogPage> {
+    pqxx::result run = pg::Exec(tx, "SELECT state FROM runs WHERE id = $1", run_id);
+    if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    RunLogPage out;
+    out.state = util::RunStateFromName(run[0][0].as<std::string>());
+    out.max_seq = after_seq;
+    // At most kMaxLogLinesPerRun rows exist per run (ReportLogs trims), so this is bounded.
+    pqxx::result r = pg::Exec(tx,
+                              "SELECT seq, step, attempt, time, line FROM run_logs "
+                              "WHERE run_id = $1 AND seq > $2 ORDER BY seq",
+                              run_id, after_seq);
+    for (const auto& row : r) {
+      out.max_seq = std::max(out.max_seq, row[0].as<int64_t>());
+      v1::LogLine l;
+      l.set_step(row[1].as<int64_t>());
+      l.set_attempt(row[2].as<int>());
+      l.set_time(row[3].as<double>());
+      l.set_text(row[4].as<std::string>());
+      out.lines.push_back(std::move(l));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<v1::CheckpointRef> SweepStore::FinalCheckpoint(int64_t run_id) {
+  using Out = v1::CheckpointRef;
+  return db_->Tx<Out>("get final checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r =
+        pg::Exec(tx,
+                 "SELECT r.state, coalesce(r.result::text, '{}'), c.step, c.size_bytes, c.sha256 "
+                 "FROM runs r LEFT JOIN LATERAL (SELECT step, size_bytes, sha256 FROM checkpoints "
+                 "  WHERE run_id = r.id AND sha256 = r.result->'final_checkpoint'->>'sha256' "
+                 "  ORDER BY step DESC LIMIT 1) c ON true WHERE r.id = $1",
+                 run_id);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    const std::string state = r[0][0].as<std::string>();
+    if (state != "succeeded" && state != "diverged") {
+      return absl::NotFoundError(absl::StrCat("run ", run_id, " is ", state,
+                                              ": only a finished (succeeded or diverged) run "
+                                              "has final weights"));
+    }
+    if (r[0][2].is_null()) {
+      return absl::NotFoundError(absl::StrCat(
+          "run ", run_id,
+          " kept no final checkpoint (its sweep says keep_final: false, or it finished "
+          "before the server recorded final checkpoints)"));
+    }
+    Out ref;
+    ref.set_step(r[0][2].as<int64_t>());
+    ref.set_size_bytes(r[0][3].as<int64_t>());
+    ref.set_sha256(r[0][4].as<std::string>());
+    return ref;
+  });
+}
+
 }  // namespace ablate::server

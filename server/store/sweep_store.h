@@ -37,6 +37,13 @@ struct DatasetRecord {
   int64_t size_bytes = 0;
 };
 
+// A page of a run's progress lines (run_logs), oldest first, after a cursor.
+struct RunLogPage {
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
+  std::vector<v1::LogLine> lines;
+  int64_t max_seq = 0;  // the cursor for the next page (the given one when there is nothing new)
+};
+
 class SweepStore {
  public:
   SweepStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
@@ -61,6 +68,12 @@ class SweepStore {
                                                     int64_t* max_seq);
   absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id);
   absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline);
+
+  // The run's progress lines with seq > after_seq, and its state (NOT_FOUND if no such run).
+  absl::StatusOr<RunLogPage> RunLogs(int64_t run_id, int64_t after_seq);
+  // The final checkpoint a finished run kept (RunResult.final_checkpoint), checked against the
+  // run's recorded checkpoints; NOT_FOUND, saying why, when there is none.
+  absl::StatusOr<v1::CheckpointRef> FinalCheckpoint(int64_t run_id);
 
  private:
   Db* db_;

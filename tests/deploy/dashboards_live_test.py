@@ -16,7 +16,9 @@ panels as empty and a --lookback check still passes. That catches a misspelt met
 broken recording rule without the C++ services.
 """
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -103,6 +106,60 @@ def start_fake_exporter(procs, tmp):
         return f"127.0.0.1:{f.read().strip()}"
 
 
+def instant(prom_url, expr):
+    url = f"{prom_url}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    body = json.loads(urllib.request.urlopen(url, timeout=10).read())
+    if body.get("status") != "success":
+        raise SystemExit(f"dashboards_live_test: {expr}: {body}")
+    return body["data"]["result"]
+
+
+def check_sweep_axes(prom_url):
+    """The Sweep dashboard follows a sweep's own axes (issue #15): for the fake exporter's
+    pos x attn_softcap sweep, the variant variable lists each combination, every per-run legend
+    names a distinct run, each LR x depth table holds one cell per (lr, n_layer) of its variant
+    only, and the ETA panel maps the exporter's -1 (unknown) to a dash. Returns the problems."""
+    with open(os.path.join(REPO, "deploy", "grafana", "dashboards", "sweep.json")) as f:
+        dash = json.load(f)
+    problems = []
+    var = next((v for v in dash["templating"]["list"] if v["name"] == "variant"), None)
+    if var is None:
+        return ["sweep.json has no variant variable"]
+    m = re.match(r"label_values\((.*), (\w+)\)$", var["query"]["query"])
+    selector = m.group(1).replace("$sweep", "posgrid")
+    variants = sorted({s["metric"].get(m.group(2), "") for s in instant(prom_url, selector)})
+    want = sorted(f"attn_softcap={c},pos={p}" for c in ("0", "30") for p in ("learned", "rope"))
+    if variants != want:
+        problems.append(f"variant variable for posgrid: {variants}, want {want}")
+    every = "(" + "|".join(re.escape(v) for v in variants) + ")"
+    panels = [p for row in dash["panels"] for p in [row, *row.get("panels", [])]]
+    for p in panels:
+        for t in p.get("targets", []):
+            legend = t.get("legendFormat", "")
+            expr = t.get("expr", "").replace("$sweep", "posgrid")
+            if "{{" in legend and "run" not in legend and "$variant" in t.get("expr", ""):
+                names = [re.sub(r"\{\{(\w+)\}\}", lambda g: s["metric"].get(g.group(1), ""), legend)
+                         for s in instant(prom_url, expr.replace("$variant", every))]
+                if len(names) != 32 or len(set(names)) != len(names):
+                    problems.append(f"panel {p['id']} {p['title']!r}: legends {sorted(names)} do not "
+                                    "tell the 32 runs apart")
+            if p.get("repeat") == "variant":
+                for v in variants:
+                    cells = [(s["metric"].get("lr"), s["metric"].get("n_layer"), s["value"][1])
+                             for s in instant(prom_url, expr.replace("$variant", re.escape(v)))]
+                    keys = [c[:2] for c in cells]
+                    if len(keys) != 4 or len(set(keys)) != 4:
+                        problems.append(f"panel {p['id']} ({v}): cells {cells}, want one per "
+                                        "(lr, n_layer) of this variant")
+    eta = next(p for p in panels if p.get("title") == "ETA")
+    values = [s["value"][1] for s in instant(prom_url, eta["targets"][0]["expr"].replace("$sweep", "posgrid"))]
+    mapped = {k: o.get("text") for mp in eta["fieldConfig"]["defaults"].get("mappings", [])
+              if mp.get("type") == "value" for k, o in mp.get("options", {}).items()}
+    if values != ["-1"] or mapped.get("-1") != "\u2013":
+        problems.append(f"ETA: exporter says {values}, mappings {mapped}: -1 must read as a dash")
+    return problems
+
+
 def check_fake_sweep(procs, tmp):
     target = start_fake_exporter(procs, tmp)
     prom = Prometheus(procs, tmp, [target])
@@ -111,6 +168,14 @@ def check_fake_sweep(procs, tmp):
     if rc != 0:
         print(prom.log_tail(), file=sys.stderr)
         return rc
+    # Recording rules need an evaluation after the first scrapes; check_dashboards waited for it.
+    problems = check_sweep_axes(prom.url)
+    if problems:
+        print("FAIL: the Sweep dashboard does not follow the sweep's axes:", *problems,
+              sep="\n  ", file=sys.stderr)
+        return 1
+    print("ok: the Sweep dashboard's variant variable, legends, tables and ETA follow the "
+          "pos x attn_softcap sweep")
 
     # The sweep ends: its series vanish from /metrics and Prometheus marks them stale.
     urllib.request.urlopen(f"http://{target}/end-sweep", timeout=10).read()

@@ -21,11 +21,24 @@ import time
 
 SWEEP = "smoke"
 STATES = ("queued", "leased", "running", "succeeded", "diverged", "failed", "cancelled")
+# Per-run labels as the server writes them (server/metrics.cc RunLabels): qk_norm, lr, n_layer,
+# seed always; every grid axis of the sweep under its own name; `variant`, the run's values of
+# the axes other than lr, n_layer and seed.
 RUNS = [
-    dict(run=f"r{i:02d}", qk_norm=q, lr=lr, n_layer=L, seed=s)
+    dict(run=f"r{i:02d}", qk_norm=q, lr=lr, n_layer=L, seed=s, variant=f"qk_norm={q}")
     for i, (q, lr, L, s) in enumerate(
         itertools.product(("none", "layernorm"), ("0.001", "0.01", "0.1"), ("2", "4"), ("0", "1")))
 ]
+# A second live sweep over pos x attn_softcap (qk_norm fixed): its runs differ only in axes the
+# first sweep does not have, which the dashboards must tell apart.
+AXES_SWEEP = "posgrid"
+AXES_RUNS = [
+    dict(run=f"p{i:02d}", qk_norm="none", lr=lr, n_layer=L, seed=s, pos=pos, attn_softcap=cap,
+         variant=f"attn_softcap={cap},pos={pos}")
+    for i, (pos, cap, lr, L, s) in enumerate(
+        itertools.product(("learned", "rope"), ("0", "30"), ("0.001", "0.01"), ("2", "4"), ("0", "1")))
+]
+SWEEP_RUNS = {SWEEP: RUNS, AXES_SWEEP: AXES_RUNS}
 START = time.time()
 sweep_active = True
 
@@ -51,25 +64,31 @@ def render():
                  "ablate_worker_spooled_points"):
         out.append(f"# TYPE {name} gauge")
     counts = dict(queued=10, leased=1, running=1, succeeded=10, diverged=2, failed=0, cancelled=0)
-    for state in STATES if sweep_active else ():
-        gauge("ablate_runs", counts[state], sweep=SWEEP, state=state)
+    for sweep in SWEEP_RUNS if sweep_active else ():
+        for state in STATES:
+            gauge("ablate_runs", counts[state], sweep=sweep, state=state)
     for state, n in (("idle", 1), ("busy", 2), ("offline", 0)):
         gauge("ablate_workers", n, state=state, device="cpu")
-    for r in RUNS if sweep_active else ():
-        lr, depth = float(r["lr"]), int(r["n_layer"])
-        loss = 2.0 + 6.0 * math.exp(-step / 200) + (3.0 * lr * depth if r["qk_norm"] == "none" else 0.0)
-        gauge("ablate_run_step", step, sweep=SWEEP, **r)
-        gauge("ablate_run_train_loss", round(loss, 4), sweep=SWEEP, **r)
-        gauge("ablate_run_val_loss", round(loss + 0.05, 4), sweep=SWEEP, **r)
-        gauge("ablate_run_tokens_per_second", 12000 + 100 * depth, sweep=SWEEP, **r)
-        gauge("ablate_run_max_attn_logit", round(5 + (lr * 1000 * depth if r["qk_norm"] == "none" else 2), 2),
-              sweep=SWEEP, **r)
-        for probe, value in (("attn_entropy", 2.5), ("kurtosis", 3.2), ("grad_norm", 0.8),
-                             ("param_norm", 120.0), ("output_logit_max", 9.0), ("lr", lr)):
-            gauge("ablate_run_probe", value, sweep=SWEEP, probe=probe, **r)
+    for sweep, runs in SWEEP_RUNS.items() if sweep_active else ():
+        for r in runs:
+            lr, depth = float(r["lr"]), int(r["n_layer"])
+            loss = 2.0 + 6.0 * math.exp(-step / 200) + (3.0 * lr * depth if r["qk_norm"] == "none" else 0.0)
+            loss += 0.1 * (r.get("pos") == "rope") + 0.01 * float(r.get("attn_softcap", 0))
+            gauge("ablate_run_step", step, sweep=sweep, **r)
+            gauge("ablate_run_train_loss", round(loss, 4), sweep=sweep, **r)
+            gauge("ablate_run_val_loss", round(loss + 0.05, 4), sweep=sweep, **r)
+            gauge("ablate_run_tokens_per_second", 12000 + 100 * depth, sweep=sweep, **r)
+            gauge("ablate_run_max_attn_logit",
+                  round(5 + (lr * 1000 * depth if r["qk_norm"] == "none" else 2), 2), sweep=sweep, **r)
+            for probe, value in (("attn_entropy", 2.5), ("kurtosis", 3.2), ("grad_norm", 0.8),
+                                 ("param_norm", 120.0), ("output_logit_max", 9.0), ("lr", lr)):
+                gauge("ablate_run_probe", value, sweep=sweep, probe=probe, **r)
     if sweep_active:
         gauge("ablate_sweep_progress_ratio", round(min(1.0, t / 600), 4), sweep=SWEEP)
         gauge("ablate_sweep_eta_seconds", max(0.0, 600 - t), sweep=SWEEP)
+        # No run of this sweep has finished yet: the server exports -1 (unknown).
+        gauge("ablate_sweep_progress_ratio", 0, sweep=AXES_SWEEP)
+        gauge("ablate_sweep_eta_seconds", -1, sweep=AXES_SWEEP)
     for name, value in (("ablate_leases_granted_total", 14 + step // 10),
                         ("ablate_leases_expired_total", 0),
                         ("ablate_metric_points_total", step * 24)):

@@ -3,7 +3,9 @@
 Run through ctest (tests/e2e/CMakeLists.txt), which provides the PostgreSQL and the build paths.
 """
 import collections
+import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -11,6 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
+import harness  # noqa: E402
 from harness import SERVER, SRC, WORKER, Stack, wait_for, write_sweep  # noqa: E402
 from harness import free_port as harness_free_port  # noqa: E402
 
@@ -400,6 +403,85 @@ class CliErrors(E2E):
         p = s.cli("ls", server="127.0.0.1:9", check=False, timeout=60)
         self.assertEqual(p.returncode, 5, p.stderr)
         self.assertIn("127.0.0.1:9", p.stderr)
+
+
+class LogsAndArtifacts(E2E):
+    """Issue #15: `ablate logs RUN -f` streams the trainer's progress lines of a running run, and a
+    finished run's final weights come back with `ablate artifacts get` (unless keep_final: false)."""
+
+    def test_logs_follow_shows_progress_lines_while_the_run_trains(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-logs", {"seed": "[0]"}, steps=1000, ckpt=500,
+                                            eval_every=500))
+        run = wait_for(self.first_running, 120, "a run to start")
+        run_id = int(run["id"])
+        argv = [harness.CLI, "--server", s.server_addr, "--token", s.user_token, "logs", str(run_id),
+                "-f"]
+        follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            line_re = re.compile(r"^step +(\d+)  loss \d+\.\d{4}  ema \d+\.\d{4}  lr \S+.* tok/s")
+            seen_while_running = []
+            for line in follower.stdout:
+                m = line_re.match(line)
+                if not m:
+                    continue
+                step, row = self.run_step(run_id)
+                if row is not None and row["state"] == "RUNNING" and int(m.group(1)) < 1000:
+                    seen_while_running.append(line.strip())
+                if len(seen_while_running) >= 3:
+                    break
+            self.assertGreaterEqual(len(seen_while_running), 3,
+                                    "no step/loss/tok/s lines while the run was running")
+            # Left to itself the follower ends with the run, printing its final state.
+            rest, err = follower.communicate(timeout=300)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+        self.assertEqual(follower.returncode, 0, err)
+        self.assertRegex(rest, r"step +1000  loss ")
+        self.assertIn(f"run {run_id}: succeeded", rest)
+        # Not following: the events, then every stored line.
+        out = s.cli("logs", str(run_id)).stdout
+        self.assertIn("completed", out)
+        self.assertRegex(out, r"step +999  loss ")
+        # The worker printed the same lines.
+        self.assertRegex(s.log("w1"), rf"run {run_id}: step +999  loss ")
+
+    def test_artifacts_get_downloads_the_verified_final_checkpoint(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        keep = s.submit(sweep_file(s, "e2e-keep", {"seed": "[0]"}, steps=30, ckpt=20))
+        drop = s.submit(sweep_file(s, "e2e-drop", {"seed": "[0]"}, steps=30, ckpt=20,
+                                   extra="keep_final: false\n"))
+        kept = s.wait_sweep_done(keep, 300)[0]
+        dropped = s.wait_sweep_done(drop, 300)[0]
+        self.assertEqual(kept["state"], "SUCCEEDED")
+        ref = kept["result"]["final_checkpoint"]
+        self.assertEqual(int(ref["step"]), 30)
+
+        out_dir = os.path.join(s.dir, "weights")
+        p = s.cli("artifacts", "get", kept["id"], "--out", out_dir)
+        path = os.path.join(out_dir, f"run-{kept['id']}-final.pt")
+        self.assertIn(path, p.stdout)
+        with open(path, "rb") as f:
+            data = f.read()
+        self.assertEqual(len(data), int(ref["size_bytes"]))
+        self.assertEqual(hashlib.sha256(data).hexdigest(), ref["sha256"])
+        self.assertEqual(sorted(os.listdir(out_dir)), [os.path.basename(path)])  # no temp left
+
+        # keep_final: false keeps nothing: not found (exit 4), nothing written.
+        self.assertEqual(dropped["state"], "SUCCEEDED")
+        self.assertNotIn("final_checkpoint", dropped.get("result", {}))
+        empty = os.path.join(s.dir, "none")
+        p = s.cli("artifacts", "get", dropped["id"], "--out", empty, check=False)
+        self.assertEqual(p.returncode, 4, p.stderr)
+        self.assertIn("keep_final: false", p.stderr)
+        self.assertEqual(os.listdir(empty), [])
+        n = s.sql(f"SELECT count(*) FROM checkpoints WHERE run_id = {int(dropped['id'])} AND step = 30")
+        self.assertEqual(n, "0")
 
 
 if __name__ == "__main__":

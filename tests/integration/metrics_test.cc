@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -81,6 +82,19 @@ class MetricsTest : public ServerFixture {
     }
     ADD_FAILURE() << metric << (present ? " never appeared" : " never went away") << "\n" << text;
     return text;
+  }
+  // Reports one train_loss point for `l`'s run so its per-run series exist.
+  void ReportOne(const v1::LeaseResponse& l) {
+    v1::ReportMetricsRequest rep;
+    rep.set_run_id(l.spec().run_id());
+    rep.set_attempt(l.lease().attempt());
+    rep.set_lease_token(l.lease().token());
+    auto* p = rep.add_points();
+    p->set_name("train_loss");
+    p->set_step(1);
+    p->set_value(3.0);
+    v1::ReportMetricsResponse rr;
+    ASSERT_TRUE(WorkerStub()->ReportMetrics(Ctx().get(), rep, &rr).ok());
   }
   int port_ = 0;
 };
@@ -171,6 +185,66 @@ TEST_F(MetricsTest, EveryGuardedCallIsTimedUnderItsMethodNameEvenWhenItFails) {
         " 1"))
         << method;
   }
+}
+
+TEST_F(MetricsTest, PerRunSeriesCarryTheSweepsOwnAxes) {
+  // A sweep over pos x attn_softcap (qk_norm fixed): its runs differ only in those axes.
+  auto sub =
+      Submit(SweepYaml("axes", 1, 1, "", "  pos: [learned, rope]\n  attn_softcap: [0, 30]\n"));
+  ASSERT_EQ(sub.runs(), 4);
+  const int64_t w = Register("axes-worker");
+  std::set<std::string> variants;
+  for (int i = 0; i < 4; ++i) {
+    auto l = Lease(w);
+    ASSERT_TRUE(l.has_run());
+    ReportOne(l);
+    const auto& g = l.spec().grid_values();
+    const std::string variant =
+        absl::StrCat("attn_softcap=", g.at("attn_softcap"), ",pos=", g.at("pos"));
+    variants.insert(variant);
+    std::string text = WaitFor(
+        "ablate_run_train_loss",
+        {absl::StrCat("run=\"", l.spec().run_id(), "\""), absl::StrCat("pos=\"", g.at("pos"), "\""),
+         absl::StrCat("attn_softcap=\"", g.at("attn_softcap"), "\""),
+         absl::StrCat("variant=\"", variant, "\""), "qk_norm=\"none\"", "n_layer=\"4\"",
+         "sweep=\"axes\""});
+    // Complete it so the worker can lease the next one (one run per worker at a time).
+    v1::CompleteRequest c;
+    c.set_run_id(l.spec().run_id());
+    c.set_attempt(l.lease().attempt());
+    c.set_lease_token(l.lease().token());
+    c.set_state(v1::SUCCEEDED);
+    v1::CompleteResponse cr;
+    if (i < 3) {
+      ASSERT_TRUE(WorkerStub()->Complete(Ctx().get(), c, &cr).ok());
+    }
+  }
+  EXPECT_EQ(variants.size(), 4u);
+}
+
+TEST_F(MetricsTest, ASecondSweepOfALiveSweepsNameDoesNotRenameIt) {
+  auto first = Submit(SweepYaml("twin", 1, 1));
+  const int64_t w = Register("twin-worker");
+  auto l = Lease(w);
+  ASSERT_TRUE(l.has_run());
+  ReportOne(l);
+  const std::string run = absl::StrCat("run=\"", l.spec().run_id(), "\"");
+  WaitFor("ablate_run_train_loss", {run, "sweep=\"twin\""});
+  // The same name again, while the first is live: the newcomer is told apart by its id.
+  auto second = Submit(SweepYaml("twin", 1, 1));
+  const std::string second_label = absl::StrCat("sweep=\"twin#", second.sweep().id(), "\"");
+  std::string text = WaitFor("ablate_sweep_progress_ratio", {second_label});
+  EXPECT_FALSE(Line(text, "ablate_run_train_loss", {run, "sweep=\"twin\""}).empty()) << text;
+  EXPECT_FALSE(Line(text, "ablate_sweep_progress_ratio", {"sweep=\"twin\""}).empty()) << text;
+  EXPECT_TRUE(
+      Line(text, "ablate_run_train_loss", {absl::StrCat("sweep=\"twin#", first.sweep().id())})
+          .empty())
+      << text;
+  // Still so after more refreshes (every 0.2 s here).
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  text = HttpGet(port_, "/metrics");
+  EXPECT_FALSE(Line(text, "ablate_run_train_loss", {run, "sweep=\"twin\""}).empty()) << text;
+  EXPECT_FALSE(Line(text, "ablate_sweep_progress_ratio", {second_label}).empty()) << text;
 }
 
 TEST_F(MetricsTest, HealthServiceSaysServing) {

@@ -82,6 +82,33 @@ TrainOptions Options(const std::string& out, const std::string& cache) {
   return o;
 }
 
+TEST_F(TrainerTest, KeepFinalWritesTheFinalWeightsAsACheckpoint) {
+  auto spec = TinySpec();
+  Recorder none;
+  auto without = Train(spec, Options(Path("without"), CacheDir()), &none);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->final_checkpoint, "");  // run files and keep_final: false keep none
+  EXPECT_FALSE(fs::exists(Path("without") + "/final.pt"));
+
+  spec.set_keep_final(true);
+  Recorder full;
+  auto a = Train(spec, Options(Path("a"), CacheDir()), &full);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->final_checkpoint, Path("a") + "/final.pt");
+  ASSERT_TRUE(fs::exists(a->final_checkpoint));
+  // Not a resume point: NewestCheckpoint looks in checkpoints/ only.
+  EXPECT_NE(NewestCheckpoint(Path("a")), a->final_checkpoint);
+  // It is a complete checkpoint of the last step: the trainer loads it (weights, optimizer,
+  // tracker), finds nothing left to train and reports the run's final result again.
+  Recorder after;
+  auto options = Options(Path("b"), CacheDir());
+  options.resume_from = a->final_checkpoint;
+  auto b = Train(spec, options, &after);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->last_step, a->last_step);
+  EXPECT_EQ(b->result.final_val_loss(), a->result.final_val_loss());
+}
+
 TEST_F(TrainerTest, ResumedRunIsBitIdentical) {
   const auto spec = TinySpec();
   Recorder full;

@@ -9,8 +9,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_split.h"
 #include "common/report/csv.h"
 #include "common/report/export.h"
+#include "common/report/figures.h"
 #include "nlohmann/json.hpp"
 
 namespace ablate::report {
@@ -18,6 +20,7 @@ namespace {
 
 using ablate::v1::Run;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -225,6 +228,127 @@ TEST(WriteReport, WithoutGnuplotWritesScriptsAndSaysSo) {
     EXPECT_FALSE(f.ends_with(".png")) << f;
   }
   std::filesystem::remove_all(dir);
+}
+
+// The figures' gnuplot scripts (issue #15, figures for a paper): what each sets, read back.
+const Figure* FindFigure(const std::vector<Figure>& figures, const std::string& name) {
+  for (const auto& f : figures) {
+    if (f.name == name) return &f;
+  }
+  ADD_FAILURE() << "no figure " << name;
+  return nullptr;
+}
+
+// [lo:hi] of `set <axis>range`, or {nan, nan} if the script does not set it.
+std::pair<double, double> RangeOf(const std::string& script, char axis) {
+  const std::string key = absl::StrCat("set ", std::string(1, axis), "range [");
+  const size_t at = script.find(key);
+  if (at == std::string::npos) return {std::nan(""), std::nan("")};
+  const size_t end = script.find(']', at);
+  std::vector<std::string> parts =
+      absl::StrSplit(script.substr(at + key.size(), end - at - key.size()), ':');
+  return {std::stod(parts.at(0)), std::stod(parts.at(1))};
+}
+
+// The script without its comment lines: what gnuplot draws.
+std::string Drawn(const std::string& script) {
+  std::string out;
+  for (const auto& line : Lines(script)) {
+    if (!line.starts_with("#")) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+constexpr const char* kSweepTitle = "sweep 1 'tiny'";
+
+TEST(Figures, EveryFigureIsPaperReady) {
+  auto analysis = analysis::Analyze(StudyRuns());
+  ASSERT_TRUE(analysis.ok());
+  const auto figures = BuildFigures(*analysis, kSweepTitle, Terminals{});
+  ASSERT_EQ(figures.size(), 5u);  // loss vs LR at 2 depths, η†, LR sensitivity, attention logit
+  for (const auto& f : figures) {
+    SCOPED_TRACE(f.name);
+    const std::string drawn = Drawn(f.script);
+    // Legend below the axes (or inside), never beside them.
+    EXPECT_THAT(drawn, HasSubstr("set key below"));
+    EXPECT_THAT(drawn, Not(HasSubstr("outside right")));
+    // No title in the plot; the sweep's name is only in the caption (and the comment line).
+    EXPECT_THAT(drawn, Not(HasSubstr("set title")));
+    EXPECT_THAT(drawn, Not(HasSubstr("tiny")));
+    EXPECT_THAT(f.caption, HasSubstr(kSweepTitle));
+    EXPECT_THAT(f.script, HasSubstr(absl::StrCat("# ", f.caption)));
+    // One column wide: the PDF page and the PNG at 300 dpi of the same page.
+    EXPECT_THAT(drawn, HasSubstr("size 3.5in,2.6in"));
+    EXPECT_THAT(drawn, HasSubstr("size 1050,780"));
+  }
+  // Loss vs LR: the LRs are 0.001..0.1, l0 is 8.3, the losses 3.0..3.61.
+  for (const char* name : {"loss_vs_lr__n_layer_2", "loss_vs_lr__n_layer_8"}) {
+    SCOPED_TRACE(name);
+    const Figure* f = FindFigure(figures, name);
+    ASSERT_NE(f, nullptr);
+    const auto [x0, x1] = RangeOf(f->script, 'x');
+    EXPECT_LT(x0, 0.001);
+    EXPECT_GT(x0, 0.001 / 1.3);  // a few percent, not a decade, beyond the data
+    EXPECT_GT(x1, 0.1);
+    EXPECT_LT(x1, 0.1 * 1.3);
+    const auto [y0, y1] = RangeOf(f->script, 'y');
+    EXPECT_LT(y0, 3.0);
+    EXPECT_GT(y0, 2.5);
+    EXPECT_GT(y1, 8.3);  // the dashed l0 line is inside the plot
+    EXPECT_LT(y1, 9.0);
+    EXPECT_THAT(f->script, HasSubstr("first 8.3 nohead dt 2"));
+    EXPECT_THAT(f->script, HasSubstr("set mxtics 10"));
+    EXPECT_THAT(f->script, HasSubstr("set xtics add ('0.003' 0.003, '0.03' 0.03)"));
+  }
+  // η†: a log axis over the sweep's LRs with minor tics and labels between the decades.
+  const Figure* eta = FindFigure(figures, "eta_dagger");
+  ASSERT_NE(eta, nullptr);
+  EXPECT_THAT(eta->script, HasSubstr("set mytics 10"));
+  EXPECT_THAT(eta->script, HasSubstr("set ytics add ('0.003' 0.003, '0.03' 0.03)"));
+  const auto [e0, e1] = RangeOf(eta->script, 'y');
+  EXPECT_GT(e0, 0.001 / 1.3);
+  EXPECT_LT(e1, 0.1 * 1.3);  // the sweep's LRs; η† has a value at both depths: no "none" row
+  EXPECT_THAT(eta->script, Not(HasSubstr("set label 'none'")));
+  const Figure* logit = FindFigure(figures, "max_attn_logit_vs_lr");
+  ASSERT_NE(logit, nullptr);
+  const auto [l0, l1] = RangeOf(logit->script, 'y');  // logits 5..1000
+  EXPECT_GT(l0, 5 / 1.5);
+  EXPECT_LT(l1, 1000 * 1.5);
+  EXPECT_THAT(logit->script, HasSubstr("set mytics 10"));
+}
+
+TEST(Figures, EtaDaggerNoneEverywhereIsDrawnWithNoneMarked) {
+  // Both variants equally good at every LR and depth: η† is "none" at every depth.
+  auto runs = StudyRuns();
+  for (auto& r : runs) {
+    if (r.state() != ablate::v1::DIVERGED && r.state() != ablate::v1::SUCCEEDED) continue;
+    r.set_state(ablate::v1::SUCCEEDED);
+    auto* res = r.mutable_result();
+    res->set_diverged(false);
+    const double loss = 3.0 + 0.1 * std::stod(r.grid_values().at("lr")) + 0.01 * r.seed();
+    res->set_final_val_loss(loss);
+    res->set_final_train_loss(loss);
+  }
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok());
+  for (const auto& n : analysis->necessity) ASSERT_FALSE(n.eta_dagger.has_value()) << n.detail;
+  const auto figures = BuildFigures(*analysis, kSweepTitle, Terminals{});
+  const Figure* eta = FindFigure(figures, "eta_dagger");
+  ASSERT_NE(eta, nullptr);
+  const auto [y0, y1] = RangeOf(eta->script, 'y');
+  // One "none" label per depth, inside the range, above the highest LR.
+  int labels = 0;
+  for (const auto& line : Lines(eta->script)) {
+    if (!line.starts_with("set label 'none' at first ")) continue;
+    ++labels;
+    const double y = std::stod(line.substr(line.find(", first ") + 8));
+    EXPECT_GT(y, 0.1);
+    EXPECT_LT(y, y1);
+  }
+  EXPECT_EQ(labels, 2);
+  EXPECT_LT(y0, 0.001);
+  EXPECT_THAT(eta->script, HasSubstr("title 'layernorm vs none: none'"));
+  EXPECT_THAT(eta->data, HasSubstr("0 \"2\" ? "));  // no value, a marker
 }
 
 TEST(Formats, TableMarkdownAndJsonCarryTheFigures) {

@@ -116,6 +116,26 @@ TEST(Expand, FixedSeedWithoutSeedAxisIsRecorded) {
   EXPECT_EQ(runs->at(0).config().seed(), 7);
 }
 
+TEST(Expand, KeepFinalDefaultsToTrueAndReachesEveryRun) {
+  auto by_default = ParseSweep(Sweep("grid: {lr: [0.01, 0.1]}\n"), "s.yaml");
+  ASSERT_TRUE(by_default.ok()) << by_default.status();
+  EXPECT_TRUE(by_default->keep_final);
+  auto runs = Expand(*by_default);
+  ASSERT_TRUE(runs.ok());
+  for (const auto& r : *runs) EXPECT_TRUE(r.keep_final());
+
+  auto off = ParseSweep(Sweep("keep_final: false\ngrid: {lr: [0.01, 0.1]}\n"), "s.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->keep_final);
+  runs = Expand(*off);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  for (const auto& r : *runs) EXPECT_FALSE(r.keep_final());
+  auto on = ParseSweep(Sweep("keep_final: yes\n"), "s.yaml");
+  ASSERT_TRUE(on.ok()) << on.status();
+  EXPECT_TRUE(on->keep_final);
+}
+
 TEST(Expand, CoarseToFineWithoutLrAxisPutsSeedsFirst) {
   auto sweep = ParseSweep(
       Sweep("grid:\n  n_layer: [1, 2]\n  seed: [0, 1]\norder: coarse_to_fine\n"), "s.yaml");
@@ -267,6 +287,10 @@ TEST(Rejections, EveryPathNamesFileLineAndField) {
       {Sweep("threshold: {val_loss: 2}\n"), "threshold.val_loss: unknown key 'val_loss'"},
       {Sweep("max_attempts: 0\n"), "s.yaml:3: max_attempts: must be between 1 and 100"},
       {Sweep("priority: high\n"), "s.yaml:3: priority: expected an integer, got 'high'"},
+      {Sweep("keep_final: sometimes\n"),
+       "s.yaml:3: keep_final: expected true or false, got 'sometimes'"},
+      {Sweep("keep_finals: false\n"),
+       "s.yaml:3: keep_finals: unknown key 'keep_finals' (did you mean 'keep_final'?)"},
       {Sweep("fixed:\n  lr: 0.1\n  lr: 0.2\n"), "s.yaml:5: fixed.lr: duplicate key"},
       {Sweep("fixed: {lr: }\n"), "s.yaml:3: fixed.lr: missing value"},
       {std::string("name: bad name!\n") + kData, "s.yaml:1: name: 'bad name!' may only contain"},

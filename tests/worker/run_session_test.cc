@@ -44,6 +44,7 @@ class FakeCoordinator : public RunCoordinator {
   };
   struct Record {
     std::vector<int64_t> stored_steps;  // every point stored, in order
+    std::vector<int64_t> log_steps;     // the step of every progress line stored, in order
     int reports_refused = 0;
     int reports_unreachable = 0;
     int heartbeats_ok = 0;
@@ -102,11 +103,21 @@ class FakeCoordinator : public RunCoordinator {
   }
 
   absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& token,
-                             int64_t step, const std::string& /*path*/) override {
+                             int64_t step, const std::string& /*path*/,
+                             v1::CheckpointRef* /*stored*/) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
     if (auto s = Fence(run_id, attempt, token); !s.ok()) return s;
     record_.checkpoints.emplace_back(step, record_.stored_steps.size());
+    return absl::OkStatus();
+  }
+
+  absl::Status ReportLogs(int64_t run_id, int32_t attempt, const std::string& token,
+                          const std::vector<v1::LogLine>& lines) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (script_.down) return Unreachable();
+    if (auto s = Fence(run_id, attempt, token); !s.ok()) return s;
+    for (const auto& l : lines) record_.log_steps.push_back(l.step());
     return absl::OkStatus();
   }
 
@@ -246,6 +257,8 @@ TEST_F(RunSessionTest, CompletesOnlyOnceEveryPointIsStored) {
   EXPECT_EQ(out.detail, "SUCCEEDED");
   const auto rec = server_.record();
   EXPECT_EQ(rec.stored_steps, Steps(1, 1234));
+  // One progress line per reported batch, all sent before Complete.
+  EXPECT_EQ(rec.log_steps, (std::vector<int64_t>{1, 601}));
   ASSERT_EQ(rec.checkpoints.size(), 1u);
   EXPECT_EQ(rec.checkpoints[0].first, 600);
   EXPECT_GE(rec.checkpoints[0].second, 600u) << "a checkpoint is uploaded after its metrics";

@@ -4,12 +4,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
-#include "common/util/metric_names.h"
+#include "common/util/progress_line.h"
 #include "worker/train/dataset.h"
 #include "worker/train/trainer.h"
 
@@ -33,28 +34,9 @@ class ConsoleObserver : public TrainObserver {
   explicit ConsoleObserver(bool quiet) : quiet_(quiet) {}
 
   void OnMetrics(const std::vector<ablate::v1::MetricPoint>& points) override {
-    if (quiet_ || points.empty()) return;
-    std::map<std::string, double> v;
-    for (const auto& p : points) v[p.name()] = p.value();
-    const int64_t step = points.front().step();
-    std::string line = absl::StrFormat("step %6d", step);
-    if (v.contains(metric::kTrainLoss)) {
-      absl::StrAppendFormat(&line, "  loss %.4f  ema %.4f  lr %.3g", v[metric::kTrainLoss],
-                            v[metric::kTrainLossEma], v[metric::kLr]);
-    }
-    if (v.contains(metric::kGradNorm)) {
-      absl::StrAppendFormat(&line, "  |g| %.3g", v[metric::kGradNorm]);
-    }
-    if (v.contains(metric::kTokensPerSecond)) {
-      absl::StrAppendFormat(&line, "  %.0f tok/s", v[metric::kTokensPerSecond]);
-    }
-    if (v.contains(metric::kValLoss)) {
-      absl::StrAppendFormat(&line, "  val %.4f", v[metric::kValLoss]);
-    }
-    if (v.contains(metric::kMaxAttnLogit)) {
-      absl::StrAppendFormat(&line, "  max_logit %.2f", v[metric::kMaxAttnLogit]);
-    }
-    if (line.size() > 12) std::printf("%s\n", line.c_str());
+    if (quiet_) return;
+    const std::string line = util::ProgressLine(points);
+    if (!line.empty()) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {

@@ -113,6 +113,10 @@ class Run {
   double TrainForward(bool final_step);
   absl::Status Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
                           const torch::Tensor& torch_rng, TrainResult* result);
+  // Writes the whole training state at `step` to `path` (atomically).
+  absl::Status SaveState(const std::string& path, int64_t step,
+                         const std::array<uint64_t, 4>& sampler, const torch::Tensor& torch_rng,
+                         double wall_seconds);
   ablate::v1::RunResult MakeResult(int64_t step, double train_seconds, int64_t tokens) const;
 
   ablate::v1::RunSpec spec_;
@@ -255,22 +259,29 @@ double Run::TrainForward(bool final_step) {
 
 absl::Status Run::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
                              const torch::Tensor& torch_rng, TrainResult* result) {
+  const std::string path = CheckpointPath(checkpoint_dir_, step);
+  RETURN_IF_ERROR(SaveState(path, step, sampler, torch_rng,
+                            prior_wall_seconds_ + result->result.wall_seconds()));
+  PruneCheckpoints(checkpoint_dir_);
+  result->last_checkpoint = path;
+  observer_->OnCheckpoint(step, path);
+  return absl::OkStatus();
+}
+
+absl::Status Run::SaveState(const std::string& path, int64_t step,
+                            const std::array<uint64_t, 4>& sampler, const torch::Tensor& torch_rng,
+                            double wall_seconds) {
   CheckpointState state;
   state.step = step;
   state.sampler = sampler;
   state.torch_rng = torch_rng;
   state.tracker = tracker_->state();
-  state.wall_seconds = prior_wall_seconds_ + result->result.wall_seconds();
+  state.wall_seconds = wall_seconds;
   state.last_val_loss = last_val_loss_;
   state.min_val_loss = min_val_loss_;
   state.last_probes = last_probes_;
   state.config = config_;
-  const std::string path = CheckpointPath(checkpoint_dir_, step);
-  RETURN_IF_ERROR(SaveCheckpoint(path, *model_, *optimizer_, state));
-  PruneCheckpoints(checkpoint_dir_);
-  result->last_checkpoint = path;
-  observer_->OnCheckpoint(step, path);
-  return absl::OkStatus();
+  return SaveCheckpoint(path, *model_, *optimizer_, state);
 }
 
 ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_t tokens) const {
@@ -389,6 +400,15 @@ absl::StatusOr<TrainResult> Run::Execute() {
   result.last_step = s;
   result.result = MakeResult(s, train_seconds, tokens);
   result.result.set_wall_seconds(prior_wall_seconds_ + Seconds(started));
+  if (spec_.keep_final()) {
+    // The trained weights, as an ordinary checkpoint file (outside checkpoints/, so neither
+    // pruned nor taken for a resume point); the caller uploads it.
+    torch::Tensor torch_rng;
+    if (save_torch_rng) torch_rng = at::detail::getDefaultCPUGenerator().get_state();
+    result.final_checkpoint = options_.out_dir + "/final.pt";
+    RETURN_IF_ERROR(SaveState(result.final_checkpoint, s, sampler_->rng().state(), torch_rng,
+                              result.result.wall_seconds()));
+  }
   std::string json;
   google::protobuf::util::JsonPrintOptions json_options;
   json_options.add_whitespace = true;

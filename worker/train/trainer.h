@@ -40,6 +40,9 @@ struct TrainResult {
   ablate::v1::RunResult result;  // filled for kSucceeded and kDiverged
   int64_t last_step = 0;
   std::string last_checkpoint;  // newest checkpoint written by this call, if any
+  // RunSpec.keep_final, kSucceeded and kDiverged: the final weights (and the rest of the
+  // training state) at last_step, out_dir/final.pt.
+  std::string final_checkpoint;
 };
 
 // Trains `spec` (config complete; defaults are applied again defensively). Metrics go to the
