@@ -260,4 +260,17 @@ grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* ctx, const v1::Rele
   return ToGrpc(d_.queue->Release(*req));
 }
 
+grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
+                                           const v1::CliDeregisterRequest* req,
+                                           v1::CliDeregisterResponse* /*resp*/) {
+  RpcTimer timer(d_.metrics, "Deregister");
+  auto caller = d_.auth->Check(*ctx, Surface::kWorker, "WorkerService.Deregister");
+  if (!caller.ok()) return ToGrpc(caller.status());
+  if (auto s = d_.queue->Deregister(req->worker_id(), caller->token_id); !s.ok()) {
+    return ToGrpc(s);
+  }
+  spdlog::info("worker stopped id={}", req->worker_id());
+  return grpc::Status::OK;
+}
+
 }  // namespace ablate::server

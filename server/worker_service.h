@@ -31,6 +31,8 @@ class WorkerServiceImpl final
                         v1::CompleteResponse* resp) override;
   grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
                        v1::ReleaseResponse* resp) override;
+  grpc::Status Deregister(grpc::ServerContext* ctx, const v1::CliDeregisterRequest* req,
+                          v1::CliDeregisterResponse* resp) override;
 
  private:
   absl::Status Authorize(const grpc::ServerContextBase& ctx, const char* method);

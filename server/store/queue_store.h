@@ -50,6 +50,9 @@ class QueueStore {
   // token calling (0 with --auth none): the same token takes its row over (a restarted worker);
   // another token gets ALREADY_EXISTS while the name was seen within the lease period.
   absl::StatusOr<int64_t> Register(const v1::WorkerInfo& info, int64_t token_id);
+  // The worker is stopping cleanly: offline from now on (until it registers again). NotFound
+  // unless `token_id` registered it.
+  absl::Status Deregister(int64_t worker_id, int64_t token_id);
 
   // Leases the next run this worker can run, if one is queued. When the run has a
   // checkpoint the response says so, and the run's points after that step are deleted in the
