@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -15,6 +16,7 @@
 #include "client/commands.h"
 #include "client/render.h"
 #include "common/sweep/sweep.h"
+#include "common/util/retry_policy.h"
 
 namespace ablate::cli {
 
@@ -136,7 +138,9 @@ int ListSweeps(Context& ctx, bool active_only, int limit) {
            Bar(c.total() > 0 ? double(done) / c.total() : 0, 20), CountsLine(c),
            s.state() == "active" ? Duration(s.eta_seconds()) : "-", TimeAgo(s.created_at())});
   }
-  if (t.empty()) {
+  if (t.empty() && active_only) {
+    std::cout << "no active sweeps (`ablate ls` lists finished ones too)\n";
+  } else if (t.empty()) {
     std::cout << "no sweeps yet: ablate submit examples/smoke.yaml\n";
   } else {
     std::cout << t.Render();
@@ -303,12 +307,62 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
   return any_failed ? 1 : 0;
 }
 
+namespace {
+
+std::string SweepLabel(const v1::Sweep& s) {
+  return absl::StrCat("sweep ", s.id(), " '", s.name(), "'");
+}
+
+// The named runs of `sweep`, each checked: a run of another sweep (or none) is NotFound (exit 4),
+// one in a state `allowed` refuses is FailedPrecondition (exit 6) with the reason it gives.
+// Checked before the call so that asking for the impossible is an error, never a silent
+// "0 runs"; the server applies the same state filter, so a run that changes state meanwhile is
+// skipped, not mishandled.
+absl::Status CheckRuns(const v1::GetSweepResponse& sweep, const std::vector<int64_t>& ids,
+                       const std::function<std::string(const v1::Run&)>& refusal) {
+  std::map<int64_t, const v1::Run*> by_id;
+  for (const auto& r : sweep.runs()) by_id[r.id()] = &r;
+  for (int64_t id : ids) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      return absl::NotFoundError(absl::StrCat("run ", id, " is not a run of ",
+                                              SweepLabel(sweep.sweep()), " (`ablate runs ",
+                                              sweep.sweep().id(), "` lists them)"));
+    }
+    if (std::string why = refusal(*it->second); !why.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("run ", id, " is ", StateName(it->second->state()), ": ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs) {
+  auto current = FetchSweep(ctx, sweep);
+  if (!current.ok()) return Fail(current.status());
+  auto refusal = [](const v1::Run& r) -> std::string {
+    return IsTerminal(r.state()) ? "it has finished, so there is nothing to cancel" : "";
+  };
+  if (absl::Status s = CheckRuns(*current, runs, refusal); !s.ok()) return Fail(s);
+  if (runs.empty()) {
+    const auto& c = current->sweep().counts();
+    if (c.queued() + c.leased() + c.running() == 0) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(SweepLabel(current->sweep()), " has no unfinished runs (", CountsLine(c),
+                       "): nothing to cancel")));
+    }
+  }
   v1::CancelSweepRequest req;
-  *req.mutable_sweep() = ParseSweepRef(sweep);
+  req.mutable_sweep()->set_id(current->sweep().id());
   for (auto r : runs) req.add_run_ids(r);
   auto resp = ctx.Call("cancel", &v1::SweepService::Stub::CancelSweep, req);
   if (!resp.ok()) return Fail(resp.status());
+  if (resp->cancelled() == 0) {
+    return Fail(absl::FailedPreconditionError(
+        "nothing was cancelled: the runs finished before the cancel reached the server"));
+  }
   if (ctx.json) {
     std::cout << ToJson(*resp) << "\n";
   } else {
@@ -321,17 +375,29 @@ int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& r
 int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,
           const std::vector<std::string>& states) {
   v1::RetryRunsRequest req;
-  *req.mutable_sweep() = ParseSweepRef(sweep);
-  for (auto r : runs) req.add_run_ids(r);
   for (const auto& name : states) {
     auto st = ParseRunState(name);
     if (!st.ok()) return Fail(st.status());
+    if (!util::IsRetryable(*st)) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("retry: --state ", name, ": ", util::RetryRefusal(*st))));
+    }
     req.add_states(*st);
   }
+  auto current = FetchSweep(ctx, sweep);
+  if (!current.ok()) return Fail(current.status());
+  auto refusal = [](const v1::Run& r) { return util::RetryRefusal(r.state()); };
+  if (absl::Status s = CheckRuns(*current, runs, refusal); !s.ok()) return Fail(s);
+  req.mutable_sweep()->set_id(current->sweep().id());
+  for (auto r : runs) req.add_run_ids(r);
   auto resp = ctx.Call("retry", &v1::SweepService::Stub::RetryRuns, req);
   if (!resp.ok()) return Fail(resp.status());
   if (ctx.json) {
     std::cout << ToJson(*resp) << "\n";
+  } else if (resp->requeued() == 0) {
+    std::cout << "nothing to retry: " << SweepLabel(current->sweep()) << " has no "
+              << util::RetryableList() << " runs"
+              << (states.empty() ? "" : " in the states asked for") << "\n";
   } else {
     std::cout << "requeued " << resp->requeued() << " run(s)\n";
   }

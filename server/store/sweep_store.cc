@@ -1,9 +1,11 @@
 #include "server/store/sweep_store.h"
 
 #include <exception>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/retry_policy.h"
 #include "nlohmann/json.hpp"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
@@ -301,11 +303,12 @@ absl::StatusOr<int> SweepStore::Cancel(int64_t sweep_id, const std::vector<int64
 absl::StatusOr<int> SweepStore::Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
                                       const std::vector<v1::RunState>& states) {
   std::vector<v1::RunState> wanted = states;
-  if (wanted.empty()) wanted = {v1::FAILED, v1::CANCELLED};
+  if (wanted.empty()) {
+    wanted.assign(std::begin(util::kRetryableStates), std::end(util::kRetryableStates));
+  }
   for (auto s : wanted) {
-    if (s != v1::FAILED && s != v1::CANCELLED && s != v1::DIVERGED && s != v1::SUCCEEDED) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "retry: states: only finished runs can be retried (got ", v1::RunState_Name(s), ")"));
+    if (!util::IsRetryable(s)) {
+      return absl::InvalidArgumentError(absl::StrCat("retry: states: ", util::RetryRefusal(s)));
     }
   }
   return db_->Tx<int>("retry", [&](pqxx::work& tx) -> absl::StatusOr<int> {
@@ -369,6 +372,10 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
 absl::StatusOr<std::vector<v1::RunEvent>> SweepStore::Events(int64_t run_id) {
   using Out = std::vector<v1::RunEvent>;
   return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    // An unknown run is an error, not an empty history (`ablate logs 999`).
+    if (pg::Exec(tx, "SELECT 1 FROM runs WHERE id = $1", run_id).empty()) {
+      return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    }
     pqxx::result r =
         pg::Exec(tx,
                  "SELECT extract(epoch from time), kind, attempt, worker, message FROM run_events "
