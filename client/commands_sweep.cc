@@ -243,8 +243,39 @@ int Status(Context& ctx, const std::string& sweep_ref) {
   return 0;
 }
 
+namespace {
+
+// Seconds until the sweep ends: the server's estimate once runs have finished (it knows their
+// durations); before that, from the running runs' progress, so a first ETA shows within seconds
+// of the first steps rather than after the first run ends. -1: unknown.
+double EstimateEta(const v1::SweepUpdate& update) {
+  const auto& s = update.sweep();
+  if (s.eta_seconds() >= 0) return s.eta_seconds();
+  const double now = Now();
+  double remaining = 0, run_seconds = 0;
+  int running = 0;
+  for (const auto& r : update.runs()) {
+    if (r.state() != v1::RUNNING || r.step() <= 0 || r.total_steps() <= 0 || r.started_at() <= 0 ||
+        now <= r.started_at()) {
+      continue;
+    }
+    const double rate = double(r.step()) / (now - r.started_at());  // steps per second
+    remaining += double(std::max<int64_t>(0, r.total_steps() - r.step())) / rate;
+    run_seconds += double(r.total_steps()) / rate;
+    ++running;
+  }
+  if (running == 0) return -1;
+  // Queued runs take as long as the running ones do, spread over as many workers as are busy.
+  const auto& c = s.counts();
+  const double queued = c.queued() + c.leased() + (c.running() - running);
+  return (remaining + queued * run_seconds / running) / running;
+}
+
+}  // namespace
+
 int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
   const bool tty = isatty(STDOUT_FILENO) != 0 && !ctx.json;
+  const bool color = tty && UseColor();
   grpc::ClientContext gctx;
   ctx.Prepare(&gctx, -1);  // a watch lasts as long as the sweep
   v1::WatchSweepRequest req;
@@ -254,6 +285,7 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
   v1::SweepUpdate update;
   int lines_drawn = 0;
   double last_plain = 0;
+  std::string last_plain_line;
   bool finished = false;
   bool any_failed = false;
   while (reader->Read(&update)) {
@@ -265,37 +297,56 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
       std::cout << ToJson(update) << std::endl;
       continue;
     }
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
-    const double frac = c.total() > 0 ? double(done) / c.total() : 0;
+    const double eta = finished ? -1 : EstimateEta(update);
+    const std::string eta_text = eta >= 0 ? "ETA " + Duration(eta) : "";
     if (!tty) {
-      // Logs and CI: one line per state change or every 10 s, never a redraw.
-      if (finished || Now() - last_plain >= 10) {
-        std::cout << "sweep " << s.id() << " " << s.name() << ": " << CountsLine(c)
-                  << (s.eta_seconds() >= 0 && !finished ? ", ETA " + Duration(s.eta_seconds()) : "")
-                  << std::endl;
+      // Logs and CI: a line when something changed or every 10 s, never a redraw.
+      const std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c));
+      if (finished || line != last_plain_line || Now() - last_plain >= 10) {
+        std::cout << line << (eta_text.empty() ? "" : ", " + eta_text) << std::endl;
         last_plain = Now();
+        last_plain_line = line;
       }
       continue;
     }
-    std::ostringstream frame;
-    frame << "sweep " << s.id() << " '" << s.name() << "'  " << Bar(frac, 30) << " "
-          << static_cast<int>(std::round(100 * frac)) << "%  " << CountsLine(c);
-    if (!finished && s.eta_seconds() >= 0) frame << "  ETA " << Duration(s.eta_seconds());
-    frame << "\n";
-    int lines = 1;
+    // One frame, every line cut to the terminal's width (a wrapped line would break the
+    // cursor-up redraw and leave copies behind), at most a screenful tall for the same reason.
+    const auto [width, height] = TerminalSize();
+    const int fit = std::max(1, width - 1);  // the last column would park the cursor mid-wrap
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    const double frac = c.total() > 0 ? double(done) / c.total() : 0;
+    std::vector<std::string> lines;
+    lines.push_back(absl::StrCat("sweep ", s.id(), " '", s.name(), "'"));
+    lines.push_back(absl::StrCat(Bar(frac, 20), " ", static_cast<int>(std::round(100 * frac)),
+                                 "%  ", eta_text.empty() ? "" : eta_text + "  ",
+                                 CountsLine(c, color)));
+    std::vector<const v1::Run*> active;
     for (const auto& r : update.runs()) {
-      if (r.state() != v1::RUNNING && r.state() != v1::LEASED) continue;
-      const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
-      frame << "  run " << r.id() << " " << r.cell() << " seed " << r.seed() << "  " << Bar(f, 20)
-            << " " << r.step() << "/" << r.total_steps() << "  loss "
-            << (r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-") << "  on "
-            << (r.worker().empty() ? "?" : r.worker()) << "\n";
-      ++lines;
+      if (r.state() == v1::RUNNING || r.state() == v1::LEASED) active.push_back(&r);
     }
-    // Move the cursor back over the previous frame and clear it.
-    for (int i = 0; i < lines_drawn; ++i) std::cout << "\033[1A\033[2K";
-    std::cout << frame.str() << std::flush;
-    lines_drawn = lines;
+    const size_t room = static_cast<size_t>(std::max(1, height - 3));
+    for (size_t i = 0; i < active.size(); ++i) {
+      if (i + 1 == room && active.size() > room) {
+        lines.push_back(absl::StrCat("  ... and ", active.size() - i, " more"));
+        break;
+      }
+      const v1::Run& r = *active[i];
+      const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
+      // Fixed-width facts first, the cell (as long as the grid makes it) last: a narrow
+      // terminal cuts the cell, not the progress.
+      const std::string state = StateName(r.state());
+      lines.push_back(absl::StrCat("  ", r.id(), " ", color ? Colored(state, state) : state, " ",
+                                   Bar(f, 12), " ", r.step(), "/", r.total_steps(), " loss ",
+                                   r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-",
+                                   " ", r.worker().empty() ? "-" : r.worker(), "  ", r.cell(),
+                                   " seed=", r.seed()));
+    }
+    std::string frame;
+    // Back to the first line of the previous frame, and clear from there down.
+    if (lines_drawn > 0) absl::StrAppend(&frame, "\r\033[", lines_drawn, "A\033[J");
+    for (const auto& l : lines) absl::StrAppend(&frame, FitWidth(l, fit), "\n");
+    std::cout << frame << std::flush;
+    lines_drawn = static_cast<int>(lines.size());
   }
   absl::Status s = rpc::ToAbsl(reader->Finish(), "watch", ctx.conn.server);
   if (!s.ok()) return Fail(s);
