@@ -156,8 +156,7 @@ int main(int argc, char** argv) {
   report.variant_given = c_report->get_option("--variant")->count() > 0;
   report.by_given = c_report->get_option("--by")->count() > 0;
   if (*c_report && report.sweep.empty() == report.from.empty()) {
-    return Fail(
-        absl::InvalidArgumentError("report: give a sweep id/name or --from DIR (one of them)"));
+    return ablate::cli_edge::UsageError(*c_report, "give a sweep id or name, or --from DIR (one)");
   }
   Context ctx;
   ctx.json = output == "json";

@@ -92,6 +92,14 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv, const std::string
   }
 }
 
+int UsageError(const CLI::App& command, const std::string& message) {
+  const std::string name = CommandName(&command);
+  std::cerr << name << ": " << message << "\n"
+            << CLI::Formatter().make_usage(&command, name) << "Run '" << name
+            << " --help' for more.\n";
+  return kUsageExit;
+}
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read the file"));

@@ -30,6 +30,10 @@ CLI::App* AddVersion(CLI::App& app, const std::string& program,
 // line of the subcommand that failed and a did-you-mean for an unknown command).
 std::optional<int> Parse(CLI::App& app, int argc, char** argv, const std::string& program);
 
+// A usage error found after parsing (arguments CLI11 cannot check together): prints
+// "<command>: <message>" and the command's usage line, returns kUsageExit.
+int UsageError(const CLI::App& command, const std::string& message);
+
 // A token from a file (surrounding whitespace dropped): `--token-file` on every binary.
 // `flag` names the source in errors ("--token-file", "ABLATE_TOKEN_FILE").
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& flag);

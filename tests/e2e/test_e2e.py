@@ -443,6 +443,8 @@ class CliUsage(E2E):
         self.assertNotIn("A subcommand is required", p.stderr)
         self.assert_usage_error([CLI, "config"], "ablate config: a command is required")
         self.assert_usage_error([CLI, "completion", "fish"], "Usage: ablate completion")
+        self.assert_usage_error([CLI, "report"], "ablate report: give a sweep", "Usage: ablate report")
+        self.assert_usage_error([CLI, "report", "1", "--from", "dir"], "Usage: ablate report")
         self.assert_usage_error([WORKER, "--device", "quantum"], "--device", "Usage: ablate-worker")
         self.assert_usage_error([WORKER, "trian"], "unknown command 'trian'", "did you mean 'train'?")
         self.assert_usage_error([SERVER, "tokn"], "unknown command 'tokn'", "did you mean 'token'?")
