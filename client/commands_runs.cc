@@ -20,7 +20,9 @@ class TryColumn {
   explicit TryColumn(Context& ctx) : ctx_(ctx) {}
 
   std::string Format(const v1::Run& r) {
-    const int handbacks = r.max_attempts() != SweepMaxAttempts(r.sweep_id()) ? HandBacks(r) : 0;
+    // An unreadable sweep file (-1) shows the raw numbers rather than a history call per run.
+    const int base = SweepMaxAttempts(r.sweep_id());
+    const int handbacks = base >= 0 && r.max_attempts() != base ? HandBacks(r) : 0;
     std::string out = absl::StrCat(r.attempt() - handbacks, "/", r.max_attempts() - handbacks);
     if (handbacks > 0) absl::StrAppend(&out, " +", handbacks, " handed back");
     return out;
