@@ -8,6 +8,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -503,12 +504,17 @@ class CliUsage(E2E):
         self.assertEqual(z.returncode, 0, z.stderr)
         self.assertTrue(z.stdout.startswith("#compdef ablate\n"), z.stdout[:40])
         self.assertIn("'status:", z.stdout)
-        if os.path.exists("/usr/bin/zsh") or os.path.exists("/bin/zsh"):
-            zpath = os.path.join(self.stack.dir, "_ablate")
-            with open(zpath, "w") as f:
-                f.write(z.stdout)
-            zc = subprocess.run(["zsh", "-n", zpath], capture_output=True, text=True)
-            self.assertEqual(zc.returncode, 0, zc.stderr)
+        zsh = shutil.which("zsh")
+        self.assertIsNotNone(zsh, "zsh is needed to check the zsh script (scripts/install-deps installs it)")
+        zpath = os.path.join(self.stack.dir, "_ablate")
+        with open(zpath, "w") as f:
+            f.write(z.stdout)
+        zc = subprocess.run([zsh, "-n", zpath], capture_output=True, text=True)
+        self.assertEqual(zc.returncode, 0, zc.stderr)
+        # Sourced after compinit, it registers itself for ablate.
+        zc = subprocess.run([zsh, "-f", "-c", f"autoload -Uz compinit && compinit -u -D; source {zpath}; "
+                             "print -r -- ${_comps[ablate]}"], capture_output=True, text=True)
+        self.assertEqual(zc.stdout.strip(), "_ablate", zc.stderr)
 
 
 class TrainOutput(E2E):
