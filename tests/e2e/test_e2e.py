@@ -698,10 +698,15 @@ class CleanStop(E2E):
         row = [l for l in table.splitlines() if l.split()[:1] == [str(run_id)]][0]
         # Attempt 1 was handed back, so no counted attempt is used yet (the raw numbers: 1 of 4).
         self.assertIn("0/3 +1 handed back", row, table)
-        # Registering again brings it back.
+        # Registering again brings it back; stopped while idle (in its Lease long-poll), it says
+        # so too.
         s.start_worker("w1")
         wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["busy"], 60, "w1 to be busy again")
         s.cli("cancel", str(self.sweep_id))
+        wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["idle"], 60, "w1 to be idle")
+        self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
+        self.assertEqual(s.cli_json("workers"), [])
+        self.assertEqual([w["state"] for w in s.cli_json("workers", "--all")], ["offline"])
 
 
 CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
