@@ -176,7 +176,7 @@ int Workers(Context& ctx, bool include_offline) {
   }
   if (t.empty()) {
     std::cout << "no workers" << (include_offline ? "" : " online") << "; start one with "
-              << "`ablate-worker --server " << ctx.conn.server << " --token T`\n";
+              << "`ablate-worker --server " << ctx.conn.server << " --token-file worker.token`\n";
   } else {
     std::cout << t.Render();
   }
