@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
+#include "common/util/run_state.h"
 
 namespace ablate::cli {
 
@@ -40,7 +41,8 @@ std::pair<int, int> TerminalSize();
 // `line` cut to at most `width` visible columns (ANSI SGR sequences take none, a UTF-8
 // character one), ending in "~" when cut; a colour left open is reset.
 std::string FitWidth(const std::string& line, int width);
-bool IsTerminal(v1::RunState state);
+// Run-state predicates live in common/util/run_state.h; kept visible here for CLI code.
+using util::IsTerminal;
 // Proto -> one-line JSON (field names as in the proto). Run states are lower case, as in the
 // tables and as sweep states are ("succeeded", "active"); a run id of 0 ("no run", e.g. an idle
 // worker's current_run_id) is left out rather than printed as "0".

@@ -14,6 +14,7 @@
 #include "common/analysis/stats.h"
 #include "common/analysis/verdicts.h"
 #include "common/sweep/config_fields.h"
+#include "common/util/run_state.h"
 
 namespace ablate::analysis {
 namespace {
@@ -49,10 +50,6 @@ std::string ContextOf(const Run& run, const Options& o) {
   }
   std::sort(parts.begin(), parts.end());
   return absl::StrJoin(parts, ",");
-}
-
-bool Finished(const Run& r) {
-  return r.state() == ablate::v1::SUCCEEDED || r.state() == ablate::v1::DIVERGED;
 }
 
 // Diverged: the state says so, or the trainer finished with a non-finite loss.
@@ -107,8 +104,8 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
   for (const Run* r : runs) {
     seeds.insert(SeedOf(*r));
     p.run_ids.push_back(r->id());
-    if (!Finished(*r)) {
-      if (r->state() == ablate::v1::FAILED || r->state() == ablate::v1::CANCELLED) {
+    if (!util::HasOutcome(r->state())) {
+      if (util::IsTerminal(r->state())) {
         ++p.n_failed;
       } else {
         ++p.n_pending;

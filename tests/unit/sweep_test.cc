@@ -1,4 +1,6 @@
 // Sweep files and run files: parsing, every rejection path (message checked), expansion, order.
+#include "common/sweep/sweep.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -6,7 +8,6 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/sweep/sweep.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace ablate::sweep {
