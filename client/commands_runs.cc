@@ -6,6 +6,7 @@
 #include "client/commands.h"
 #include "client/render.h"
 #include "common/sweep/sweep.h"
+#include "common/util/run_state.h"
 
 namespace ablate::cli {
 namespace {
@@ -94,7 +95,7 @@ int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>&
   Table t({"RUN", "SWEEP", "CELL", "SEED", "STATE", "TRY", "STEP", "TRAIN", "VAL", "WORKER"});
   TryColumn tries(ctx);
   for (const auto& r : resp->runs()) {
-    const bool done = r.state() == v1::SUCCEEDED || r.state() == v1::DIVERGED;
+    const bool done = util::HasOutcome(r.state());
     t.Add({std::to_string(r.id()), std::to_string(r.sweep_id()), r.cell(), std::to_string(r.seed()),
            StateName(r.state()) + (r.state() == v1::DIVERGED && r.result().diverged_step() > 0
                                        ? absl::StrCat("@", r.result().diverged_step())

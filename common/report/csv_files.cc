@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/report/csv.h"
 #include "common/report/report.h"
+#include "common/util/run_state.h"
 
 namespace ablate::report {
 namespace {
@@ -38,7 +39,7 @@ std::string RunsCsv(const std::vector<ablate::v1::Run>& runs) {
   std::string out = CsvLine(header);
   for (const auto& r : runs) {
     const auto& res = r.result();
-    const bool finished = r.state() == ablate::v1::SUCCEEDED || r.state() == ablate::v1::DIVERGED;
+    const bool finished = ablate::util::HasOutcome(r.state());
     std::vector<std::string> row = {absl::StrCat(r.id())};
     for (const auto& axis : axes) {
       auto it = r.grid_values().find(axis);
