@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/config.h"
 #include "client/context.h"
 
 namespace ablate::cli {
@@ -39,11 +40,18 @@ struct ReportArgs {
   double tau = 0.2;
   std::string variant = "qk_norm";
   std::string by = "n_layer";
+  // Given on the command line: an axis the sweep lacks is then an error (exit 2), while the
+  // defaults may be absent (a sweep without n_layer reports one curve per variant).
+  bool variant_given = false;
+  bool by_given = false;
   std::string format = "table";  // table | md | json
   bool require_uniform = false;  // a mixed cell or comparison is an error (exit 6), not a note
 };
 int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics);
 int Report(Context& ctx, const ReportArgs& args);
+
+// login (verify = true: a call to the server must succeed first) and config init.
+int Setup(const ConnectionFlags& flags, bool verify);
 
 // Shared by commands: a finished-or-not sweep with all its runs.
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);

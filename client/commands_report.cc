@@ -1,15 +1,21 @@
 // export and report: a sweep's results leave the server, and become the study's answer.
+#include <algorithm>
 #include <iostream>
+#include <set>
+#include <tuple>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/commands.h"
 #include "client/render.h"
 #include "common/analysis/analysis.h"
 #include "common/report/export.h"
 #include "common/report/report.h"
+#include "common/sweep/config_fields.h"
 #include "common/sweep/sweep.h"
+#include "nlohmann/json.hpp"
 
 namespace ablate::cli {
 namespace {
@@ -51,6 +57,7 @@ int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, b
   report::Export data;
   data.sweep = resp->sweep();
   data.runs.assign(resp->runs().begin(), resp->runs().end());
+  data.with_metrics = metrics;
   if (metrics) {
     for (const auto& r : data.runs) {
       auto rows = FetchMetrics(ctx, r.id());
@@ -65,8 +72,10 @@ int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, b
               << ",\"metric_points\":" << data.metrics.size() << "}\n";
   } else {
     std::cout << "exported sweep " << data.sweep.id() << " '" << data.sweep.name()
-              << "': " << data.runs.size() << " runs, " << data.metrics.size()
-              << " metric points -> " << out_dir << "\n";
+              << "': " << data.runs.size() << " runs"
+              << (metrics ? absl::StrCat(", ", data.metrics.size(), " metric points")
+                          : std::string(", no metrics"))
+              << " -> " << out_dir << "\n";
   }
   return 0;
 }
@@ -84,6 +93,25 @@ int Report(Context& ctx, const ReportArgs& args) {
     if (!resp.ok()) return Fail(resp.status());
     sweep = resp->sweep();
     runs.assign(resp->runs().begin(), resp->runs().end());
+  }
+  // An axis the sweep lacks would give an empty analysis that reads like a result.
+  std::vector<std::string> axes(sweep.axes().begin(), sweep.axes().end());
+  if (axes.empty()) {  // an export from before axes were recorded: the runs' grid keys
+    std::set<std::string> keys;
+    for (const auto& r : runs) {
+      for (const auto& [k, v] : r.grid_values()) keys.insert(k);
+    }
+    axes.assign(keys.begin(), keys.end());
+  }
+  for (const auto& [flag, axis, given] :
+       {std::tuple<const char*, std::string, bool>{"--variant", args.variant, args.variant_given},
+        {"--by", args.by, args.by_given}}) {
+    if (given && std::find(axes.begin(), axes.end(), axis) == axes.end()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("report: ", flag, " ", axis, ": sweep ", sweep.id(), " '", sweep.name(),
+                       "' has no axis '", axis, "'", sweep::DidYouMean(axis, axes),
+                       "; its axes: ", absl::StrJoin(axes, ", "))));
+    }
   }
   analysis::Options opts;
   opts.variant_axis = args.variant;
@@ -111,8 +139,11 @@ int Report(Context& ctx, const ReportArgs& args) {
 
   report::ReportOptions ropts;
   ropts.title = absl::StrCat("sweep ", sweep.id(), " '", sweep.name(), "'");
-  if (args.format == "json" || ctx.json) {
-    std::cout << report::FormatJson(*result) << "\n";
+  if (ctx.json) {
+    // -o json: one object on one line, like every other command's JSON.
+    std::cout << nlohmann::ordered_json::parse(report::FormatJson(*result)).dump() << "\n";
+  } else if (args.format == "json") {
+    std::cout << report::FormatJson(*result);
   } else if (args.format == "md") {
     std::cout << report::FormatMarkdown(*result, ropts);
   } else {

@@ -1,13 +1,64 @@
 // runs, metrics, logs, workers.
 #include <iostream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/render.h"
+#include "common/sweep/sweep.h"
 #include "common/util/run_state.h"
 
 namespace ablate::cli {
-namespace {}  // namespace
+namespace {
+
+// The TRY column counts attempts as max_attempts does: a hand-back (Release, a worker shutting
+// down) is not one. The server records a hand-back by raising the run's max_attempts by one, so
+// the raw numbers read "1/4" after one; shown here are attempt - h and max_attempts - h, h the
+// run's hand-backs. A run's max_attempts differs from its sweep's only after a hand-back or a
+// retry, so only those runs' histories are fetched to count h.
+class TryColumn {
+ public:
+  explicit TryColumn(Context& ctx) : ctx_(ctx) {}
+
+  std::string Format(const v1::Run& r) {
+    // An unreadable sweep file (-1) shows the raw numbers rather than a history call per run.
+    const int base = SweepMaxAttempts(r.sweep_id());
+    const int handbacks = base >= 0 && r.max_attempts() != base ? HandBacks(r) : 0;
+    std::string out = absl::StrCat(r.attempt() - handbacks, "/", r.max_attempts() - handbacks);
+    if (handbacks > 0) absl::StrAppend(&out, " +", handbacks, " handed back");
+    return out;
+  }
+
+ private:
+  int SweepMaxAttempts(int64_t sweep_id) {
+    auto [it, fresh] = max_attempts_.try_emplace(sweep_id, -1);
+    if (fresh) {
+      v1::GetSweepRequest req;
+      req.mutable_sweep()->set_id(sweep_id);
+      auto resp = ctx_.Call("get sweep", &v1::SweepService::Stub::GetSweep, req);
+      if (resp.ok()) {
+        auto spec = sweep::ParseSweep(resp->sweep().spec_yaml(), resp->sweep().file_name());
+        if (spec.ok()) it->second = spec->max_attempts;
+      }
+    }
+    return it->second;
+  }
+
+  int HandBacks(const v1::Run& r) {
+    v1::ListRunEventsRequest req;
+    req.set_run_id(r.id());
+    auto resp = ctx_.Call("run events", &v1::SweepService::Stub::ListRunEvents, req);
+    if (!resp.ok()) return 0;
+    int n = 0;
+    for (const auto& e : resp->events()) n += e.kind() == "released" ? 1 : 0;
+    return n;
+  }
+
+  Context& ctx_;
+  std::map<int64_t, int> max_attempts_;
+};
+
+}  // namespace
 
 absl::StatusOr<v1::RunState> ParseRunState(const std::string& name) {
   std::string upper = name;
@@ -42,14 +93,14 @@ int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>&
     return 0;
   }
   Table t({"RUN", "SWEEP", "CELL", "SEED", "STATE", "TRY", "STEP", "TRAIN", "VAL", "WORKER"});
+  TryColumn tries(ctx);
   for (const auto& r : resp->runs()) {
     const bool done = util::HasOutcome(r.state());
     t.Add({std::to_string(r.id()), std::to_string(r.sweep_id()), r.cell(), std::to_string(r.seed()),
            StateName(r.state()) + (r.state() == v1::DIVERGED && r.result().diverged_step() > 0
                                        ? absl::StrCat("@", r.result().diverged_step())
                                        : ""),
-           absl::StrCat(r.attempt(), "/", r.max_attempts()),
-           absl::StrCat(r.step(), "/", r.total_steps()),
+           tries.Format(r), absl::StrCat(r.step(), "/", r.total_steps()),
            Loss(done ? r.result().final_train_loss() : r.latest_train_loss()),
            Loss(done ? r.result().final_val_loss() : r.latest_val_loss()),
            r.worker().empty() ? "-" : r.worker()});
@@ -158,7 +209,7 @@ int Workers(Context& ctx, bool include_offline) {
   }
   if (t.empty()) {
     std::cout << "no workers" << (include_offline ? "" : " online") << "; start one with "
-              << "`ablate-worker --server " << ctx.conn.server << " --token T`\n";
+              << "`ablate-worker --server " << ctx.conn.server << " --token-file worker.token`\n";
   } else {
     std::cout << t.Render();
   }

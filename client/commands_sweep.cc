@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <set>
@@ -15,6 +16,7 @@
 #include "client/render.h"
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
+#include "common/util/retry_policy.h"
 
 namespace ablate::cli {
 
@@ -136,7 +138,9 @@ int ListSweeps(Context& ctx, bool active_only, int limit) {
            Bar(c.total() > 0 ? double(done) / c.total() : 0, 20), CountsLine(c),
            s.state() == "active" ? Duration(s.eta_seconds()) : "-", TimeAgo(s.created_at())});
   }
-  if (t.empty()) {
+  if (t.empty() && active_only) {
+    std::cout << "no active sweeps (`ablate ls` lists finished ones too)\n";
+  } else if (t.empty()) {
     std::cout << "no sweeps yet: ablate submit examples/smoke.yaml\n";
   } else {
     std::cout << t.Render();
@@ -239,8 +243,39 @@ int Status(Context& ctx, const std::string& sweep_ref) {
   return 0;
 }
 
+namespace {
+
+// Seconds until the sweep ends: the server's estimate once runs have finished (it knows their
+// durations); before that, from the running runs' progress, so a first ETA shows within seconds
+// of the first steps rather than after the first run ends. -1: unknown.
+double EstimateEta(const v1::SweepUpdate& update) {
+  const auto& s = update.sweep();
+  if (s.eta_seconds() >= 0) return s.eta_seconds();
+  const double now = Now();
+  double remaining = 0, run_seconds = 0;
+  int running = 0;
+  for (const auto& r : update.runs()) {
+    if (r.state() != v1::RUNNING || r.step() <= 0 || r.total_steps() <= 0 || r.started_at() <= 0 ||
+        now <= r.started_at()) {
+      continue;
+    }
+    const double rate = double(r.step()) / (now - r.started_at());  // steps per second
+    remaining += double(std::max<int64_t>(0, r.total_steps() - r.step())) / rate;
+    run_seconds += double(r.total_steps()) / rate;
+    ++running;
+  }
+  if (running == 0) return -1;
+  // Queued runs take as long as the running ones do, spread over as many workers as are busy.
+  const auto& c = s.counts();
+  const double queued = c.queued() + c.leased() + (c.running() - running);
+  return (remaining + queued * run_seconds / running) / running;
+}
+
+}  // namespace
+
 int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
   const bool tty = isatty(STDOUT_FILENO) != 0 && !ctx.json;
+  const bool color = tty && UseColor();
   grpc::ClientContext gctx;
   ctx.Prepare(&gctx, -1);  // a watch lasts as long as the sweep
   v1::WatchSweepRequest req;
@@ -250,6 +285,7 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
   v1::SweepUpdate update;
   int lines_drawn = 0;
   double last_plain = 0;
+  std::string last_plain_line;
   bool finished = false;
   bool any_failed = false;
   while (reader->Read(&update)) {
@@ -261,37 +297,56 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
       std::cout << ToJson(update) << std::endl;
       continue;
     }
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
-    const double frac = c.total() > 0 ? double(done) / c.total() : 0;
+    const double eta = finished ? -1 : EstimateEta(update);
+    const std::string eta_text = eta >= 0 ? "ETA " + Duration(eta) : "";
     if (!tty) {
-      // Logs and CI: one line per state change or every 10 s, never a redraw.
-      if (finished || Now() - last_plain >= 10) {
-        std::cout << "sweep " << s.id() << " " << s.name() << ": " << CountsLine(c)
-                  << (s.eta_seconds() >= 0 && !finished ? ", ETA " + Duration(s.eta_seconds()) : "")
-                  << std::endl;
+      // Logs and CI: a line when something changed or every 10 s, never a redraw.
+      const std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c));
+      if (finished || line != last_plain_line || Now() - last_plain >= 10) {
+        std::cout << line << (eta_text.empty() ? "" : ", " + eta_text) << std::endl;
         last_plain = Now();
+        last_plain_line = line;
       }
       continue;
     }
-    std::ostringstream frame;
-    frame << "sweep " << s.id() << " '" << s.name() << "'  " << Bar(frac, 30) << " "
-          << static_cast<int>(std::round(100 * frac)) << "%  " << CountsLine(c);
-    if (!finished && s.eta_seconds() >= 0) frame << "  ETA " << Duration(s.eta_seconds());
-    frame << "\n";
-    int lines = 1;
+    // One frame, every line cut to the terminal's width (a wrapped line would break the
+    // cursor-up redraw and leave copies behind), at most a screenful tall for the same reason.
+    const auto [width, height] = TerminalSize();
+    const int fit = std::max(1, width - 1);  // the last column would park the cursor mid-wrap
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    const double frac = c.total() > 0 ? double(done) / c.total() : 0;
+    std::vector<std::string> lines;
+    lines.push_back(absl::StrCat("sweep ", s.id(), " '", s.name(), "'"));
+    lines.push_back(absl::StrCat(Bar(frac, 20), " ", static_cast<int>(std::round(100 * frac)),
+                                 "%  ", eta_text.empty() ? "" : eta_text + "  ",
+                                 CountsLine(c, color)));
+    std::vector<const v1::Run*> active;
     for (const auto& r : update.runs()) {
-      if (r.state() != v1::RUNNING && r.state() != v1::LEASED) continue;
-      const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
-      frame << "  run " << r.id() << " " << r.cell() << " seed " << r.seed() << "  " << Bar(f, 20)
-            << " " << r.step() << "/" << r.total_steps() << "  loss "
-            << (r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-") << "  on "
-            << (r.worker().empty() ? "?" : r.worker()) << "\n";
-      ++lines;
+      if (r.state() == v1::RUNNING || r.state() == v1::LEASED) active.push_back(&r);
     }
-    // Move the cursor back over the previous frame and clear it.
-    for (int i = 0; i < lines_drawn; ++i) std::cout << "\033[1A\033[2K";
-    std::cout << frame.str() << std::flush;
-    lines_drawn = lines;
+    const size_t room = static_cast<size_t>(std::max(1, height - 3));
+    for (size_t i = 0; i < active.size(); ++i) {
+      if (i + 1 == room && active.size() > room) {
+        lines.push_back(absl::StrCat("  ... and ", active.size() - i, " more"));
+        break;
+      }
+      const v1::Run& r = *active[i];
+      const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
+      // Fixed-width facts first, the cell (as long as the grid makes it) last: a narrow
+      // terminal cuts the cell, not the progress.
+      const std::string state = StateName(r.state());
+      lines.push_back(absl::StrCat("  ", r.id(), " ", color ? Colored(state, state) : state, " ",
+                                   Bar(f, 12), " ", r.step(), "/", r.total_steps(), " loss ",
+                                   r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-",
+                                   " ", r.worker().empty() ? "-" : r.worker(), "  ", r.cell(),
+                                   " seed=", r.seed()));
+    }
+    std::string frame;
+    // Back to the first line of the previous frame, and clear from there down.
+    if (lines_drawn > 0) absl::StrAppend(&frame, "\r\033[", lines_drawn, "A\033[J");
+    for (const auto& l : lines) absl::StrAppend(&frame, FitWidth(l, fit), "\n");
+    std::cout << frame << std::flush;
+    lines_drawn = static_cast<int>(lines.size());
   }
   absl::Status s = rpc::ToAbsl(reader->Finish(), "watch", ctx.conn.server);
   if (!s.ok()) return Fail(s);
@@ -303,12 +358,62 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
   return any_failed ? 1 : 0;
 }
 
+namespace {
+
+std::string SweepLabel(const v1::Sweep& s) {
+  return absl::StrCat("sweep ", s.id(), " '", s.name(), "'");
+}
+
+// The named runs of `sweep`, each checked: a run of another sweep (or none) is NotFound (exit 4),
+// one in a state `allowed` refuses is FailedPrecondition (exit 6) with the reason it gives.
+// Checked before the call so that asking for the impossible is an error, never a silent
+// "0 runs"; the server applies the same state filter, so a run that changes state meanwhile is
+// skipped, not mishandled.
+absl::Status CheckRuns(const v1::GetSweepResponse& sweep, const std::vector<int64_t>& ids,
+                       const std::function<std::string(const v1::Run&)>& refusal) {
+  std::map<int64_t, const v1::Run*> by_id;
+  for (const auto& r : sweep.runs()) by_id[r.id()] = &r;
+  for (int64_t id : ids) {
+    auto it = by_id.find(id);
+    if (it == by_id.end()) {
+      return absl::NotFoundError(absl::StrCat("run ", id, " is not a run of ",
+                                              SweepLabel(sweep.sweep()), " (`ablate runs ",
+                                              sweep.sweep().id(), "` lists them)"));
+    }
+    if (std::string why = refusal(*it->second); !why.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("run ", id, " is ", StateName(it->second->state()), ": ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs) {
+  auto current = FetchSweep(ctx, sweep);
+  if (!current.ok()) return Fail(current.status());
+  auto refusal = [](const v1::Run& r) -> std::string {
+    return IsTerminal(r.state()) ? "it has finished, so there is nothing to cancel" : "";
+  };
+  if (absl::Status s = CheckRuns(*current, runs, refusal); !s.ok()) return Fail(s);
+  if (runs.empty()) {
+    const auto& c = current->sweep().counts();
+    if (c.queued() + c.leased() + c.running() == 0) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat(SweepLabel(current->sweep()), " has no unfinished runs (", CountsLine(c),
+                       "): nothing to cancel")));
+    }
+  }
   v1::CancelSweepRequest req;
-  *req.mutable_sweep() = ParseSweepRef(sweep);
+  req.mutable_sweep()->set_id(current->sweep().id());
   for (auto r : runs) req.add_run_ids(r);
   auto resp = ctx.Call("cancel", &v1::SweepService::Stub::CancelSweep, req);
   if (!resp.ok()) return Fail(resp.status());
+  if (resp->cancelled() == 0) {
+    return Fail(absl::FailedPreconditionError(
+        "nothing was cancelled: the runs finished before the cancel reached the server"));
+  }
   if (ctx.json) {
     std::cout << ToJson(*resp) << "\n";
   } else {
@@ -321,17 +426,29 @@ int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& r
 int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,
           const std::vector<std::string>& states) {
   v1::RetryRunsRequest req;
-  *req.mutable_sweep() = ParseSweepRef(sweep);
-  for (auto r : runs) req.add_run_ids(r);
   for (const auto& name : states) {
     auto st = ParseRunState(name);
     if (!st.ok()) return Fail(st.status());
+    if (!util::IsRetryable(*st)) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("retry: --state ", name, ": ", util::RetryRefusal(*st))));
+    }
     req.add_states(*st);
   }
+  auto current = FetchSweep(ctx, sweep);
+  if (!current.ok()) return Fail(current.status());
+  auto refusal = [](const v1::Run& r) { return util::RetryRefusal(r.state()); };
+  if (absl::Status s = CheckRuns(*current, runs, refusal); !s.ok()) return Fail(s);
+  req.mutable_sweep()->set_id(current->sweep().id());
+  for (auto r : runs) req.add_run_ids(r);
   auto resp = ctx.Call("retry", &v1::SweepService::Stub::RetryRuns, req);
   if (!resp.ok()) return Fail(resp.status());
   if (ctx.json) {
     std::cout << ToJson(*resp) << "\n";
+  } else if (resp->requeued() == 0) {
+    std::cout << "nothing to retry: " << SweepLabel(current->sweep()) << " has no "
+              << util::RetryableList() << " runs"
+              << (states.empty() ? "" : " in the states asked for") << "\n";
   } else {
     std::cout << "requeued " << resp->requeued() << " run(s)\n";
   }

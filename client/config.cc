@@ -1,9 +1,16 @@
 #include "client/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/cli/edge.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ablate::cli {
@@ -14,57 +21,141 @@ std::string Env(const char* name) {
   return v == nullptr ? "" : v;
 }
 
-std::string DefaultConfigPath() {
+struct FileConfig {
+  std::string server, token, token_file, tls_ca;
+  bool tls = false;
+};
+
+absl::StatusOr<FileConfig> ReadConfig(const std::string& path, bool must_exist) {
+  FileConfig out;
+  if (!std::filesystem::exists(path)) {
+    if (must_exist) return absl::NotFoundError(absl::StrCat("--config ", path, ": no such file"));
+    return out;
+  }
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    for (const auto& kv : root) {
+      const std::string key = kv.first.as<std::string>();
+      if (key == "tls") {
+        out.tls = kv.second.as<bool>();
+        continue;
+      }
+      const std::string value = kv.second.as<std::string>();
+      if (key == "server") {
+        out.server = value;
+      } else if (key == "token") {
+        out.token = value;
+      } else if (key == "token_file") {
+        out.token_file = value;
+      } else if (key == "tls_ca") {
+        out.tls_ca = value;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", kv.first.Mark().line + 1, ": unknown key '", key,
+                         "' (expected server, token, token_file, tls_ca, tls)"));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ConfigPath(const ConnectionFlags& flags) {
+  if (!flags.config_file.empty()) return flags.config_file;
   if (!Env("ABLATE_CONFIG").empty()) return Env("ABLATE_CONFIG");
   const std::string xdg = Env("XDG_CONFIG_HOME");
   return (xdg.empty() ? Env("HOME") + "/.config" : xdg) + "/ablate/config.yaml";
 }
 
-}  // namespace
-
 absl::StatusOr<rpc::ClientConfig> ResolveConnection(const ConnectionFlags& flags) {
-  rpc::ClientConfig file_cfg;
-  file_cfg.server.clear();
-  const std::string path = flags.config_file.empty() ? DefaultConfigPath() : flags.config_file;
-  if (std::filesystem::exists(path)) {
-    try {
-      YAML::Node root = YAML::LoadFile(path);
-      for (const auto& kv : root) {
-        const std::string key = kv.first.as<std::string>();
-        const std::string value = kv.second.as<std::string>();
-        if (key == "server") {
-          file_cfg.server = value;
-        } else if (key == "token") {
-          file_cfg.token = value;
-        } else if (key == "tls_ca") {
-          file_cfg.tls_ca = value;
-        } else if (key == "tls") {
-          file_cfg.tls = kv.second.as<bool>();
-        } else {
-          return absl::InvalidArgumentError(
-              absl::StrCat(path, ":", kv.first.Mark().line + 1, ": unknown key '", key,
-                           "' (expected server, token, tls_ca, tls)"));
-        }
-      }
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
-    }
-  } else if (!flags.config_file.empty()) {
-    return absl::NotFoundError(absl::StrCat("--config ", path, ": no such file"));
-  }
-  auto pick = [](const std::string& flag, const std::string& env, const std::string& file,
+  const std::string path = ConfigPath(flags);
+  auto file = ReadConfig(path, !flags.config_file.empty());
+  if (!file.ok()) return file.status();
+  auto pick = [](const std::string& flag, const std::string& env, const std::string& from_file,
                  const std::string& fallback) {
     if (!flag.empty()) return flag;
     if (!env.empty()) return env;
-    if (!file.empty()) return file;
+    if (!from_file.empty()) return from_file;
     return fallback;
   };
   rpc::ClientConfig cfg;
-  cfg.server = pick(flags.server, Env("ABLATE_SERVER"), file_cfg.server, "127.0.0.1:7070");
-  cfg.token = pick(flags.token, Env("ABLATE_TOKEN"), file_cfg.token, "");
-  cfg.tls_ca = pick(flags.tls_ca, Env("ABLATE_TLS_CA"), file_cfg.tls_ca, "");
-  cfg.tls = flags.tls || file_cfg.tls;
+  cfg.server = pick(flags.server, Env("ABLATE_SERVER"), file->server, "127.0.0.1:7070");
+  cfg.tls_ca = pick(flags.tls_ca, Env("ABLATE_TLS_CA"), file->tls_ca, "");
+  cfg.tls = flags.tls || file->tls;
+  // The token: each level offers the token itself or a file holding it; the first level that
+  // offers either wins, so a token file on the command line beats ABLATE_TOKEN.
+  struct Source {
+    std::string token, file, file_label;
+  };
+  // A token_file in the config file is relative to the config file, not to where ablate runs.
+  std::string file_token_file = file->token_file;
+  if (!file_token_file.empty() && std::filesystem::path(file_token_file).is_relative()) {
+    file_token_file = (std::filesystem::path(path).parent_path() / file_token_file).string();
+  }
+  const Source sources[] = {
+      {flags.token, flags.token_file, "--token-file"},
+      {Env("ABLATE_TOKEN"), Env("ABLATE_TOKEN_FILE"), "ABLATE_TOKEN_FILE"},
+      {file->token, file_token_file, absl::StrCat(path, ": token_file")},
+  };
+  for (const auto& src : sources) {
+    if (!src.token.empty()) {
+      cfg.token = src.token;
+      break;
+    }
+    if (!src.file.empty()) {
+      auto token = cli_edge::ReadTokenFile(src.file, src.file_label);
+      if (!token.ok()) return token.status();
+      cfg.token = *token;
+      break;
+    }
+  }
   return cfg;
+}
+
+absl::Status WriteConfig(const std::string& path, const rpc::ClientConfig& cfg) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path() && !fs::exists(target.parent_path())) {
+    fs::create_directories(target.parent_path(), ec);
+    if (ec)
+      return absl::InternalError(absl::StrCat(target.parent_path().string(), ": ", ec.message()));
+    fs::permissions(target.parent_path(), fs::perms::owner_all, ec);
+  }
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "server" << YAML::Value << cfg.server;
+  if (!cfg.token.empty()) out << YAML::Key << "token" << YAML::Value << cfg.token;
+  if (!cfg.tls_ca.empty()) out << YAML::Key << "tls_ca" << YAML::Value << cfg.tls_ca;
+  if (cfg.tls) out << YAML::Key << "tls" << YAML::Value << true;
+  out << YAML::EndMap;
+  const std::string text = absl::StrCat(
+      "# Written by `ablate login` / `ablate config init`. It holds a token: keep it mode 0600.\n",
+      out.c_str(), "\n");
+  // Created 0600 from the start (never briefly readable by others), then renamed over the old
+  // file so a reader sees the old or the new file, never half of one.
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat(tmp, ": ", std::strerror(errno)));
+  bool ok = ::fchmod(fd, 0600) == 0;
+  size_t done = 0;
+  while (ok && done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  ok = ::fsync(fd) == 0 && ok;
+  const int saved = errno;
+  ::close(fd);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(ok ? errno : saved);
+    ::unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat(path, ": cannot write: ", why));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ablate::cli

@@ -1,20 +1,31 @@
-// Where the CLI finds its server and token: flags, then environment (ABLATE_SERVER,
-// ABLATE_TOKEN, ABLATE_TLS_CA), then the config file (~/.config/ablate/config.yaml or
-// $ABLATE_CONFIG), then the default 127.0.0.1:7070.
+// Where the CLI finds its server and token, each setting on its own: the flag, else the
+// environment, else the config file, else the default. Token: --token or --token-file, else
+// ABLATE_TOKEN or ABLATE_TOKEN_FILE, else the file's `token:` or `token_file:`. Server:
+// --server, ABLATE_SERVER, `server:`, 127.0.0.1:7070. CA: --tls-ca, ABLATE_TLS_CA, `tls_ca:`.
+// The file is --config, else $ABLATE_CONFIG, else $XDG_CONFIG_HOME/ablate/config.yaml (default
+// ~/.config/ablate/config.yaml); `ablate login` and `ablate config init` write it.
 #pragma once
 
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/rpc/channel.h"
 
 namespace ablate::cli {
 
 struct ConnectionFlags {
-  std::string server, token, tls_ca, config_file;
+  std::string server, token, token_file, tls_ca, config_file;
   bool tls = false;
 };
 
 absl::StatusOr<rpc::ClientConfig> ResolveConnection(const ConnectionFlags& flags);
+
+// The config file `flags` name or imply (it may not exist).
+std::string ConfigPath(const ConnectionFlags& flags);
+
+// Writes `cfg` (server, token, tls_ca, tls) to `path` with mode 0600, its directory 0700 if new,
+// replacing the file atomically.
+absl::Status WriteConfig(const std::string& path, const rpc::ClientConfig& cfg);
 
 }  // namespace ablate::cli

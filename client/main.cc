@@ -3,7 +3,9 @@
 
 #include "CLI/CLI.hpp"
 #include "client/commands.h"
+#include "client/completion.h"
 #include "client/config.h"
+#include "common/cli/edge.h"
 
 int main(int argc, char** argv) {
   using namespace ablate::cli;
@@ -16,11 +18,14 @@ int main(int argc, char** argv) {
   std::string output = "table";
   app.add_option("--server", conn.server,
                  "Server HOST:PORT (env ABLATE_SERVER; default 127.0.0.1:7070)");
-  app.add_option("--token", conn.token, "Bearer token (env ABLATE_TOKEN)");
+  app.add_option("--token", conn.token,
+                 "Bearer token (env ABLATE_TOKEN); visible to `ps`, prefer --token-file or login");
+  app.add_option("--token-file", conn.token_file,
+                 "Read the bearer token from this file (env ABLATE_TOKEN_FILE)");
   app.add_option("--tls-ca", conn.tls_ca, "CA certificate (PEM) for TLS (env ABLATE_TLS_CA)");
   app.add_flag("--tls", conn.tls, "Use TLS with the system's root certificates");
   app.add_option("--config", conn.config_file,
-                 "Config file (default ~/.config/ablate/config.yaml)");
+                 "Config file (env ABLATE_CONFIG; default ~/.config/ablate/config.yaml)");
   app.add_option("-o,--output", output, "table | json")->check(CLI::IsMember({"table", "json"}));
 
   SubmitArgs submit;
@@ -95,10 +100,14 @@ int main(int argc, char** argv) {
   bool with_metrics = true;
   auto* c_export = app.add_subcommand("export", "Write a sweep's runs and metrics to a directory");
   c_export->add_option("sweep", sweep, "Sweep id or name")->required();
-  c_export
-      ->add_option("--out", out_dir, "Directory (sweep.json, runs.jsonl, runs.csv, metrics.csv)")
+  c_export->add_option("--out", out_dir, "Directory (sweep.json, runs.jsonl, metrics.csv)")
       ->required();
-  c_export->add_flag("!--no-metrics", with_metrics, "Skip the metric series");
+  c_export->add_flag("!--no-metrics", with_metrics,
+                     "Write no metrics.csv (sweep.json and runs.jsonl only)");
+  c_export->footer(
+      "Writes to DIR: sweep.json (the sweep and its file), runs.jsonl (one run a line, proto\n"
+      "JSON) and, unless --no-metrics, metrics.csv (run_id,step,name,value: every metric\n"
+      "point). `ablate report --from DIR` reads it.");
 
   ReportArgs report;
   auto* c_report =
@@ -119,8 +128,46 @@ int main(int argc, char** argv) {
                      "Fail (exit 6) if any cell or comparison mixes device kinds, dtypes, torch "
                      "versions or tokenizers");
 
-  CLI11_PARSE(app, argc, argv);
+  auto* c_login = app.add_subcommand(
+      "login", "Check a server and token, then save them to the config file (mode 0600)");
+  c_login->footer(
+      "ablate login --server HOST:PORT --token-file FILE [--tls-ca CA]\n"
+      "Writes ~/.config/ablate/config.yaml (or --config, $ABLATE_CONFIG). Settings are taken\n"
+      "from the flag, else the environment, else that file.");
+  auto* c_config = app.add_subcommand("config", "The config file");
+  c_config->require_subcommand(1);
+  auto* c_config_init = c_config->add_subcommand(
+      "init", "Save --server, --token-file and --tls-ca to the config file without checking");
 
+  std::string shell;
+  auto* c_completion = app.add_subcommand("completion", "Print a shell completion script");
+  c_completion->add_option("shell", shell, "bash | zsh")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+  c_completion->footer(
+      "bash: source <(ablate completion bash)   zsh: source <(ablate completion zsh)");
+  auto* c_version = ablate::cli_edge::AddVersion(app, "ablate");
+
+  if (auto code = ablate::cli_edge::Parse(app, argc, argv, "ablate")) return *code;
+
+  if (*c_version) {
+    std::cout << ablate::cli_edge::VersionText("ablate") << "\n";
+    return 0;
+  }
+  if (*c_completion) {
+    auto script = CompletionScript(app, shell);
+    if (!script.ok()) return Fail(script.status());
+    std::cout << *script;
+    return 0;
+  }
+  if (*c_login) return Setup(conn, /*verify=*/true);
+  if (*c_config_init) return Setup(conn, /*verify=*/false);
+
+  report.variant_given = c_report->get_option("--variant")->count() > 0;
+  report.by_given = c_report->get_option("--by")->count() > 0;
+  if (*c_report && report.sweep.empty() == report.from.empty()) {
+    return ablate::cli_edge::UsageError(*c_report, "give a sweep id or name, or --from DIR (one)");
+  }
   Context ctx;
   ctx.json = output == "json";
   auto resolved = ResolveConnection(conn);
@@ -146,12 +193,6 @@ int main(int argc, char** argv) {
   if (*c_retry) return Retry(ctx, sweep, run_ids, states);
   if (*c_workers) return Workers(ctx, all_workers);
   if (*c_export) return Export(ctx, sweep, out_dir, with_metrics);
-  if (*c_report) {
-    if (report.sweep.empty() == report.from.empty()) {
-      return Fail(
-          absl::InvalidArgumentError("report: give a sweep id/name or --from DIR (one of them)"));
-    }
-    return Report(ctx, report);
-  }
-  return 2;
+  if (*c_report) return Report(ctx, report);
+  return ablate::cli_edge::kUsageExit;
 }

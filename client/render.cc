@@ -1,14 +1,20 @@
 #include "client/render.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 
 namespace ablate::cli {
 namespace {
@@ -84,11 +90,13 @@ std::string TimeAgo(double unix_seconds) {
   return Duration(Now() - unix_seconds) + " ago";
 }
 
-std::string CountsLine(const v1::SweepCounts& c) {
+std::string CountsLine(const v1::SweepCounts& c, bool color) {
   std::string out = absl::StrCat(c.succeeded() + c.diverged() + c.failed() + c.cancelled(), "/",
                                  c.total(), " done");
   auto add = [&](int n, const char* name) {
-    if (n > 0) absl::StrAppend(&out, ", ", n, " ", name);
+    if (n <= 0) return;
+    const std::string part = absl::StrCat(n, " ", name);
+    absl::StrAppend(&out, ", ", color ? Colored(name, part) : part);
   };
   add(c.running(), "running");
   add(c.leased(), "leased");
@@ -100,13 +108,124 @@ std::string CountsLine(const v1::SweepCounts& c) {
   return out;
 }
 
+namespace {
+
+// A run state as the tables print it ("SUCCEEDED" -> "succeeded"), so JSON and tables, run and
+// sweep states ("active") share one casing; anything else is left alone.
+void LowerRunState(nlohmann::ordered_json& v) {
+  v1::RunState st;
+  if (v.is_string() && v1::RunState_Parse(v.get<std::string>(), &st)) v = StateName(st);
+}
+
+// Drops "<...>run_id": "0" at any depth (zero is "no run", which a field's absence says) and
+// lowers run states.
+void Normalize(nlohmann::ordered_json& j) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end();) {
+      const std::string& key = it.key();
+      if (key == "state") LowerRunState(*it);
+      if (key == "states" && it->is_array()) {
+        for (auto& e : *it) LowerRunState(e);
+      }
+      const bool run_id = key == "run_id" || (key.size() > 7 && key.ends_with("_run_id"));
+      if (run_id && ((it->is_string() && *it == "0") || (it->is_number() && *it == 0))) {
+        it = j.erase(it);
+      } else {
+        Normalize(*it);
+        ++it;
+      }
+    }
+  } else if (j.is_array()) {
+    for (auto& e : j) Normalize(e);
+  }
+}
+
+}  // namespace
+
 std::string ToJson(const google::protobuf::Message& message) {
   std::string out;
   google::protobuf::util::JsonPrintOptions opts;
   opts.preserve_proto_field_names = true;
   opts.always_print_primitive_fields = true;
   (void)google::protobuf::util::MessageToJsonString(message, &out, opts);
-  return out;
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(out, nullptr, false);
+  if (j.is_discarded()) return out;
+  Normalize(j);
+  return j.dump();
+}
+
+std::string Colored(const std::string& state, const std::string& text) {
+  const char* code = nullptr;
+  if (state == "running" || state == "leased") code = "36";  // cyan: in flight
+  if (state == "succeeded") code = "32";                     // green
+  if (state == "diverged") code = "33";                      // yellow: a result, not a fault
+  if (state == "failed") code = "31";                        // red
+  if (state == "cancelled") code = "35";                     // magenta
+  if (code == nullptr) return text;
+  return absl::StrCat("\033[", code, "m", text, "\033[0m");
+}
+
+bool UseColor() {
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color != nullptr && *no_color != '\0') return false;
+  return isatty(STDOUT_FILENO) != 0;
+}
+
+std::pair<int, int> TerminalSize() {
+  int cols = 0, rows = 0;
+  struct winsize ws {};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0) {
+    cols = ws.ws_col;
+    rows = ws.ws_row;
+  }
+  auto env = [](const char* name) {
+    int v = 0;
+    const char* text = std::getenv(name);
+    return text != nullptr && absl::SimpleAtoi(text, &v) && v > 0 ? v : 0;
+  };
+  if (cols <= 0) cols = env("COLUMNS");
+  if (rows <= 0) rows = env("LINES");
+  return {cols > 0 ? cols : 80, rows > 0 ? rows : 24};
+}
+
+std::string FitWidth(const std::string& line, int width) {
+  // First pass: does it fit? Escape sequences (ESC [ ... letter) take no column.
+  auto visible = [](const std::string& s) {
+    int n = 0;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const unsigned char ch = static_cast<unsigned char>(s[i]);
+      if (ch == 0x1b && i + 1 < s.size() && s[i + 1] == '[') {
+        i += 2;
+        while (i < s.size() && !absl::ascii_isalpha(s[i])) ++i;
+        continue;
+      }
+      if ((ch & 0xC0) != 0x80) ++n;  // UTF-8 continuation bytes share their character's column
+    }
+    return n;
+  };
+  if (width <= 0 || visible(line) <= width) return line;
+  std::string out;
+  int n = 0;
+  bool colored = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(line[i]);
+    if (ch == 0x1b && i + 1 < line.size() && line[i + 1] == '[') {
+      size_t j = i + 2;
+      while (j < line.size() && !absl::ascii_isalpha(line[j])) ++j;
+      const std::string seq = line.substr(i, j - i + 1);
+      out += seq;
+      colored = seq != "\033[0m";
+      i = j;
+      continue;
+    }
+    if ((ch & 0xC0) != 0x80) {
+      if (n == width - 1) break;  // room for the "~" that says the line was cut
+      ++n;
+    }
+    out += static_cast<char>(ch);
+  }
+  if (colored) out += "\033[0m";
+  return out + "~";
 }
 
 }  // namespace ablate::cli

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
@@ -28,10 +29,23 @@ std::string Bar(double fraction, int width);       // [#######.....]
 std::string Duration(double seconds);              // "1h02m", "3m05s", "12s", "-"
 std::string Num(double value, int precision = 4);  // %.{p}g, "-" for NaN
 std::string TimeAgo(double unix_seconds);
-std::string CountsLine(const v1::SweepCounts& counts);
+// "12/32 done, 2 running, ..."; with `color`, each state's count in its state's colour.
+std::string CountsLine(const v1::SweepCounts& counts, bool color = false);
+// `text` in the colour of run state `state` ("running", "failed", ...) as an ANSI SGR sequence.
+std::string Colored(const std::string& state, const std::string& text);
+// Whether stdout gets colour: a terminal, and NO_COLOR unset or empty (https://no-color.org).
+bool UseColor();
+// The terminal's width and height in columns and rows (stdout), else $COLUMNS / $LINES, else
+// 80 x 24.
+std::pair<int, int> TerminalSize();
+// `line` cut to at most `width` visible columns (ANSI SGR sequences take none, a UTF-8
+// character one), ending in "~" when cut; a colour left open is reset.
+std::string FitWidth(const std::string& line, int width);
 // Run-state predicates live in common/util/run_state.h; kept visible here for CLI code.
 using util::IsTerminal;
-// Proto -> one-line JSON (field names as in the proto).
+// Proto -> one-line JSON (field names as in the proto). Run states are lower case, as in the
+// tables and as sweep states are ("succeeded", "active"); a run id of 0 ("no run", e.g. an idle
+// worker's current_run_id) is left out rather than printed as "0".
 std::string ToJson(const google::protobuf::Message& message);
 double Now();
 

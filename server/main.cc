@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
+#include "common/cli/edge.h"
 #include "server/flags.h"
 #include "server/server.h"
 #include "server/token_command.h"
@@ -50,8 +51,13 @@ int main(int argc, char** argv) {
   auto* revoke = token->add_subcommand("revoke", "Revoke a token by id");
   AddDatabaseFlag(revoke, &options.database_url);
   revoke->add_option("ID", token_id, "Token id (see token list)")->required();
-  CLI11_PARSE(app, argc, argv);
+  auto* version = ablate::cli_edge::AddVersion(app, "ablate-server");
+  if (auto code = ablate::cli_edge::Parse(app, argc, argv, "ablate-server")) return *code;
 
+  if (version->parsed()) {
+    std::printf("%s\n", ablate::cli_edge::VersionText("ablate-server").c_str());
+    return 0;
+  }
   if (migrate->parsed()) {
     auto s = RunMigrations(options.database_url);
     return s.ok() ? 0 : Fail(s);

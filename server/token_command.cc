@@ -35,6 +35,19 @@ absl::Status TokenCreate(const std::string& url, const std::string& role_name,
   std::printf("%s\n", token->secret.c_str());
   std::fprintf(stderr, "token %lld (%s, role %s) created; it is shown only this once\n",
                static_cast<long long>(token->info.id), token->info.name.c_str(), role_name.c_str());
+  // Where it goes: a file only its owner can read, named by --token-file, never a command line
+  // (where `ps` shows it to every user of the machine).
+  const char* file = *role == Role::kWorker ? "worker.token" : "ablate.token";
+  std::fprintf(stderr,
+               "keep it in a file only you can read, e.g.\n"
+               "  (umask 077; ablate-server token create --role %s --name NAME > %s)\n"
+               "then %s\n",
+               role_name.c_str(), file,
+               *role == Role::kWorker
+                   ? "ablate-worker --server HOST:7070 --token-file worker.token "
+                     "(or ABLATE_TOKEN_FILE=worker.token)"
+                   : "ablate login --server HOST:7070 --token-file ablate.token "
+                     "(writes ~/.config/ablate/config.yaml, mode 0600)");
   return absl::OkStatus();
 }
 

@@ -280,4 +280,14 @@ grpc::Status WorkerServiceImpl::ReportLogs(grpc::ServerContext* ctx,
   });
 }
 
+grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
+                                           const v1::CliDeregisterRequest* req,
+                                           v1::CliDeregisterResponse* /*resp*/) {
+  return guard_.Run(*ctx, "Deregister", [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(d_.queue->Deregister(req->worker_id(), caller.token_id));
+    spdlog::info("worker stopped id={}", req->worker_id());
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace ablate::server

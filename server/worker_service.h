@@ -35,6 +35,8 @@ class WorkerServiceImpl final
                        v1::ReleaseResponse* resp) override;
   grpc::Status ReportLogs(grpc::ServerContext* ctx, const v1::LogReportRequest* req,
                           v1::LogReportResponse* resp) override;
+  grpc::Status Deregister(grpc::ServerContext* ctx, const v1::CliDeregisterRequest* req,
+                          v1::CliDeregisterResponse* resp) override;
 
  private:
   ServiceDeps d_;

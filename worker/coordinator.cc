@@ -236,4 +236,13 @@ absl::Status Coordinator::Release(int64_t run_id, int32_t attempt, const std::st
   return rpc::ToAbsl(stub_->Release(&ctx, req, &resp), "release", config_.server, "worker");
 }
 
+absl::Status Coordinator::Deregister(int64_t worker_id) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 10);
+  v1::CliDeregisterRequest req;
+  req.set_worker_id(worker_id);
+  v1::CliDeregisterResponse resp;
+  return rpc::ToAbsl(stub_->Deregister(&ctx, req, &resp), "deregister", config_.server, "worker");
+}
+
 }  // namespace ablate::worker

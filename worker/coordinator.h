@@ -42,6 +42,8 @@ class Coordinator : public RunCoordinator {
   absl::Status Complete(const v1::CompleteRequest& request) override;
   absl::Status Release(int64_t run_id, int32_t attempt, const std::string& lease_token,
                        const std::string& reason) override;
+  // Tells the server this worker is stopping cleanly, so it shows offline at once.
+  absl::Status Deregister(int64_t worker_id);
 
   // Ends a Lease long-poll in flight (shutdown).
   void CancelLongPoll();

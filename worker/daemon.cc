@@ -198,6 +198,11 @@ int RunDaemon(const DaemonOptions& options) {
                  wall > 0 ? 100.0 * out.overhead_seconds / wall : 0.0, gap);
     last_end = out.ended;
   }
+  // A clean stop is announced so `ablate workers` shows it offline at once; if the server cannot
+  // be told, the worker still goes offline once its silence outlasts two lease periods.
+  if (auto s = c->Deregister(worker_id); !s.ok()) {
+    spdlog::warn("could not tell the server this worker is stopping: {}", s.message());
+  }
   spdlog::info("ablate-worker stopping after {} run(s)", runs);
   return 0;
 }

@@ -1,13 +1,16 @@
 // ablate-worker: trains runs. `ablate-worker --server ...` is the daemon; `train` and
 // `data prepare` work with no server at all.
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "common/cli/edge.h"
 #include "spdlog/spdlog.h"
 #include "worker/daemon.h"
 #include "worker/train/commands.h"
+#include "worker/train/trainer.h"
 
 namespace {
 
@@ -36,7 +39,11 @@ int main(int argc, char** argv) {
   daemon.client.tls_ca = EnvOr("ABLATE_TLS_CA", "");
   daemon.work_dir = EnvOr("ABLATE_WORK_DIR", DefaultCacheDir() + "/worker");
   app.add_option("--server", daemon.client.server, "Server address HOST:PORT (env ABLATE_SERVER)");
-  app.add_option("--token", daemon.client.token, "Worker token (env ABLATE_TOKEN)");
+  app.add_option("--token", daemon.client.token,
+                 "Worker token (env ABLATE_TOKEN); visible to `ps`, prefer --token-file");
+  std::string token_file = EnvOr("ABLATE_TOKEN_FILE", "");
+  auto* token_file_opt = app.add_option(
+      "--token-file", token_file, "Read the worker token from this file (env ABLATE_TOKEN_FILE)");
   app.add_option("--tls-ca", daemon.client.tls_ca,
                  "CA certificate (PEM) for TLS (env ABLATE_TLS_CA)");
   app.add_flag("--tls", daemon.client.tls, "Use TLS with the system's root certificates");
@@ -80,7 +87,31 @@ int main(int argc, char** argv) {
   prep_cmd->add_option("--cache-dir", prep.cache_dir, "Where prepared data sets are cached");
   prep_cmd->add_option("--out", prep.out_dir, "Also copy the tokenizer and token files here");
 
-  CLI11_PARSE(app, argc, argv);
+  // Loading LibTorch only when asked: the version lines name the torch the worker trains with.
+  auto torch_line = [] {
+    auto cpu = ablate::train::ProbeDevice("cpu");
+    return std::vector<std::string>{"torch " +
+                                    (cpu.ok() ? cpu->torch_version : std::string("unknown"))};
+  };
+  auto* version = ablate::cli_edge::AddVersion(app, "ablate-worker", torch_line);
+  if (auto code = ablate::cli_edge::Parse(app, argc, argv, "ablate-worker")) return *code;
+  if (version->parsed()) {
+    std::printf("%s\n", ablate::cli_edge::VersionText("ablate-worker", torch_line()).c_str());
+    return 0;
+  }
+  // Precedence: --token, then --token-file, then ABLATE_TOKEN, then ABLATE_TOKEN_FILE. A file
+  // given on the command line beats a token in the environment.
+  const bool token_flag = app.get_option("--token")->count() > 0;
+  if (!token_file.empty() && !token_flag &&
+      (token_file_opt->count() > 0 || daemon.client.token.empty())) {
+    auto token = ablate::cli_edge::ReadTokenFile(
+        token_file, token_file_opt->count() > 0 ? "--token-file" : "ABLATE_TOKEN_FILE");
+    if (!token.ok()) {
+      std::fprintf(stderr, "ablate-worker: %s\n", std::string(token.status().message()).c_str());
+      return 2;
+    }
+    daemon.client.token = *token;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (*train_cmd) return ablate::train::RunTrainCommand(train);

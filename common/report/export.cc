@@ -1,6 +1,7 @@
 #include "common/report/export.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -57,6 +58,12 @@ absl::Status WriteExport(const Export& data, const std::string& dir) {
     absl::StrAppend(&runs, line, "\n");
   }
   RETURN_IF_ERROR(WriteExportFile(dir + "/runs.jsonl", runs));
+  if (!data.with_metrics) {
+    std::error_code ec;
+    std::filesystem::remove(dir + "/metrics.csv", ec);
+    if (ec) return absl::InternalError(absl::StrCat(dir, "/metrics.csv: ", ec.message()));
+    return absl::OkStatus();
+  }
   std::string metrics = CsvLine({"run_id", "step", "name", "value"});
   for (const auto& m : data.metrics) {
     metrics += CsvLine(

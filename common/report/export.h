@@ -3,7 +3,7 @@
 //
 //   DIR/sweep.json   ablate.v1.Sweep as proto JSON (field names as in the .proto)
 //   DIR/runs.jsonl   one ablate.v1.Run per line, proto JSON
-//   DIR/metrics.csv  run_id,step,name,value (optional on read)
+//   DIR/metrics.csv  run_id,step,name,value (not written with --no-metrics; optional on read)
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,9 @@ struct Export {
   ablate::v1::Sweep sweep;
   std::vector<ablate::v1::Run> runs;
   std::vector<MetricRow> metrics;
+  // false (`ablate export --no-metrics`): no metrics.csv is written, and one left in the
+  // directory by an earlier export is removed, so `report --from` never reads stale points.
+  bool with_metrics = true;
 };
 
 // Creates `dir` if needed and writes the three files (replacing earlier ones).

@@ -54,7 +54,8 @@ absl::Status ToAbsl(const grpc::Status& status, std::string_view what, std::stri
       break;
     case grpc::StatusCode::UNAUTHENTICATED:
       absl::StrAppend(&msg,
-                      " (pass a valid token with --token or ABLATE_TOKEN; create one with "
+                      " (pass a valid token with --token-file, ABLATE_TOKEN_FILE or ABLATE_TOKEN; "
+                      "create one with "
                       "`ablate-server token create --role ",
                       std::string(role), "`)");
       break;

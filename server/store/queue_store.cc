@@ -24,8 +24,9 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info, int64_t
         "INSERT INTO workers (name, device_kind, info, token_id) VALUES ($1, $2, $3::jsonb, $4) "
         "ON CONFLICT (name) DO UPDATE SET device_kind = excluded.device_kind, "
         "info = excluded.info, last_seen_at = now(), current_run_id = NULL, "
-        "token_id = excluded.token_id "
+        "token_id = excluded.token_id, stopped_at = NULL "
         "WHERE workers.token_id IS NOT DISTINCT FROM excluded.token_id "
+        "OR workers.stopped_at IS NOT NULL "
         "OR workers.last_seen_at <= now() - make_interval(secs => $5) RETURNING id",
         info.name(), kind, pg::ToJson(info), token_id, lease_seconds_);
     if (!row.empty()) return row[0][0].as<int64_t>();
@@ -41,6 +42,27 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info, int64_t
         live[1].as<std::string>(), " (in ", live[0].as<int64_t>(),
         " s) if that worker stays silent. Choose another --name, or use that worker's token"));
   });
+}
+
+absl::Status QueueStore::Deregister(int64_t worker_id, int64_t token_id) {
+  return db_
+      ->Tx<bool>("deregister",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   // Only the token that registered the worker may stop it; any other gets the
+                   // same answer as an unknown id, so a probe learns nothing.
+                   pqxx::result r =
+                       pg::Exec(tx,
+                                "UPDATE workers SET stopped_at = now(), last_seen_at = now(), "
+                                "current_run_id = NULL WHERE id = $1 "
+                                "AND token_id IS NOT DISTINCT FROM $2 RETURNING id",
+                                worker_id, token_id);
+                   if (r.empty()) {
+                     return absl::NotFoundError(absl::StrCat("deregister: worker ", worker_id,
+                                                             " is not registered with this token"));
+                   }
+                   return true;
+                 })
+      .status();
 }
 
 absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,

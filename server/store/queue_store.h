@@ -23,6 +23,9 @@ class QueueStore {
   // token calling (0 with --auth none): the same token takes its row over (a restarted worker);
   // another token gets ALREADY_EXISTS while the name was seen within the lease period.
   absl::StatusOr<int64_t> Register(const v1::WorkerInfo& info, int64_t token_id);
+  // The worker is stopping cleanly: offline from now on (until it registers again). NotFound
+  // unless `token_id` registered it.
+  absl::Status Deregister(int64_t worker_id, int64_t token_id);
 
   // The run's checkpoint with `sha256`, or its newest when empty.
   absl::StatusOr<v1::CheckpointRef> FindCheckpoint(int64_t run_id, const std::string& sha256);

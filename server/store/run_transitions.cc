@@ -4,6 +4,7 @@
 #include "server/store/run_transitions.h"
 
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/util/metric_names.h"
+#include "common/util/retry_policy.h"
 #include "common/util/run_state.h"
 #include "common/util/sha256.h"
 #include "server/store/pg_codec.h"
@@ -567,11 +569,12 @@ absl::StatusOr<int> RunTransitions::Cancel(int64_t sweep_id, const std::vector<i
 absl::StatusOr<int> RunTransitions::Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
                                           const std::vector<v1::RunState>& states) {
   std::vector<v1::RunState> wanted = states;
-  if (wanted.empty()) wanted = {v1::FAILED, v1::CANCELLED};
+  if (wanted.empty()) {
+    wanted.assign(std::begin(util::kRetryableStates), std::end(util::kRetryableStates));
+  }
   for (auto s : wanted) {
-    if (!util::IsTerminal(s)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "retry: states: only finished runs can be retried (got ", v1::RunState_Name(s), ")"));
+    if (!util::IsRetryable(s)) {
+      return absl::InvalidArgumentError(absl::StrCat("retry: states: ", util::RetryRefusal(s)));
     }
   }
   return Transition<int>("retry", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {

@@ -101,7 +101,8 @@ absl::StatusOr<std::vector<WorkerCount>> StatsStore::Workers() {
   return db_->Tx<Out>("worker stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(
         tx,
-        "SELECT CASE WHEN last_seen_at < now() - make_interval(secs => $1) THEN 'offline' "
+        "SELECT CASE WHEN stopped_at IS NOT NULL "
+        "  OR last_seen_at < now() - make_interval(secs => $1) THEN 'offline' "
         "  WHEN current_run_id IS NOT NULL THEN 'busy' ELSE 'idle' END AS st, device_kind, "
         "  count(*) FROM workers GROUP BY st, device_kind",
         2 * lease_seconds_);

@@ -295,6 +295,10 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
 absl::StatusOr<std::vector<v1::RunEvent>> SweepStore::Events(int64_t run_id) {
   using Out = std::vector<v1::RunEvent>;
   return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    // An unknown run is an error, not an empty history (`ablate logs 999`).
+    if (pg::Exec(tx, "SELECT 1 FROM runs WHERE id = $1", run_id).empty()) {
+      return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    }
     pqxx::result r =
         pg::Exec(tx,
                  "SELECT extract(epoch from time), kind, attempt, worker, message FROM run_events "
@@ -317,15 +321,17 @@ absl::StatusOr<std::vector<v1::RunEvent>> SweepStore::Events(int64_t run_id) {
 absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline) {
   using Out = std::vector<v1::Worker>;
   return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    // Offline = not seen for two lease periods: a worker heartbeats every third of one, so
-    // that is several missed beats, not one slow reply.
+    // Offline = stopped cleanly (Deregister), or not seen for two lease periods: a worker
+    // heartbeats every third of one, so that is several missed beats, not one slow reply.
     pqxx::result r = pg::Exec(
         tx,
-        "SELECT id, info::text, CASE WHEN last_seen_at < now() - make_interval(secs => $1) "
+        "SELECT id, info::text, CASE WHEN stopped_at IS NOT NULL "
+        "  OR last_seen_at < now() - make_interval(secs => $1) "
         "  THEN 'offline' WHEN current_run_id IS NOT NULL THEN 'busy' ELSE 'idle' END, "
         "  extract(epoch from registered_at), extract(epoch from last_seen_at), "
         "  coalesce(current_run_id, 0), runs_completed FROM workers "
-        "WHERE $2 OR last_seen_at >= now() - make_interval(secs => $1) ORDER BY name",
+        "WHERE $2 OR (stopped_at IS NULL AND last_seen_at >= now() - make_interval(secs => $1)) "
+        "ORDER BY name",
         2 * lease_seconds_, include_offline);
     Out out;
     for (const auto& row : r) {

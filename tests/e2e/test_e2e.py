@@ -3,18 +3,24 @@
 Run through ctest (tests/e2e/CMakeLists.txt), which provides the PostgreSQL and the build paths.
 """
 import collections
+import fcntl
 import hashlib
+import json
 import os
 import re
+import select
+import shutil
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
 import harness  # noqa: E402
-from harness import SERVER, SRC, WORKER, Stack, wait_for, write_sweep  # noqa: E402
+from harness import CLI, SERVER, SRC, WORKER, Stack, wait_for, write_sweep  # noqa: E402
 from harness import free_port as harness_free_port  # noqa: E402
 
 # A tiny model on the generated corpus, so the test needs no downloaded data.
@@ -482,6 +488,380 @@ class LogsAndArtifacts(E2E):
         self.assertEqual(os.listdir(empty), [])
         n = s.sql(f"SELECT count(*) FROM checkpoints WHERE run_id = {int(dropped['id'])} AND step = 30")
         self.assertEqual(n, "0")
+
+
+def run(argv, env=None, timeout=120):
+    e = dict(os.environ)
+    for k in ("ABLATE_TOKEN", "ABLATE_TOKEN_FILE", "ABLATE_SERVER", "ABLATE_CONFIG", "NO_COLOR"):
+        e.pop(k, None)
+    e.update(env or {})
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def project_version():
+    with open(os.path.join(SRC, "CMakeLists.txt")) as f:
+        return re.search(r"project\(ablate VERSION (\S+)", f.read()).group(1)
+
+
+class CliUsage(E2E):
+    """Issue #15: every usage error exits 2 with the command's usage line; unknown commands get
+    a did-you-mean; --version/version and shell completion on the binaries."""
+
+    def assert_usage_error(self, argv, *needles):
+        p = run(argv)
+        self.assertEqual(p.returncode, 2, f"{argv}: {p.stdout}{p.stderr}")
+        for n in needles:
+            self.assertIn(n, p.stderr, argv)
+        return p
+
+    def test_usage_errors_exit_2_with_the_usage_line(self):
+        self.assert_usage_error([CLI, "submit"], "ablate submit: ", "Usage: ablate submit", "file")
+        self.assert_usage_error([CLI, "ls", "--bogus"], "--bogus", "Usage: ablate ls")
+        self.assert_usage_error([CLI, "-o", "yaml", "ls"], "Usage: ablate")
+        self.assert_usage_error([CLI, "stauts", "1"], "unknown command 'stauts'",
+                                "did you mean 'status'?", "Usage: ablate")
+        p = self.assert_usage_error([CLI], "a command is required", "Usage: ablate")
+        self.assertIn("submit", p.stderr, "the commands are listed")
+        self.assertNotIn("A subcommand is required", p.stderr)
+        self.assert_usage_error([CLI, "config"], "ablate config: a command is required")
+        self.assert_usage_error([CLI, "completion", "fish"], "Usage: ablate completion")
+        self.assert_usage_error([CLI, "report"], "ablate report: give a sweep", "Usage: ablate report")
+        self.assert_usage_error([CLI, "report", "1", "--from", "dir"], "Usage: ablate report")
+        self.assert_usage_error([WORKER, "--device", "quantum"], "--device", "Usage: ablate-worker")
+        self.assert_usage_error([WORKER, "trian"], "unknown command 'trian'", "did you mean 'train'?")
+        self.assert_usage_error([SERVER, "tokn"], "unknown command 'tokn'", "did you mean 'token'?")
+        self.assert_usage_error([SERVER, "serve", "--bogus"], "Usage: ablate-server serve")
+        # --help is no error.
+        p = run([CLI, "submit", "--help"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("--dry-run", p.stdout)
+
+    def test_version_on_all_three_binaries(self):
+        version = project_version()
+        line = re.compile(r"^(ablate|ablate-worker|ablate-server) (\S+) \(commit (\S+)\)$")
+        for argv in ([CLI, "--version"], [CLI, "version"], [WORKER, "--version"], [WORKER, "version"],
+                     [SERVER, "--version"], [SERVER, "version"]):
+            p = run(argv)
+            self.assertEqual(p.returncode, 0, f"{argv}: {p.stderr}")
+            first = p.stdout.splitlines()[0]
+            m = line.match(first)
+            self.assertIsNotNone(m, f"{argv}: {p.stdout!r}")
+            self.assertEqual(m.group(1), os.path.basename(argv[0]))
+            self.assertEqual(m.group(2), version)
+            commit = m.group(3)
+            if commit != "unknown":
+                sha = commit.rsplit("-g", 1)[-1].removesuffix("-dirty")
+                self.assertRegex(sha, r"^[0-9a-f]{7,40}$")
+                self.assertEqual(subprocess.call(["git", "-C", SRC, "cat-file", "-e", sha + "^{commit}"],
+                                                 stderr=subprocess.DEVNULL), 0,
+                                 f"{commit} is no commit of this repository")
+            if argv[0] == WORKER:
+                self.assertRegex(p.stdout, r"\ntorch \d+\.\d+", "the worker names its torch")
+
+    def complete(self, script, *words):
+        """What bash completes for the command line `words` (the last one being typed)."""
+        prog = (f"source {script}\nCOMP_WORDS=({' '.join(words)})\nCOMP_CWORD={len(words) - 1}\n"
+                "_ablate\nprintf '%s\\n' \"${COMPREPLY[@]}\"\n")
+        p = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return p.stdout.split()
+
+    def test_bash_completion_is_valid_and_completes_commands_and_flags(self):
+        p = run([CLI, "completion", "bash"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        script = os.path.join(self.stack.dir, "ablate.bash")
+        with open(script, "w") as f:
+            f.write(p.stdout)
+        check = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stderr)
+        self.assertEqual(self.complete(script, "ablate", "sta"), ["status"])
+        self.assertIn("submit", self.complete(script, "ablate", ""))
+        self.assertIn("completion", self.complete(script, "ablate", ""))
+        self.assertEqual(self.complete(script, "ablate", "submit", "--dry"), ["--dry-run"])
+        self.assertEqual(self.complete(script, "ablate", "--server", "h:1", "ls", "--act"), ["--active"])
+        self.assertEqual(self.complete(script, "ablate", "config", "in"), ["init"])
+        self.assertIn("--token-file", self.complete(script, "ablate", "login", "--tok"))
+        z = run([CLI, "completion", "zsh"])
+        self.assertEqual(z.returncode, 0, z.stderr)
+        self.assertTrue(z.stdout.startswith("#compdef ablate\n"), z.stdout[:40])
+        self.assertIn("'status:", z.stdout)
+        zsh = shutil.which("zsh")
+        self.assertIsNotNone(zsh, "zsh is needed to check the zsh script (scripts/install-deps installs it)")
+        zpath = os.path.join(self.stack.dir, "_ablate")
+        with open(zpath, "w") as f:
+            f.write(z.stdout)
+        zc = subprocess.run([zsh, "-n", zpath], capture_output=True, text=True)
+        self.assertEqual(zc.returncode, 0, zc.stderr)
+        # Sourced after compinit, it registers itself for ablate.
+        zc = subprocess.run([zsh, "-f", "-c", f"autoload -Uz compinit && compinit -u -D; source {zpath}; "
+                             "print -r -- ${_comps[ablate]}"], capture_output=True, text=True)
+        self.assertEqual(zc.stdout.strip(), "_ablate", zc.stderr)
+
+
+class TrainOutput(E2E):
+    """Issue #15: `ablate-worker train` prints steps-to-threshold only when a threshold is set."""
+
+    def test_steps_to_threshold_only_with_a_threshold(self):
+        base = ('data: {train: "synthetic:3000", val: "synthetic:300", tokenizer: {type: bpe, vocab: 512}}\n'
+                "n_layer: 1\nn_embd: 48\nn_head: 2\nblock_size: 48\nbatch_size: 8\nsteps: 5\n"
+                "warmup: 1\neval_every: 5\neval_batches: 1\n")
+        cache = os.path.join(self.stack.dir, "cache")
+        outputs = {}
+        for name, extra in (("none", ""), ("easy", "threshold: {train_loss: 100}\n"),
+                            ("hard", "threshold: {train_loss: 0.5}\n")):
+            path = write_sweep(self.stack.dir, "run-" + name, base + extra)
+            p = run([WORKER, "train", path, "--out", os.path.join(self.stack.dir, "out-" + name),
+                     "--threads", "1", "--quiet", "--cache-dir", cache], timeout=300)
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            outputs[name] = p.stdout
+        self.assertNotIn("threshold", outputs["none"])
+        self.assertIn("tok/s", outputs["none"])
+        self.assertIn("steps to threshold 100: ", outputs["easy"])
+        self.assertIn("threshold 0.5 never reached", outputs["hard"])
+
+
+class FirstRunSetup(E2E):
+    """Issue #15: login writes a 0600 config file; tokens come from files or the environment."""
+
+    def test_login_writes_a_private_config_and_tokens_come_from_files(self):
+        s = self.stack
+        s.start_server()
+        created = subprocess.run([SERVER, "token", "create", "--role", "user", "--name", "setup",
+                                  "--database-url", s.db_url], capture_output=True, text=True, timeout=60)
+        self.assertEqual(created.returncode, 0, created.stderr)
+        self.assertIn("--token-file", created.stderr, "token create says where the token goes")
+        self.assertIn("ablate login", created.stderr)
+        token_file = os.path.join(s.dir, "user.token")
+        with open(token_file, "w") as f:
+            f.write(created.stdout)
+        bad_file = os.path.join(s.dir, "bad.token")
+        with open(bad_file, "w") as f:
+            f.write("not-a-token\n")
+        config = os.path.join(s.dir, "cfg", "ablate", "config.yaml")
+
+        # A wrong token: refused (exit 3) and nothing written.
+        p = run([CLI, "--config", config, "login", "--server", s.server_addr, "--token-file", bad_file])
+        self.assertEqual(p.returncode, 3, p.stderr)
+        self.assertFalse(os.path.exists(config))
+        p = run([CLI, "--config", config, "login", "--server", s.server_addr])
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--token-file", p.stderr)
+
+        p = run([CLI, "--config", config, "login", "--server", s.server_addr, "--token-file", token_file])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(os.stat(config).st_mode & 0o777, 0o600)
+        with open(config) as f:
+            text = f.read()
+        self.assertIn(s.server_addr, text)
+        self.assertIn(created.stdout.strip(), text)
+        # Later commands need neither flag (the XDG location is the default one).
+        xdg = {"XDG_CONFIG_HOME": os.path.join(s.dir, "cfg")}
+        p = run([CLI, "ls"], env=xdg)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # Precedence: flag > environment > file.
+        p = run([CLI, "ls"], env=dict(xdg, ABLATE_TOKEN="not-a-token"))
+        self.assertEqual(p.returncode, 3, "ABLATE_TOKEN beats the file")
+        p = run([CLI, "--token-file", token_file, "ls"], env=dict(xdg, ABLATE_TOKEN="not-a-token"))
+        self.assertEqual(p.returncode, 0, "--token-file beats ABLATE_TOKEN: " + p.stderr)
+        p = run([CLI, "ls"], env=dict(xdg, ABLATE_TOKEN_FILE=bad_file))
+        self.assertEqual(p.returncode, 3, "ABLATE_TOKEN_FILE beats the file")
+        p = run([CLI, "--server", s.server_addr, "--token-file", os.path.join(s.dir, "missing"), "ls"])
+        self.assertEqual(p.returncode, 4, p.stderr)
+        self.assertIn("--token-file", p.stderr)
+
+        # A token_file in a config file is found next to it, wherever ablate runs.
+        rel = os.path.join(s.dir, "rel.yaml")
+        with open(rel, "w") as f:
+            f.write(f"server: {s.server_addr}\ntoken_file: user.token\n")
+        p = run([CLI, "--config", rel, "ls"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        # config init writes without asking the server.
+        other = os.path.join(s.dir, "other.yaml")
+        p = run([CLI, "--config", other, "config", "init", "--server", "127.0.0.1:9", "--token-file", token_file])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(os.stat(other).st_mode & 0o777, 0o600)
+
+        # The worker reads its token from a file too (flag or environment).
+        worker_token = os.path.join(s.dir, "worker.token")
+        with open(worker_token, "w") as f:
+            f.write(s.worker_token + "\n")
+        s._spawn("wf", [WORKER, "--server", s.server_addr, "--token-file", worker_token, "--device", "cpu",
+                        "--work-dir", os.path.join(s.dir, "wf"), "--name", "wf", "--lease-wait", "1"])
+        s._spawn("we", [WORKER, "--server", s.server_addr, "--device", "cpu",
+                        "--work-dir", os.path.join(s.dir, "we"), "--name", "we", "--lease-wait", "1"],
+                 env={"ABLATE_TOKEN_FILE": worker_token, "ABLATE_TOKEN": ""})
+        wait_for(lambda: {w["info"]["name"] for w in s.cli_json("workers")} >= {"wf", "we"}, 60,
+                 "both workers to register")
+
+
+class NoSilentNoOps(E2E):
+    """Issue #15: asking for what cannot be done is an error with the documented exit code."""
+
+    def test_impossible_requests_are_errors_and_finished_results_are_kept(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-noop", {"seed": "[0, 1]"}, steps=20, ckpt=20,
+                                            eval_every=10))
+        runs = s.wait_sweep_done(self.sweep_id, 300)
+        done = int(runs[0]["id"])
+        sid = str(self.sweep_id)
+
+        def expect(rc, *args, needles=()):
+            p = s.cli(*args, check=False)
+            self.assertEqual(p.returncode, rc, f"ablate {' '.join(args)}: {p.stdout}{p.stderr}")
+            for n in needles:
+                self.assertIn(n, p.stderr)
+            return p
+
+        expect(4, "cancel", sid, "--run", "999", needles=["run 999"])
+        expect(6, "cancel", sid, "--run", str(done), needles=["finished"])
+        expect(6, "cancel", sid, needles=["no unfinished runs"])
+        expect(4, "cancel", "no-such-sweep")
+        expect(4, "logs", "999", needles=["run 999"])
+        expect(2, "report", sid, "--variant", "seeds", needles=["no axis 'seeds'", "did you mean 'seed'?"])
+        expect(2, "report", sid, "--by", "foo", needles=["no axis 'foo'"])
+        # retry: a finished result is kept.
+        expect(6, "retry", sid, "--run", str(done), needles=["kept"])
+        expect(2, "retry", sid, "--state", "succeeded", needles=["kept"])
+        expect(2, "retry", sid, "--state", "diverged", needles=["kept"])
+        expect(4, "retry", sid, "--run", "999")
+        p = expect(0, "retry", sid)
+        self.assertIn("nothing to retry", p.stdout)
+        self.assertEqual({r["state"] for r in s.runs(self.sweep_id)}, {"SUCCEEDED"}, "nothing was requeued")
+
+        # Output: report -o json is one object on one line; no "0" for "no run"; ls --active says so.
+        p = expect(0, "-o", "json", "report", sid)
+        lines = [l for l in p.stdout.splitlines() if l.strip()]
+        self.assertEqual(len(lines), 1, p.stdout[:500])
+        self.assertIsInstance(json.loads(lines[0]), dict)
+        workers = s.cli_json("workers")
+        self.assertEqual([w["info"]["name"] for w in workers], ["w1"])
+        self.assertNotIn("current_run_id", workers[0], "an idle worker has no run, not run \"0\"")
+        # One casing for states: JSON prints them as the tables do, like sweep states.
+        raw = [json.loads(l) for l in expect(0, "-o", "json", "runs", sid).stdout.splitlines()]
+        self.assertEqual({r["state"] for r in raw}, {"succeeded"})
+        self.assertIn(" succeeded ", expect(0, "runs", sid).stdout)
+        status = json.loads(expect(0, "-o", "json", "status", sid).stdout)
+        self.assertEqual(status["sweep"]["state"], "finished")
+        p = expect(0, "ls", "--active")
+        self.assertIn("no active sweeps", p.stdout)
+        # export: --help names the files, --no-metrics writes no metrics file.
+        p = expect(0, "export", "--help")
+        for f in ("sweep.json", "runs.jsonl", "metrics.csv"):
+            self.assertIn(f, p.stdout)
+        out = os.path.join(s.dir, "exp")
+        expect(0, "export", sid, "--out", out)
+        self.assertTrue(os.path.exists(os.path.join(out, "metrics.csv")))
+        expect(0, "export", sid, "--out", out, "--no-metrics")
+        self.assertEqual(sorted(os.listdir(out)), ["runs.jsonl", "sweep.json"])
+
+
+class CleanStop(E2E):
+    # Offline by silence would take two lease periods (120 s): "offline" at once is the worker's word.
+    lease_seconds = 60
+
+    def test_a_worker_stopped_cleanly_is_offline_at_once_and_its_handback_is_not_counted(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-stop", {"seed": "[0]"}, steps=100000, ckpt=1000,
+                                            eval_every=1000))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        self.assertEqual([w["state"] for w in s.cli_json("workers")], ["busy"])
+        self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
+        self.assertEqual(s.cli_json("workers"), [], "a cleanly stopped worker is not listed as online")
+        everyone = s.cli_json("workers", "--all")
+        self.assertEqual([(w["info"]["name"], w["state"]) for w in everyone], [("w1", "offline")])
+        _, r = self.run_step(run_id)
+        self.assertEqual(r["state"], "QUEUED")
+        table = s.cli("runs", str(self.sweep_id)).stdout
+        row = [l for l in table.splitlines() if l.split()[:1] == [str(run_id)]][0]
+        # Attempt 1 was handed back, so no counted attempt is used yet (the raw numbers: 1 of 4).
+        self.assertIn("0/3 +1 handed back", row, table)
+        # Registering again brings it back; stopped while idle (in its Lease long-poll), it says
+        # so too.
+        s.start_worker("w1")
+        wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["busy"], 60, "w1 to be busy again")
+        s.cli("cancel", str(self.sweep_id))
+        wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["idle"], 60, "w1 to be idle")
+        self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
+        self.assertEqual(s.cli_json("workers"), [])
+        self.assertEqual([w["state"] for w in s.cli_json("workers", "--all")], ["offline"])
+
+
+CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def watch_on_a_pty(argv, env, cols=80, rows=24, timeout=300):
+    """Runs argv with stdout on a pseudo-terminal of cols x rows; returns (exit code, output)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    e = dict(os.environ)
+    for k in ("NO_COLOR", "COLUMNS", "LINES"):
+        e.pop(k, None)
+    e.update(env)
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, env=e)
+    os.close(slave)
+    out = b""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif p.poll() is not None:
+            break
+    os.close(master)
+    try:
+        rc = p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    return rc, out.decode("utf-8", "replace"), p.stderr.read().decode()
+
+
+class WatchTerminal(E2E):
+    """Issue #15: `ablate watch` on an 80-column terminal redraws in place, cut to the width,
+    coloured unless NO_COLOR, with an ETA before the first run ends."""
+
+    def test_watch_fits_80_columns_redraws_in_place_and_honours_no_color(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("a-worker-with-a-rather-long-name")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-watch-with-a-long-sweep-name",
+                                            {"qk_norm": "[none]", "lr": "[1.0e-3, 2.0e-3]",
+                                             "n_layer": "[1]"}, steps=400, ckpt=400, eval_every=200))
+        watch = [CLI, "--server", s.server_addr, "--token", s.user_token, "watch", str(self.sweep_id),
+                 "--interval", "0.2"]
+        rc, out, err = watch_on_a_pty(watch, {})
+        self.assertEqual(rc, 0, err + out[-2000:])
+        # Redrawn in place: the cursor goes back up over the previous frame.
+        self.assertRegex(out, r"\x1b\[\d+A", "no cursor movement: the frames were appended")
+        # No line, escapes removed, is wider than the terminal (the runs' lines are ~95 columns).
+        visible = CSI.sub("", out)
+        pieces = [p for line in visible.split("\n") for p in line.split("\r")]
+        self.assertGreater(len(pieces), 3)
+        too_wide = [p for p in pieces if len(p) > 80]
+        self.assertEqual(too_wide, [], "lines wider than 80 columns")
+        self.assertIn("~", visible, "the long run lines should have been cut")
+        self.assertRegex(out, r"\x1b\[3\dm", "states are coloured on a terminal")
+        # An ETA while nothing has finished yet, from the running runs' progress.
+        self.assertTrue(any("ETA " in l and "0/2 done" in l for l in visible.split("\n")),
+                        "no ETA before the first run ended")
+        self.assertIn("sweep finished", visible)
+        # NO_COLOR: the same finished sweep, no colour escapes at all.
+        rc, out, err = watch_on_a_pty(watch, {"NO_COLOR": "1"})
+        self.assertEqual(rc, 0, err)
+        self.assertIn("2/2 done", out)
+        self.assertNotRegex(out, r"\x1b\[[0-9;]*m", "NO_COLOR must remove colour")
+        rc, out, err = watch_on_a_pty(watch, {})
+        self.assertRegex(out, r"\x1b\[3\dm", "without NO_COLOR the same frame is coloured")
 
 
 if __name__ == "__main__":

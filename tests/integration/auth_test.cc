@@ -1,6 +1,8 @@
 // Bearer tokens and roles (docs/architecture.md#security): worker tokens only reach
 // WorkerService, user tokens only SweepService, admin both; missing, unknown and revoked tokens
 // are refused.
+#include <map>
+
 #include "server/store/db.h"
 #include "tests/integration/harness.h"
 
@@ -100,6 +102,48 @@ TEST(ServerOptionsTest, RefusesPlaintextBeyondLoopbackAndAuthNoneBeyondLoopback)
   EXPECT_TRUE(server::IsLoopback("localhost:1"));
   EXPECT_FALSE(server::IsLoopback("0.0.0.0:7070"));
   EXPECT_FALSE(server::IsLoopback("10.0.0.5:7070"));
+}
+
+// A worker stopping cleanly (WorkerService.Deregister) is offline at once, not two lease periods
+// later; only the token that registered it may say so, and its name is free again.
+TEST_F(AuthTest, DeregisterTakesAWorkerOfflineAtOnceForItsOwnTokenOnly) {
+  const std::string mine = Token(Role::kWorker, "box-a");
+  const std::string other = Token(Role::kWorker, "box-b");
+  const std::string user = Token(Role::kUser, "carol");
+  v1::RegisterRequest reg;
+  reg.mutable_info()->set_name("stopper");
+  reg.mutable_info()->set_device_kind("cpu");
+  v1::RegisterResponse worker;
+  ASSERT_TRUE(WorkerStub()->Register(Ctx(mine).get(), reg, &worker).ok());
+  auto deregister = [&](const std::string& token, int64_t id) {
+    v1::CliDeregisterRequest req;
+    req.set_worker_id(id);
+    v1::CliDeregisterResponse resp;
+    return WorkerStub()->Deregister(Ctx(token).get(), req, &resp);
+  };
+  auto states = [&](bool include_offline) {
+    v1::ListWorkersRequest req;
+    req.set_include_offline(include_offline);
+    v1::ListWorkersResponse resp;
+    EXPECT_TRUE(SweepStub()->ListWorkers(Ctx().get(), req, &resp).ok());
+    std::map<std::string, std::string> out;
+    for (const auto& w : resp.workers()) out[w.info().name()] = w.state();
+    return out;
+  };
+  EXPECT_EQ(states(false)["stopper"], "idle");
+  EXPECT_EQ(deregister(user, worker.worker_id()).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(deregister(other, worker.worker_id()).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(deregister(mine, worker.worker_id() + 1000).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(states(false)["stopper"], "idle") << "refused calls change nothing";
+
+  ASSERT_TRUE(deregister(mine, worker.worker_id()).ok());
+  EXPECT_EQ(states(false).count("stopper"), 0u);
+  EXPECT_EQ(states(true)["stopper"], "offline");
+  // A stopped worker's name is free at once, for any worker token.
+  v1::RegisterResponse again;
+  ASSERT_TRUE(WorkerStub()->Register(Ctx(other).get(), reg, &again).ok());
+  EXPECT_EQ(again.worker_id(), worker.worker_id());
+  EXPECT_EQ(states(false)["stopper"], "idle");
 }
 
 }  // namespace

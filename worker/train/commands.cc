@@ -56,7 +56,8 @@ void ResolveAgainst(const fs::path& base, std::string* path) {
   *path = (base / *path).lexically_normal().string();
 }
 
-void PrintResult(const TrainResult& r) {
+// `threshold` is the run's steps-to-threshold target (0: none set, so there is nothing to print).
+void PrintResult(const TrainResult& r, double threshold) {
   const auto& x = r.result;
   if (r.outcome == Outcome::kDiverged) {
     std::printf("diverged at step %lld (last finite loss %.4f, l0 %.4f)\n",
@@ -66,9 +67,16 @@ void PrintResult(const TrainResult& r) {
                 static_cast<long long>(x.steps_done()), x.initial_loss(), x.final_train_loss(),
                 x.final_val_loss(), x.final_val_ppl());
   }
-  std::printf("steps to threshold %lld  %.0f tok/s  %.1f s  on %s (torch %s)\n",
-              static_cast<long long>(x.steps_to_threshold()), x.tokens_per_second(),
-              x.wall_seconds(), x.device().c_str(), x.torch_version().c_str());
+  if (threshold > 0) {
+    if (x.steps_to_threshold() >= 0) {
+      std::printf("steps to threshold %.4g: %lld  ", threshold,
+                  static_cast<long long>(x.steps_to_threshold()));
+    } else {
+      std::printf("threshold %.4g never reached  ", threshold);
+    }
+  }
+  std::printf("%.0f tok/s  %.1f s  on %s (torch %s)\n", x.tokens_per_second(), x.wall_seconds(),
+              x.device().c_str(), x.torch_version().c_str());
 }
 
 }  // namespace
@@ -121,7 +129,7 @@ int RunTrainCommand(const TrainCommandArgs& args) {
                 static_cast<long long>(result->last_step), result->last_checkpoint.c_str());
     return 130;
   }
-  PrintResult(*result);
+  PrintResult(*result, spec->threshold().train_loss());
   return 0;
 }
 
