@@ -52,7 +52,7 @@ struct Point {
   // Median over finished seeds; a seed that never reached the target counts as infinitely slow,
   // so the median is nullopt ("never") when half or more never got there.
   std::optional<double> steps_to_threshold;
-  int n = 0;  // finished seeds (succeeded + diverged + skipped)
+  int n = 0;           // finished seeds (succeeded + diverged + skipped)
   int n_diverged = 0;  // skipped runs included (inferred, below)
   // Skipped runs (pruned above divergence): counted as diverged at ℓ0 without being run.
   int n_inferred = 0;

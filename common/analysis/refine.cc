@@ -94,18 +94,18 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
       if (!n.context.empty()) parts.push_back(n.context);
       parts.push_back(absl::StrCat(options.moderator_axis, "=", n.moderator));
       parts.push_back(absl::StrCat(options.variant_axis, "=", n.variant));
-      candidates.push_back({{std::string(kEtaDagger), absl::StrJoin(parts, ","), *n.bracket_lo,
-                             *n.bracket_hi},
-                            {base, treated}});
+      candidates.push_back(
+          {{std::string(kEtaDagger), absl::StrJoin(parts, ","), *n.bracket_lo, *n.bracket_hi},
+           {base, treated}});
     }
   }
   for (const auto& cand : candidates) plan.brackets.push_back(cand.bracket);
 
   // Widest first, so a budget that cannot cover everything goes where the answer is vaguest;
   // ties keep the curve order (stable sort), so every replica plans the same runs.
-  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& x, const Candidate& y) {
-    return x.bracket.ratio() > y.bracket.ratio();
-  });
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& x, const Candidate& y) { return x.bracket.ratio() > y.bracket.ratio(); });
 
   std::map<int64_t, const Run*> by_id;
   std::set<std::pair<std::string, int64_t>> existing;  // (cell, seed)
@@ -173,8 +173,7 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
   return plan;
 }
 
-absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs,
-                                                  Options options) {
+absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs, Options options) {
   absl::StatusOr<Analysis> analysed = Analyze(runs, options);
   if (!analysed.ok()) return analysed.status();
   std::map<int64_t, const Run*> by_id;
@@ -195,8 +194,8 @@ absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs,
     }
     if (wall == nullptr) continue;
     const std::string reason =
-        absl::StrCat("every seed (", seeds.size(), ") of ", CurveLabel(options, c),
-                     " diverged at ", options.lr_axis, "=", wall->lr_text);
+        absl::StrCat("every seed (", seeds.size(), ") of ", CurveLabel(options, c), " diverged at ",
+                     options.lr_axis, "=", wall->lr_text);
     for (const auto& p : c.points) {
       if (!(p.lr > wall->lr)) continue;
       for (int64_t id : p.run_ids) {

@@ -36,17 +36,17 @@ struct RefineRun {
   int64_t template_run_id = 0;
   std::string axis_value;  // canonical text ("%.6g") of the midpoint, which round-trips
   google::protobuf::Map<std::string, std::string> grid_values;  // the template's, axis replaced
-  std::string cell;        // sweep::CellKey(grid_values)
+  std::string cell;                                             // sweep::CellKey(grid_values)
   int64_t seed = 0;
-  int round = 0;           // 1 + the largest round of the runs at the bracket's ends
-  std::string boundary;    // the bracket it bisects, for the run's event
+  int round = 0;         // 1 + the largest round of the runs at the bracket's ends
+  std::string boundary;  // the bracket it bisects, for the run's event
 };
 
 struct RefinePlan {
-  std::vector<RefineRun> runs;     // to add now (possibly none)
-  std::vector<Bracket> brackets;   // every closed bracket of the requested boundaries, as is
-  int used = 0;                    // runs refinement added before this plan
-  bool budget_exhausted = false;   // a bracket still wide enough did not fit max_new_runs
+  std::vector<RefineRun> runs;    // to add now (possibly none)
+  std::vector<Bracket> brackets;  // every closed bracket of the requested boundaries, as is
+  int used = 0;                   // runs refinement added before this plan
+  bool budget_exhausted = false;  // a bracket still wide enough did not fit max_new_runs
 };
 
 // Decides which midpoints to add. For every requested boundary of every curve (η†: of every pair

@@ -1,7 +1,6 @@
 // The analysis (docs/architecture.md#the-analysis) on hand-built run sets; every expected number
 // is worked out in the comments.
 #include "common/analysis/analysis.h"
-#include "common/analysis/refine.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +8,8 @@
 #include <cmath>
 #include <limits>
 #include <set>
+
+#include "common/analysis/refine.h"
 
 namespace ablate::analysis {
 namespace {
@@ -605,8 +606,8 @@ TEST(Refine, AddedRunsAreNeverPlannedTwiceAndTheNextRoundFollows) {
   auto plan = PlanRefinement(s.runs, Rule({"max_stable"}));
   ASSERT_EQ(plan->runs.size(), 2u);
   for (const auto& add : plan->runs) {
-    ablate::v1::Run& r = s.Add("none", "2", add.axis_value, static_cast<int>(add.seed), 0,
-                   ablate::v1::QUEUED);
+    ablate::v1::Run& r =
+        s.Add("none", "2", add.axis_value, static_cast<int>(add.seed), 0, ablate::v1::QUEUED);
     r.clear_result();
     r.set_refine_round(add.round);
   }
