@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,9 @@ struct Axis {
   std::string name;
   std::vector<std::string> values;  // canonical text of each value, e.g. "0.001", "layernorm"
   int line = 0;                     // 1-based line of the axis in the file
+  // {logspace: ...}, or a list of at least 2 positive decimals with equal ratios (within 10 % of
+  // the log step): an axis `refine:` may bisect geometrically.
+  bool log_spaced = false;
 };
 
 enum class Order { kGrid, kCoarseToFine };
@@ -39,6 +43,10 @@ struct SweepSpec {
   ablate::v1::ThresholdSpec threshold;
   int max_attempts = 3;
   int priority = 0;
+  // `refine:` (docs/sweep-file.md#refinement-and-pruning): axis, boundaries, until_ratio,
+  // max_new_runs; new_runs/rounds stay 0 here (the server counts them).
+  std::optional<ablate::v1::RefineStatus> refine;
+  bool prune_above_divergence = false;  // `prune: {above_divergence: true}`
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)
