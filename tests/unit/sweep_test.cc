@@ -319,6 +319,28 @@ TEST(Refine, ParsesWithDefaultsAndMarksLogAxes) {
   EXPECT_FALSE(plain->prune_above_divergence);
 }
 
+TEST(Refine, PruningPutsEverySeedOfAnLrBeforeTheNextLr) {
+  const std::string body =
+      "grid:\n  lr: [0.001, 0.01, 0.1]\n  seed: [0, 1]\norder: coarse_to_fine\n";
+  auto lrs_in_order = [](const std::string& yaml) {
+    std::vector<std::string> out;
+    auto s = ParseSweep(yaml, "s.yaml");
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return out;
+    auto runs = Expand(*s);
+    EXPECT_TRUE(runs.ok()) << runs.status();
+    if (!runs.ok()) return out;
+    for (const auto& r : *runs) {
+      out.push_back(r.grid_values().at("lr") + "/" + r.grid_values().at("seed"));
+    }
+    return out;
+  };
+  EXPECT_THAT(lrs_in_order(Sweep(body)),
+              ::testing::ElementsAre("0.001/0", "0.1/0", "0.01/0", "0.001/1", "0.1/1", "0.01/1"));
+  EXPECT_THAT(lrs_in_order(Sweep(body + "prune: {above_divergence: true}\n")),
+              ::testing::ElementsAre("0.001/0", "0.001/1", "0.1/0", "0.1/1", "0.01/0", "0.01/1"));
+}
+
 TEST(Refine, BadInputIsRefusedWithFileLineAndField) {
   const std::string grid =
       "grid:\n"
