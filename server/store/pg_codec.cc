@@ -86,6 +86,7 @@ v1::RunState StateFromName(const std::string& name) {
   if (name == "diverged") return v1::DIVERGED;
   if (name == "failed") return v1::FAILED;
   if (name == "cancelled") return v1::CANCELLED;
+  if (name == "skipped") return v1::SKIPPED;
   return v1::RUN_STATE_UNSPECIFIED;
 }
 
@@ -105,6 +106,8 @@ std::string StateName(v1::RunState state) {
       return "failed";
     case v1::CANCELLED:
       return "cancelled";
+    case v1::SKIPPED:
+      return "skipped";
     default:
       return "";
   }
@@ -118,7 +121,7 @@ const char* const kRunColumns =
     "r.result::text, r.error, extract(epoch from r.created_at), "
     "extract(epoch from r.started_at), extract(epoch from r.finished_at), "
     "extract(epoch from r.lease_expires_at), r.order_index, "
-    "(rs.spec->'grid_values')::text, (rs.spec->'config')::text "
+    "(rs.spec->'grid_values')::text, (rs.spec->'config')::text, r.refine_round "
     "FROM runs r LEFT JOIN workers w ON w.id = r.worker_id "
     "LEFT JOIN run_specs rs ON rs.run_id = r.id";
 
@@ -157,6 +160,7 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
     absl::Status s = FromJson(row[20].as<std::string>(), run.mutable_config());
     if (!s.ok()) return s;
   }
+  run.set_refine_round(row[21].as<int>());
   return run;
 }
 

@@ -11,6 +11,7 @@
 #include "common/util/sha256.h"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
+#include "server/store/refine_store.h"
 #include "server/store/stats_store.h"
 
 namespace ablate::server {
@@ -381,7 +382,14 @@ absl::Status QueueStore::Complete(const v1::CompleteRequest& req) {
         "SELECT sweep_id FROM upd",
         req.run_id(), req.attempt(), name, pg::ToJson(req.result()), req.error(),
         req.result().steps_done(), digest);
-    if (!r.empty()) return r[0][0].as<int64_t>();
+    if (!r.empty()) {
+      const int64_t sweep_id = r[0][0].as<int64_t>();
+      // Refinement and pruning (issue #11) decide in this transaction, so a sweep never shows
+      // as finished between its last run and the runs refinement adds after it.
+      auto refined = RefineAfterRunFinished(tx, sweep_id);
+      if (!refined.ok()) return refined.status();
+      return sweep_id;
+    }
     // A retry of a Complete whose reply was lost finds its own result already there.
     pqxx::result cur =
         pg::Exec(tx, "SELECT state, attempt, lease_token_sha256 = $2 FROM runs WHERE id = $1",
