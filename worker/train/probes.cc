@@ -71,6 +71,8 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
     out["max_attn_logit" + suffix] = l.max_attn_logit;
     out["q_rms" + suffix] = l.q_rms;
     out["k_rms" + suffix] = l.k_rms;
+    out["q_rms_pre" + suffix] = l.q_rms_pre;
+    out["k_rms_pre" + suffix] = l.k_rms_pre;
     out["kurtosis" + suffix] = l.kurtosis;
     entropy_sum += l.attn_entropy;
     kurtosis_sum += l.kurtosis;
