@@ -21,7 +21,7 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
         "  coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''), "
         "  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''), "
         "  r.seed::text, r.step, r.latest_train_loss, r.latest_val_loss, r.tokens_per_second, "
-        "  r.latest_max_attn_logit, r.latest_probes::text "
+        "  r.latest_max_attn_logit, r.latest_probes::text, r.refine_round "
         "FROM runs r JOIN sweeps s ON s.id = r.sweep_id "
         "LEFT JOIN run_specs rs ON rs.run_id = r.id "
         "WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL");
@@ -47,6 +47,7 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
           if (value.is_number()) s.probes[name] = value.get<double>();
         }
       }
+      s.refine_round = row[12].as<int>();
       out.push_back(std::move(s));
     }
     return out;
