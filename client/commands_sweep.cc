@@ -131,7 +131,7 @@ int ListSweeps(Context& ctx, bool active_only, int limit) {
   Table t({"ID", "NAME", "STATE", "PROGRESS", "RUNS", "ETA", "CREATED"});
   for (const auto& s : resp->sweeps()) {
     const auto& c = s.counts();
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
     t.Add({std::to_string(s.id()), s.name(), s.state(),
            Bar(c.total() > 0 ? double(done) / c.total() : 0, 20), CountsLine(c),
            s.state() == "active" ? Duration(s.eta_seconds()) : "-", TimeAgo(s.created_at())});
@@ -177,7 +177,9 @@ int Status(Context& ctx, const std::string& sweep_ref) {
             << "): " << CountsLine(s.counts());
   if (s.state() == "active" && s.eta_seconds() >= 0)
     std::cout << ", ETA " << Duration(s.eta_seconds());
-  std::cout << "\n\n";
+  std::cout << "\n";
+  if (s.has_refine()) std::cout << RefineLine(s.refine()) << "\n";
+  std::cout << "\n";
   // One row per cell; seeds folded into state counts and a mean loss.
   struct Cell {
     std::vector<std::string> cols;
@@ -185,6 +187,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     double loss_sum = 0;
     int loss_n = 0;
     int64_t step = 0, total = 0;
+    int round = 0;  // the refinement round that added the cell (0: the base grid)
   };
   std::map<std::string, Cell> cells;
   std::vector<std::string> order;
@@ -192,6 +195,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     auto [it, fresh] = cells.try_emplace(r.cell());
     if (fresh) {
       it->second.cols = CellColumns(s, r);
+      it->second.round = r.refine_round();
       order.push_back(r.cell());
     }
     it->second.states[StateName(r.state())]++;
@@ -224,6 +228,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     if (a != "seed") header.push_back(a);
   }
   header.insert(header.end(), {"RUNS", "VAL LOSS", "PROGRESS"});
+  if (s.has_refine()) header.push_back("ADDED BY");
   Table t(header);
   for (const auto& key : order) {
     const Cell& c = cells[key];
@@ -233,6 +238,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     row.push_back(absl::StrJoin(st, ", "));
     row.push_back(c.loss_n > 0 ? Num(c.loss_sum / c.loss_n) : "-");
     row.push_back(c.total > 0 ? Bar(double(c.step) / c.total, 10) : "");
+    if (s.has_refine()) row.push_back(c.round > 0 ? absl::StrCat("refine r", c.round) : "grid");
     t.Add(row);
   }
   std::cout << t.Render();
@@ -261,7 +267,7 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
       std::cout << ToJson(update) << std::endl;
       continue;
     }
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
     const double frac = c.total() > 0 ? double(done) / c.total() : 0;
     if (!tty) {
       // Logs and CI: one line per state change or every 10 s, never a redraw.
@@ -279,11 +285,16 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
     if (!finished && s.eta_seconds() >= 0) frame << "  ETA " << Duration(s.eta_seconds());
     frame << "\n";
     int lines = 1;
+    if (s.has_refine()) {
+      frame << "  " << RefineLine(s.refine()) << "\n";
+      ++lines;
+    }
     for (const auto& r : update.runs()) {
       if (r.state() != v1::RUNNING && r.state() != v1::LEASED) continue;
       const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
-      frame << "  run " << r.id() << " " << r.cell() << " seed " << r.seed() << "  " << Bar(f, 20)
-            << " " << r.step() << "/" << r.total_steps() << "  loss "
+      frame << "  run " << r.id() << " " << r.cell() << " seed " << r.seed()
+            << (r.refine_round() > 0 ? absl::StrCat(" (refine r", r.refine_round(), ")") : "")
+            << "  " << Bar(f, 20) << " " << r.step() << "/" << r.total_steps() << "  loss "
             << (r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-") << "  on "
             << (r.worker().empty() ? "?" : r.worker()) << "\n";
       ++lines;

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ablate::cli {
@@ -58,7 +59,7 @@ std::string StateName(v1::RunState state) {
 
 bool IsTerminal(v1::RunState state) {
   return state == v1::SUCCEEDED || state == v1::DIVERGED || state == v1::FAILED ||
-         state == v1::CANCELLED;
+         state == v1::CANCELLED || state == v1::SKIPPED;
 }
 
 std::string Bar(double fraction, int width) {
@@ -90,8 +91,9 @@ std::string TimeAgo(double unix_seconds) {
 }
 
 std::string CountsLine(const v1::SweepCounts& c) {
-  std::string out = absl::StrCat(c.succeeded() + c.diverged() + c.failed() + c.cancelled(), "/",
-                                 c.total(), " done");
+  std::string out =
+      absl::StrCat(c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped(), "/",
+                   c.total(), " done");
   auto add = [&](int n, const char* name) {
     if (n > 0) absl::StrAppend(&out, ", ", n, " ", name);
   };
@@ -102,7 +104,15 @@ std::string CountsLine(const v1::SweepCounts& c) {
   add(c.diverged(), "diverged");
   add(c.failed(), "failed");
   add(c.cancelled(), "cancelled");
+  add(c.skipped(), "skipped (pruned above divergence)");
+  add(c.refined(), "added by refinement");
   return out;
+}
+
+std::string RefineLine(const v1::RefineStatus& r) {
+  return absl::StrCat("refine ", r.axis(), " (", absl::StrJoin(r.boundaries(), ", "),
+                      ") until ratio ", Num(r.until_ratio()), ": ", r.new_runs(), " of ",
+                      r.max_new_runs(), " new runs, round ", r.rounds());
 }
 
 std::string ToJson(const google::protobuf::Message& message) {

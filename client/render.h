@@ -28,6 +28,8 @@ std::string Duration(double seconds);              // "1h02m", "3m05s", "12s", "
 std::string Num(double value, int precision = 4);  // %.{p}g, "-" for NaN
 std::string TimeAgo(double unix_seconds);
 std::string CountsLine(const v1::SweepCounts& counts);
+// "refine lr (max_stable, eta_dagger) until ratio 1.3: 12 of 96 new runs, round 3"
+std::string RefineLine(const v1::RefineStatus& refine);
 bool IsTerminal(v1::RunState state);
 // Proto -> one-line JSON (field names as in the proto).
 std::string ToJson(const google::protobuf::Message& message);
