@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -15,6 +14,7 @@
 #include "client/commands.h"
 #include "client/render.h"
 #include "common/sweep/sweep.h"
+#include "common/util/file.h"
 
 namespace ablate::cli {
 
@@ -65,13 +65,13 @@ absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string&
 }
 
 int Submit(Context& ctx, const SubmitArgs& args) {
-  std::ifstream in(args.file);
-  if (!in) return Fail(absl::NotFoundError(absl::StrCat(args.file, ": cannot open sweep file")));
-  std::stringstream text;
-  text << in.rdbuf();
+  auto text = util::ReadFile(args.file);
+  if (!text.ok()) {
+    return Fail(absl::NotFoundError(absl::StrCat(args.file, ": cannot open sweep file")));
+  }
   // Validate locally first: the same parser the server runs, so errors come back at once, with
   // the file's line numbers, and --dry-run needs no server.
-  auto parsed = sweep::ParseSweep(text.str(), args.file);
+  auto parsed = sweep::ParseSweep(*text, args.file);
   if (!parsed.ok()) return Fail(parsed.status());
   auto runs = sweep::Expand(*parsed);
   if (!runs.ok()) return Fail(runs.status());
@@ -101,7 +101,7 @@ int Submit(Context& ctx, const SubmitArgs& args) {
     return 0;
   }
   v1::SubmitSweepRequest req;
-  req.set_spec_yaml(text.str());
+  req.set_spec_yaml(*text);
   req.set_file_name(args.file);
   req.set_priority(args.priority);
   auto resp = ctx.Call("submit", &v1::SweepService::Stub::SubmitSweep, req);

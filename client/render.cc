@@ -57,11 +57,6 @@ std::string StateName(v1::RunState state) {
   return absl::AsciiStrToLower(name);
 }
 
-bool IsTerminal(v1::RunState state) {
-  return state == v1::SUCCEEDED || state == v1::DIVERGED || state == v1::FAILED ||
-         state == v1::CANCELLED || state == v1::SKIPPED;
-}
-
 std::string Bar(double fraction, int width) {
   fraction = std::clamp(std::isfinite(fraction) ? fraction : 0.0, 0.0, 1.0);
   const int filled = static_cast<int>(std::round(fraction * width));

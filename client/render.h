@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
+#include "common/util/run_state.h"
 
 namespace ablate::cli {
 
@@ -30,7 +31,8 @@ std::string TimeAgo(double unix_seconds);
 std::string CountsLine(const v1::SweepCounts& counts);
 // "refine lr (max_stable, eta_dagger) until ratio 1.3: 12 of 96 new runs, round 3"
 std::string RefineLine(const v1::RefineStatus& refine);
-bool IsTerminal(v1::RunState state);
+// Run-state predicates live in common/util/run_state.h; kept visible here for CLI code.
+using util::IsTerminal;
 // Proto -> one-line JSON (field names as in the proto).
 std::string ToJson(const google::protobuf::Message& message);
 double Now();

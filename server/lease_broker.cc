@@ -15,7 +15,7 @@ constexpr int kWakeBatch = 4;
 
 }  // namespace
 
-LeaseBroker::LeaseBroker(QueueStore* store, Executor* executor, double max_wait_seconds)
+LeaseBroker::LeaseBroker(RunTransitions* store, Executor* executor, double max_wait_seconds)
     : store_(store), executor_(executor), max_wait_seconds_(max_wait_seconds) {}
 
 void LeaseBroker::Lease(int64_t worker_id, double wait_seconds, Alive alive, Done done) {

@@ -23,7 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/executor.h"
-#include "server/store/queue_store.h"
+#include "server/store/run_transitions.h"
 
 namespace ablate::server {
 
@@ -32,7 +32,7 @@ class LeaseBroker {
   using Done = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;
   using Alive = std::function<bool()>;  // false once the caller has gone away
 
-  LeaseBroker(QueueStore* store, Executor* executor, double max_wait_seconds);
+  LeaseBroker(RunTransitions* store, Executor* executor, double max_wait_seconds);
 
   // Calls `done` exactly once, on an executor thread. A caller that is no longer `alive` when
   // its turn comes is answered empty without touching the queue.
@@ -65,7 +65,7 @@ class LeaseBroker {
   void Wake(const std::string& device, int n);
   bool Remove(const WaiterPtr& w);  // false if someone else already took it
 
-  QueueStore* store_;
+  RunTransitions* store_;
   Executor* executor_;
   double max_wait_seconds_;
   mutable std::mutex mu_;

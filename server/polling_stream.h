@@ -4,9 +4,12 @@
 //
 // Lifetime: gRPC owns the reactor (Shell) until OnDone; the logic lives in a shared Core that
 // executor tasks and timers keep alive, and pokes reach through a weak_ptr, so nothing touches
-// a reactor after gRPC has released it.
+// a reactor after gRPC has released it. The stream's phases (setup, reading, writing, waiting,
+// finishing, done) and every transition between them are StreamLifecycle's
+// (server/stream_lifecycle.h), a pure state machine with its own unit test.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -18,14 +21,11 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
 #include "server/executor.h"
+#include "server/grpc_status.h"
+#include "server/stream_lifecycle.h"
 #include "server/watch_hub.h"
 
 namespace ablate::server {
-
-inline grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 template <typename Resp>
 class PollingStream {
@@ -59,7 +59,11 @@ class PollingStream {
   using Clock = Executor::Clock;
   class Shell;
 
+  // Every method takes `mu` and hands the lifecycle's answer to Apply; the lifecycle decides,
+  // Core carries out (timers, writes, Finish). Phases and transitions: stream_lifecycle.h.
   struct Core : std::enable_shared_from_this<Core> {
+    using Do = StreamLifecycle::Do;
+
     std::mutex mu;
     Shell* shell = nullptr;  // null once gRPC called OnDone
     Executor* executor = nullptr;
@@ -69,17 +73,15 @@ class PollingStream {
     std::chrono::milliseconds min_interval{0}, idle_poll{0};
     std::deque<Resp> outbox;
     Resp current;
-    bool last = false, writing = false, finishing = false, finish_sent = false;
-    bool dirty = false, scheduled = false, timer_is_idle = false;
-    uint64_t timer = 0;
+    StreamLifecycle life;
+    uint64_t timer = 0;  // the armed read, if any (cancelling a fired one is harmless)
     Clock::time_point next_allowed = Clock::now();
-    grpc::Status finish_status;
 
     void Begin(const Setup& setup) {
       auto plan = setup();
       if (!plan.ok()) {
         std::lock_guard<std::mutex> lock(mu);
-        FinishLocked(ToGrpc(plan.status()));
+        Apply(life.Finish(ToGrpc(plan.status())));
         return;
       }
       std::weak_ptr<Core> weak = this->shared_from_this();
@@ -101,95 +103,37 @@ class PollingStream {
 
     void Poke() {
       std::lock_guard<std::mutex> lock(mu);
-      dirty = true;
-      ScheduleLocked(false);
-    }
-
-    // Schedules a read no sooner than min_interval after the last write (or after idle_poll).
-    void ScheduleLocked(bool idle) {
-      if (finishing || writing) return;
-      if (scheduled) {
-        if (idle || !timer_is_idle || !executor->Cancel(timer)) return;
-        scheduled = false;  // replace the slow fallback poll with a prompt read
-      }
-      scheduled = true;
-      timer_is_idle = idle;
-      auto self = this->shared_from_this();
-      auto when = idle ? Clock::now() + idle_poll : std::max(Clock::now(), next_allowed);
-      timer = executor->RunAt(when, [self] { self->Read(); });
+      Apply(life.Poke());
     }
 
     void Read() {
       {
         std::lock_guard<std::mutex> lock(mu);
-        scheduled = false;
-        if (finishing) return;
-        dirty = false;
+        if (!life.BeginRead()) return;
       }
-      auto batch = fetch();
+      auto batch = fetch();  // outside mu: it queries the database
       std::lock_guard<std::mutex> lock(mu);
-      if (finishing) return;
       if (!batch.ok()) {
-        FinishLocked(ToGrpc(batch.status()));
+        Apply(life.Finish(ToGrpc(batch.status())));
         return;
       }
+      if (life.phase() != StreamLifecycle::Phase::kReading) return;  // finished meanwhile
       for (auto& m : batch->messages) outbox.push_back(std::move(m));
-      last = batch->last;
-      if (!outbox.empty()) {
-        WriteNextLocked();
-      } else if (last) {
-        FinishLocked(grpc::Status::OK);
-      } else {
-        ScheduleLocked(!dirty);
-      }
-    }
-
-    void WriteNextLocked() {
-      current = std::move(outbox.front());
-      outbox.pop_front();
-      writing = true;
-      shell->StartWrite(&current);
+      Apply(life.ReadDone(!outbox.empty(), batch->last));
     }
 
     void WriteDone(bool ok) {
       std::lock_guard<std::mutex> lock(mu);
-      writing = false;
-      if (!ok) {
-        FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
-        return;
+      const Do next = life.WriteDone(ok, !outbox.empty());
+      if (next == Do::kArmIdleRead || next == Do::kArmPromptRead) {
+        next_allowed = Clock::now() + min_interval;
       }
-      if (finishing) {
-        FinishLocked(finish_status);
-        return;
-      }
-      if (!outbox.empty()) {
-        WriteNextLocked();
-        return;
-      }
-      if (last) {
-        FinishLocked(grpc::Status::OK);
-        return;
-      }
-      next_allowed = Clock::now() + min_interval;
-      ScheduleLocked(!dirty);
-    }
-
-    void FinishLocked(grpc::Status status) {
-      if (!finishing) {
-        finishing = true;
-        finish_status = std::move(status);
-        if (scheduled) executor->Cancel(timer);
-      }
-      // gRPC wants Finish after the outstanding write completes; WriteDone comes back here.
-      if (!writing && !finish_sent && shell != nullptr) {
-        finish_sent = true;
-        shell->Finish(finish_status);
-      }
+      Apply(next);
     }
 
     void Cancelled() {
       std::lock_guard<std::mutex> lock(mu);
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+      Apply(life.Cancelled());
     }
 
     void Done() {
@@ -197,11 +141,42 @@ class PollingStream {
       {
         std::lock_guard<std::mutex> lock(mu);
         shell = nullptr;
-        finishing = true;
-        if (scheduled) executor->Cancel(timer);
+        if (life.Done()) executor->Cancel(timer);
         id = sub;
       }
       if (id != 0) hub->Unsubscribe(id);  // outside mu: the hub calls Poke under its own lock
+    }
+
+    // Called with mu held.
+    void Apply(Do what) {
+      auto self = this->shared_from_this();
+      auto arm = [&](Clock::time_point when) {
+        timer = executor->RunAt(when, [self] { self->Read(); });
+      };
+      switch (what) {
+        case Do::kNothing:
+          break;
+        case Do::kArmIdleRead:
+          arm(Clock::now() + idle_poll);
+          break;
+        case Do::kArmPromptRead:
+          arm(std::max(Clock::now(), next_allowed));
+          break;
+        case Do::kRearmPrompt:
+          // Replace the slow fallback poll with a prompt read; if it is already firing, that
+          // read serves the poke.
+          if (executor->Cancel(timer)) arm(std::max(Clock::now(), next_allowed));
+          break;
+        case Do::kWrite:
+          current = std::move(outbox.front());
+          outbox.pop_front();
+          shell->StartWrite(&current);
+          break;
+        case Do::kFinish:
+          if (timer != 0) executor->Cancel(timer);
+          if (shell != nullptr) shell->Finish(life.finish_status());
+          break;
+      }
     }
   };
 

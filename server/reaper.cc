@@ -9,7 +9,7 @@ void Reaper::Start() {
 }
 
 void Reaper::Pass() {
-  auto r = queue_->Reap();
+  auto r = runs_->Reap();
   if (!r.ok()) {
     spdlog::warn("reaper: {}", r.status().ToString());
     return;

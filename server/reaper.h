@@ -1,4 +1,4 @@
-// Runs QueueStore::Reap periodically. Every replica runs one; SKIP LOCKED lets them share the
+// Runs RunTransitions::Reap periodically. Every replica runs one; SKIP LOCKED lets them share the
 // work. What it can get wrong: a worker alive but partitioned from the server for longer than
 // its lease loses the run, and the run may briefly train twice (the fence keeps only one
 // attempt's writes). A lease shorter than a heartbeat gap would make that common, so workers
@@ -9,14 +9,14 @@
 
 #include "server/metrics.h"
 #include "server/periodic.h"
-#include "server/store/queue_store.h"
+#include "server/store/run_transitions.h"
 
 namespace ablate::server {
 
 class Reaper {
  public:
-  Reaper(QueueStore* queue, ServerMetrics* metrics, std::chrono::milliseconds interval)
-      : queue_(queue), metrics_(metrics), interval_(interval) {}
+  Reaper(RunTransitions* runs, ServerMetrics* metrics, std::chrono::milliseconds interval)
+      : runs_(runs), metrics_(metrics), interval_(interval) {}
 
   void Start();
   void Stop() { loop_.Stop(); }
@@ -24,7 +24,7 @@ class Reaper {
  private:
   void Pass();
 
-  QueueStore* queue_;
+  RunTransitions* runs_;
   ServerMetrics* metrics_;
   std::chrono::milliseconds interval_;
   Periodic loop_;

@@ -1,11 +1,10 @@
 #include "server/server.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/file.h"
 #include "common/util/net.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -21,6 +20,7 @@
 #include "server/store/notifier.h"
 #include "server/store/notify_batcher.h"
 #include "server/store/queue_store.h"
+#include "server/store/run_transitions.h"
 #include "server/store/stats_store.h"
 #include "server/store/sweep_store.h"
 #include "server/store/token_store.h"
@@ -36,6 +36,7 @@ struct Server::Impl {
   std::unique_ptr<Db> db;
   std::unique_ptr<NotifyBatcher> notes;
   std::unique_ptr<QueueStore> queue;
+  std::unique_ptr<RunTransitions> runs;
   std::unique_ptr<SweepStore> sweeps;
   std::unique_ptr<TokenStore> tokens;
   std::unique_ptr<StatsStore> stats;
@@ -57,12 +58,12 @@ struct Server::Impl {
 
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
-  std::ifstream in(path);
-  if (!in) return absl::FailedPreconditionError(absl::StrCat(flag, " ", path, ": cannot read"));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
+  auto text = util::ReadFile(path);
+  if (!text.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(flag, " ", path, ": cannot read"));
+  }
+  return text;
 }
 
 // Every numeric option gets a range: a NaN lease or a negative message cap would otherwise start
@@ -140,12 +141,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (auto s = impl->blobs->Init(); !s.ok()) return s;
   impl->notes = std::make_unique<NotifyBatcher>(impl->db.get());
   impl->notes->Start();
-  impl->queue = std::make_unique<QueueStore>(impl->db.get(), impl->notes.get(), o.lease_seconds);
+  impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
+  impl->runs = std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds);
   impl->sweeps = std::make_unique<SweepStore>(impl->db.get(), o.lease_seconds);
   impl->tokens = std::make_unique<TokenStore>(impl->db.get());
   impl->stats = std::make_unique<StatsStore>(impl->db.get(), o.lease_seconds);
   impl->executor = std::make_unique<Executor>(o.executor_threads);
-  impl->broker = std::make_unique<LeaseBroker>(impl->queue.get(), impl->executor.get(),
+  impl->broker = std::make_unique<LeaseBroker>(impl->runs.get(), impl->executor.get(),
                                                o.max_long_poll_seconds);
   impl->hub = std::make_unique<WatchHub>();
   impl->metrics = std::make_unique<ServerMetrics>();
@@ -158,6 +160,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   ServiceDeps deps;
   deps.options = &impl->options;
   deps.queue = impl->queue.get();
+  deps.runs = impl->runs.get();
   deps.sweeps = impl->sweeps.get();
   deps.auth = impl->auth.get();
   deps.broker = impl->broker.get();
@@ -171,9 +174,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (!o.tls_cert.empty()) {
-    auto cert = ReadFile(o.tls_cert, "--tls-cert");
+    auto cert = ReadFlagFile(o.tls_cert, "--tls-cert");
     if (!cert.ok()) return cert.status();
-    auto key = ReadFile(o.tls_key, "--tls-key");
+    auto key = ReadFlagFile(o.tls_key, "--tls-key");
     if (!key.ok()) return key.status();
     grpc::SslServerCredentialsOptions ssl;
     ssl.pem_key_cert_pairs.push_back({*key, *cert});
@@ -212,7 +215,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   double reap =
       o.reap_interval_seconds > 0 ? o.reap_interval_seconds : std::min(5.0, o.lease_seconds / 4);
   impl->reaper =
-      std::make_unique<Reaper>(impl->queue.get(), impl->metrics.get(),
+      std::make_unique<Reaper>(impl->runs.get(), impl->metrics.get(),
                                std::chrono::milliseconds(static_cast<int64_t>(reap * 1000)));
   impl->reaper->Start();
   impl->metrics->StartRefresh(

@@ -9,6 +9,7 @@
 #include "server/metrics.h"
 #include "server/options.h"
 #include "server/store/queue_store.h"
+#include "server/store/run_transitions.h"
 #include "server/store/sweep_store.h"
 #include "server/watch_hub.h"
 
@@ -17,6 +18,7 @@ namespace ablate::server {
 struct ServiceDeps {
   const ServerOptions* options = nullptr;
   QueueStore* queue = nullptr;
+  RunTransitions* runs = nullptr;
   SweepStore* sweeps = nullptr;
   Authenticator* auth = nullptr;
   LeaseBroker* broker = nullptr;

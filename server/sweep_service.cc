@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/sweep/sweep.h"
 #include "common/util/fields.h"
+#include "common/util/run_state.h"
+#include "common/util/status_macros.h"
 #include "server/polling_stream.h"
 #include "server/store/channels.h"
 #include "spdlog/spdlog.h"
@@ -30,16 +32,7 @@ std::vector<v1::RunState> States(const google::protobuf::RepeatedField<int>& sta
   return out;
 }
 
-bool Finished(v1::RunState s) {
-  return s == v1::SUCCEEDED || s == v1::DIVERGED || s == v1::FAILED || s == v1::CANCELLED;
-}
-
 }  // namespace
-
-absl::StatusOr<Caller> SweepServiceImpl::Authorize(const grpc::ServerContextBase& ctx,
-                                                   const char* method) {
-  return d_.auth->Check(ctx, Surface::kSweep, method);
-}
 
 bool ParseSlots::Acquire(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(mu_);
@@ -57,41 +50,40 @@ void ParseSlots::Release() {
 grpc::Status SweepServiceImpl::SubmitSweep(grpc::ServerContext* ctx,
                                            const v1::SubmitSweepRequest* req,
                                            v1::SubmitSweepResponse* resp) {
-  RpcTimer timer(d_.metrics, "SubmitSweep");
-  auto caller = Authorize(*ctx, "SweepService.SubmitSweep");
-  if (!caller.ok()) return ToGrpc(caller.status());
-  // Checked before anything echoes it: the file name prefixes every error message.
-  if (auto s = sweep::CheckFileName(req->file_name()); !s.ok()) return ToGrpc(s);
-  const std::string file_name = req->file_name().empty() ? "sweep.yaml" : req->file_name();
-  if (static_cast<int64_t>(req->spec_yaml().size()) > d_.options->max_spec_bytes) {
-    return ToGrpc(absl::InvalidArgumentError(
-        absl::StrCat(file_name, ": sweep file is ", req->spec_yaml().size(),
-                     " bytes; the server accepts at most ", d_.options->max_spec_bytes)));
-  }
-  const auto wait = std::chrono::milliseconds(
-      static_cast<int64_t>(std::max(0.0, d_.options->parse_wait_seconds) * 1000));
-  if (!parse_slots_.Acquire(wait)) {
-    spdlog::warn("sweep submit refused: parse slots busy file={} by={}", util::LogQuote(file_name),
-                 util::LogQuote(caller->name));
-    return ToGrpc(absl::ResourceExhaustedError(
-        absl::StrCat(file_name, ": the server is busy parsing ", d_.options->max_concurrent_parses,
-                     " other sweep file(s); retry in a few seconds")));
-  }
-  grpc::Status out = Submit(*caller, *req, resp);
-  parse_slots_.Release();
-  return out;
+  return guard_.Run(*ctx, "SubmitSweep", [&](const Caller& caller) -> absl::Status {
+    // Checked before anything echoes it: the file name prefixes every error message.
+    RETURN_IF_ERROR(sweep::CheckFileName(req->file_name()));
+    const std::string file_name = req->file_name().empty() ? "sweep.yaml" : req->file_name();
+    if (static_cast<int64_t>(req->spec_yaml().size()) > d_.options->max_spec_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_name, ": sweep file is ", req->spec_yaml().size(),
+                       " bytes; the server accepts at most ", d_.options->max_spec_bytes));
+    }
+    const auto wait = std::chrono::milliseconds(
+        static_cast<int64_t>(std::max(0.0, d_.options->parse_wait_seconds) * 1000));
+    if (!parse_slots_.Acquire(wait)) {
+      spdlog::warn("sweep submit refused: parse slots busy file={} by={}",
+                   util::LogQuote(file_name), util::LogQuote(caller.name));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          file_name, ": the server is busy parsing ", d_.options->max_concurrent_parses,
+          " other sweep file(s); retry in a few seconds"));
+    }
+    absl::Status out = Submit(caller, *req, resp);
+    parse_slots_.Release();
+    return out;
+  });
 }
 
-grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
+absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
                                       v1::SubmitSweepResponse* resp) {
   const std::string file_name = req.file_name().empty() ? "sweep.yaml" : req.file_name();
   sweep::Limits limits;
   limits.max_runs = d_.options->max_grid;
   auto parsed = sweep::ParseSweep(req.spec_yaml(), file_name, limits);
-  if (!parsed.ok()) return ToGrpc(parsed.status());
+  if (!parsed.ok()) return parsed.status();
   v1::DataSpec data = parsed->data;
   auto datasets = d_.datasets->Resolve(file_name, &data);
-  if (!datasets.ok()) return ToGrpc(datasets.status());
+  if (!datasets.ok()) return datasets.status();
   NewSweep s;
   s.name = parsed->name;
   s.file_name = file_name;
@@ -119,7 +111,7 @@ grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
       }
       return absl::OkStatus();
     });
-    if (!walk.ok()) return ToGrpc(walk);
+    if (!walk.ok()) return walk;
     resp->set_runs(static_cast<int>(count));
     auto* out = resp->mutable_sweep();
     out->set_name(s.name);
@@ -131,10 +123,10 @@ grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
     if (s.refine) *out->mutable_refine() = *s.refine;
     out->set_prune_above_divergence(s.prune_above_divergence);
     out->mutable_counts()->set_total(static_cast<int>(count));
-    return grpc::Status::OK;
+    return absl::OkStatus();
   }
   auto count = sweep::CountRuns(*parsed, limits);
-  if (!count.ok()) return ToGrpc(count.status());
+  if (!count.ok()) return count.status();
   s.run_count = *count;
   // The store walks the grid again for each attempt at its transaction, inserting a few
   // thousand runs at a time; the expansion is deterministic, so every walk yields the same runs.
@@ -146,68 +138,59 @@ grpc::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   };
   resp->set_runs(static_cast<int>(*count));
   auto stored = d_.sweeps->Insert(s, *datasets);
-  if (!stored.ok()) return ToGrpc(stored.status());
+  if (!stored.ok()) return stored.status();
   *resp->mutable_sweep() = *std::move(stored);
   spdlog::info("sweep submitted id={} name={} file={} runs={} by={}", resp->sweep().id(),
                util::LogQuote(s.name), util::LogQuote(file_name), resp->runs(),
                util::LogQuote(caller.name));
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetSweepRequest* req,
                                         v1::GetSweepResponse* resp) {
-  RpcTimer timer(d_.metrics, "GetSweep");
-  if (auto a = Authorize(*ctx, "SweepService.GetSweep"); !a.ok()) return ToGrpc(a.status());
-  auto id = d_.sweeps->Resolve(req->sweep());
-  if (!id.ok()) return ToGrpc(id.status());
-  auto sweep = d_.sweeps->Get(*id);
-  if (!sweep.ok()) return ToGrpc(sweep.status());
-  *resp->mutable_sweep() = *std::move(sweep);
-  if (req->include_runs()) {
-    auto runs = d_.sweeps->ListRuns(*id, {}, 0);
-    if (!runs.ok()) return ToGrpc(runs.status());
-    for (auto& r : *runs) *resp->add_runs() = std::move(r);
-  }
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "GetSweep", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweeps->Resolve(req->sweep()));
+    ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweeps->Get(id));
+    if (req->include_runs()) {
+      ASSIGN_OR_RETURN(auto runs, d_.sweeps->ListRuns(id, {}, 0));
+      for (auto& r : runs) *resp->add_runs() = std::move(r);
+    }
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status SweepServiceImpl::ListSweeps(grpc::ServerContext* ctx,
                                           const v1::ListSweepsRequest* req,
                                           v1::ListSweepsResponse* resp) {
-  RpcTimer timer(d_.metrics, "ListSweeps");
-  if (auto a = Authorize(*ctx, "SweepService.ListSweeps"); !a.ok()) return ToGrpc(a.status());
-  auto list = d_.sweeps->List(req->limit(), req->active_only());
-  if (!list.ok()) return ToGrpc(list.status());
-  for (auto& s : *list) *resp->add_sweeps() = std::move(s);
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "ListSweeps", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(auto list, d_.sweeps->List(req->limit(), req->active_only()));
+    for (auto& s : list) *resp->add_sweeps() = std::move(s);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext* ctx,
                                            const v1::CancelSweepRequest* req,
                                            v1::CancelSweepResponse* resp) {
-  RpcTimer timer(d_.metrics, "CancelSweep");
-  auto caller = Authorize(*ctx, "SweepService.CancelSweep");
-  if (!caller.ok()) return ToGrpc(caller.status());
-  auto id = d_.sweeps->Resolve(req->sweep());
-  if (!id.ok()) return ToGrpc(id.status());
-  auto n = d_.sweeps->Cancel(*id, {req->run_ids().begin(), req->run_ids().end()});
-  if (!n.ok()) return ToGrpc(n.status());
-  resp->set_cancelled(*n);
-  spdlog::info("sweep cancel id={} runs_cancelled={} by={}", *id, *n, util::LogQuote(caller->name));
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "CancelSweep", [&](const Caller& caller) -> absl::Status {
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweeps->Resolve(req->sweep()));
+    ASSIGN_OR_RETURN(const int n,
+                     d_.runs->Cancel(id, {req->run_ids().begin(), req->run_ids().end()}));
+    resp->set_cancelled(n);
+    spdlog::info("sweep cancel id={} runs_cancelled={} by={}", id, n, util::LogQuote(caller.name));
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status SweepServiceImpl::RetryRuns(grpc::ServerContext* ctx, const v1::RetryRunsRequest* req,
                                          v1::RetryRunsResponse* resp) {
-  RpcTimer timer(d_.metrics, "RetryRuns");
-  if (auto a = Authorize(*ctx, "SweepService.RetryRuns"); !a.ok()) return ToGrpc(a.status());
-  auto id = d_.sweeps->Resolve(req->sweep());
-  if (!id.ok()) return ToGrpc(id.status());
-  auto n =
-      d_.sweeps->Retry(*id, {req->run_ids().begin(), req->run_ids().end()}, States(req->states()));
-  if (!n.ok()) return ToGrpc(n.status());
-  resp->set_requeued(*n);
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "RetryRuns", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweeps->Resolve(req->sweep()));
+    ASSIGN_OR_RETURN(const int n, d_.runs->Retry(id, {req->run_ids().begin(), req->run_ids().end()},
+                                                 States(req->states())));
+    resp->set_requeued(n);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
@@ -217,7 +200,7 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
   return Stream::Start(
       d_.executor, d_.hub, std::chrono::milliseconds(static_cast<int64_t>(interval * 1000)),
       kIdlePoll, [this, ctx, req]() -> absl::StatusOr<Stream::Plan> {
-        if (auto a = Authorize(*ctx, "SweepService.WatchSweep"); !a.ok()) return a.status();
+        if (auto a = guard_.Authorize(*ctx, "WatchSweep"); !a.ok()) return a.status();
         auto id = d_.sweeps->Resolve(req->sweep());
         if (!id.ok()) return id.status();
         const int64_t sweep_id = *id;
@@ -252,20 +235,17 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
 
 grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req,
                                         v1::ListRunsResponse* resp) {
-  RpcTimer timer(d_.metrics, "ListRuns");
-  if (auto a = Authorize(*ctx, "SweepService.ListRuns"); !a.ok()) return ToGrpc(a.status());
-  int64_t sweep_id = 0;
-  if (req->sweep().id() != 0 || !req->sweep().name().empty()) {
-    auto id = d_.sweeps->Resolve(req->sweep());
-    if (!id.ok()) return ToGrpc(id.status());
-    sweep_id = *id;
-  }
-  // Unbounded, one call over every sweep would serialise the whole runs table into one reply.
-  const int limit = req->limit() <= 0 ? kDefaultListRuns : std::min(req->limit(), kMaxListRuns);
-  auto runs = d_.sweeps->ListRuns(sweep_id, States(req->states()), limit);
-  if (!runs.ok()) return ToGrpc(runs.status());
-  for (auto& r : *runs) *resp->add_runs() = std::move(r);
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "ListRuns", [&](const Caller&) -> absl::Status {
+    int64_t sweep_id = 0;
+    if (req->sweep().id() != 0 || !req->sweep().name().empty()) {
+      ASSIGN_OR_RETURN(sweep_id, d_.sweeps->Resolve(req->sweep()));
+    }
+    // Unbounded, one call over every sweep would serialise the whole runs table into one reply.
+    const int limit = req->limit() <= 0 ? kDefaultListRuns : std::min(req->limit(), kMaxListRuns);
+    ASSIGN_OR_RETURN(auto runs, d_.sweeps->ListRuns(sweep_id, States(req->states()), limit));
+    for (auto& r : runs) *resp->add_runs() = std::move(r);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMetrics(
@@ -274,7 +254,7 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
   return Stream::Start(
       d_.executor, d_.hub, std::chrono::milliseconds(200), kIdlePoll,
       [this, ctx, req]() -> absl::StatusOr<Stream::Plan> {
-        if (auto a = Authorize(*ctx, "SweepService.GetRunMetrics"); !a.ok()) return a.status();
+        if (auto a = guard_.Authorize(*ctx, "GetRunMetrics"); !a.ok()) return a.status();
         const int64_t run_id = req->run_id();
         const std::vector<std::string> names(req->names().begin(), req->names().end());
         const bool follow = req->follow();
@@ -289,7 +269,7 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
           auto got = d_.sweeps->Metrics(run_id, names, after_step, *seq, &newest);
           if (!got.ok()) return got.status();
           Stream::Batch batch;
-          const bool done = !follow || Finished(got->state());
+          const bool done = !follow || util::IsTerminal(got->state());
           const int n = got->points_size();
           // Always one message on the first read and the last (it carries the run's state).
           for (int i = 0; i < n || (i == 0 && (*first || done)); i += kPointsPerMessage) {
@@ -312,23 +292,21 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
 grpc::Status SweepServiceImpl::ListRunEvents(grpc::ServerContext* ctx,
                                              const v1::ListRunEventsRequest* req,
                                              v1::ListRunEventsResponse* resp) {
-  RpcTimer timer(d_.metrics, "ListRunEvents");
-  if (auto a = Authorize(*ctx, "SweepService.ListRunEvents"); !a.ok()) return ToGrpc(a.status());
-  auto events = d_.sweeps->Events(req->run_id());
-  if (!events.ok()) return ToGrpc(events.status());
-  for (auto& e : *events) *resp->add_events() = std::move(e);
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "ListRunEvents", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(auto events, d_.sweeps->Events(req->run_id()));
+    for (auto& e : events) *resp->add_events() = std::move(e);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext* ctx,
                                            const v1::ListWorkersRequest* req,
                                            v1::ListWorkersResponse* resp) {
-  RpcTimer timer(d_.metrics, "ListWorkers");
-  if (auto a = Authorize(*ctx, "SweepService.ListWorkers"); !a.ok()) return ToGrpc(a.status());
-  auto workers = d_.sweeps->Workers(req->include_offline());
-  if (!workers.ok()) return ToGrpc(workers.status());
-  for (auto& w : *workers) *resp->add_workers() = std::move(w);
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "ListWorkers", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(auto workers, d_.sweeps->Workers(req->include_offline()));
+    for (auto& w : workers) *resp->add_workers() = std::move(w);
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace ablate::server

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "ablate/v1/ablate.grpc.pb.h"
+#include "server/rpc_guard.h"
 #include "server/service_deps.h"
 
 namespace ablate::server {
@@ -32,7 +33,9 @@ class SweepServiceImpl final
           v1::SweepService::WithCallbackMethod_GetRunMetrics<v1::SweepService::Service>> {
  public:
   explicit SweepServiceImpl(ServiceDeps deps)
-      : d_(deps), parse_slots_(deps.options->max_concurrent_parses) {}
+      : d_(deps),
+        guard_(deps.auth, deps.metrics, Surface::kSweep),
+        parse_slots_(deps.options->max_concurrent_parses) {}
 
   grpc::Status SubmitSweep(grpc::ServerContext* ctx, const v1::SubmitSweepRequest* req,
                            v1::SubmitSweepResponse* resp) override;
@@ -56,10 +59,10 @@ class SweepServiceImpl final
                            v1::ListWorkersResponse* resp) override;
 
  private:
-  absl::StatusOr<Caller> Authorize(const grpc::ServerContextBase& ctx, const char* method);
-  grpc::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
+  absl::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
                       v1::SubmitSweepResponse* resp);
   ServiceDeps d_;
+  RpcGuard guard_;
   ParseSlots parse_slots_;
 };
 

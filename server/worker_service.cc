@@ -5,7 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/fields.h"
-#include "server/polling_stream.h"
+#include "common/util/status_macros.h"
+#include "server/grpc_status.h"
 #include "spdlog/spdlog.h"
 
 namespace ablate::server {
@@ -29,30 +30,25 @@ absl::Status CheckInfoText(const v1::WorkerInfo& info) {
 
 }  // namespace
 
-absl::Status WorkerServiceImpl::Authorize(const grpc::ServerContextBase& ctx, const char* method) {
-  return d_.auth->Check(ctx, Surface::kWorker, method).status();
-}
-
 grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                                          v1::RegisterResponse* resp) {
-  RpcTimer timer(d_.metrics, "Register");
-  auto caller = d_.auth->Check(*ctx, Surface::kWorker, "WorkerService.Register");
-  if (!caller.ok()) return ToGrpc(caller.status());
-  if (auto s = util::CheckName("info.name", req->info().name()); !s.ok()) return ToGrpc(s);
-  if (auto s = CheckInfoText(req->info()); !s.ok()) return ToGrpc(s);
-  auto id = d_.queue->Register(req->info(), caller->token_id);
-  if (!id.ok()) {
-    if (absl::IsAlreadyExists(id.status())) {
-      spdlog::warn("register refused name={} token={}: name held by a live worker",
-                   util::LogQuote(req->info().name()), util::LogQuote(caller->name));
+  return guard_.Run(*ctx, "Register", [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(util::CheckName("info.name", req->info().name()));
+    RETURN_IF_ERROR(CheckInfoText(req->info()));
+    auto id = d_.queue->Register(req->info(), caller.token_id);
+    if (!id.ok()) {
+      if (absl::IsAlreadyExists(id.status())) {
+        spdlog::warn("register refused name={} token={}: name held by a live worker",
+                     util::LogQuote(req->info().name()), util::LogQuote(caller.name));
+      }
+      return id.status();
     }
-    return ToGrpc(id.status());
-  }
-  resp->set_worker_id(*id);
-  resp->set_lease_seconds(d_.queue->lease_seconds());
-  spdlog::info("worker registered id={} name={} device={}", *id, util::LogQuote(req->info().name()),
-               util::LogQuote(req->info().device_kind()));
-  return grpc::Status::OK;
+    resp->set_worker_id(*id);
+    resp->set_lease_seconds(d_.queue->lease_seconds());
+    spdlog::info("worker registered id={} name={} device={}", *id,
+                 util::LogQuote(req->info().name()), util::LogQuote(req->info().device_kind()));
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* ctx,
@@ -67,8 +63,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
   };
   // Authentication may query the database: do it on the executor, not on gRPC's thread.
   d_.executor->Post([this, ctx, req, resp, finish] {
-    if (auto a = Authorize(*ctx, "WorkerService.Lease"); !a.ok()) {
-      finish(ToGrpc(a));
+    if (auto a = guard_.Authorize(*ctx, "Lease"); !a.ok()) {
+      finish(ToGrpc(a.status()));
       return;
     }
     d_.broker->Lease(
@@ -87,7 +83,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
               back.set_attempt(r->lease().attempt());
               back.set_lease_token(r->lease().token());
               back.set_reason("lease reply undeliverable: caller went away");
-              auto s = d_.queue->Release(back);
+              auto s = d_.runs->Release(back);
               if (!s.ok()) spdlog::warn("release after cancelled lease: {}", s.ToString());
               finish(grpc::Status(grpc::StatusCode::CANCELLED, "caller went away"));
               return;
@@ -103,161 +99,144 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
 
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                           v1::HeartbeatResponse* resp) {
-  RpcTimer timer(d_.metrics, "Heartbeat");
-  if (auto a = Authorize(*ctx, "WorkerService.Heartbeat"); !a.ok()) return ToGrpc(a);
-  auto r = d_.queue->Heartbeat(*req);
-  if (!r.ok()) return ToGrpc(r.status());
-  *resp = *std::move(r);
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "Heartbeat", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(*resp, d_.runs->Heartbeat(*req));
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* ctx,
                                               const v1::ReportMetricsRequest* req,
                                               v1::ReportMetricsResponse* resp) {
-  RpcTimer timer(d_.metrics, "ReportMetrics");
-  if (auto a = Authorize(*ctx, "WorkerService.ReportMetrics"); !a.ok()) return ToGrpc(a);
-  if (req->points_size() > d_.options->max_points_per_report) {
-    return ToGrpc(absl::InvalidArgumentError(
-        absl::StrCat("points: ", req->points_size(), " points in one report; the limit is ",
-                     d_.options->max_points_per_report, " (send smaller batches)")));
-  }
-  for (int i = 0; i < req->points_size(); ++i) {
-    const auto& p = req->points(i);
-    if (auto s = util::CheckName(absl::StrCat("points[", i, "].name"), p.name()); !s.ok()) {
-      return ToGrpc(s);
+  return guard_.Run(*ctx, "ReportMetrics", [&](const Caller&) -> absl::Status {
+    if (req->points_size() > d_.options->max_points_per_report) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("points: ", req->points_size(), " points in one report; the limit is ",
+                       d_.options->max_points_per_report, " (send smaller batches)"));
     }
-    if (p.step() < 0) {
-      return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("points[", i, "].step must be >= 0 (got ", p.step(), ")")));
+    for (int i = 0; i < req->points_size(); ++i) {
+      const auto& p = req->points(i);
+      RETURN_IF_ERROR(util::CheckName(absl::StrCat("points[", i, "].name"), p.name()));
+      if (p.step() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("points[", i, "].step must be >= 0 (got ", p.step(), ")"));
+      }
     }
-  }
-  auto n = d_.queue->ReportMetrics(*req);
-  if (!n.ok()) return ToGrpc(n.status());
-  d_.metrics->MetricPoints(*n);
-  resp->set_accepted(*n);
-  return grpc::Status::OK;
+    ASSIGN_OR_RETURN(const int n, d_.runs->ReportMetrics(*req));
+    d_.metrics->MetricPoints(n);
+    resp->set_accepted(n);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status WorkerServiceImpl::PutCheckpoint(grpc::ServerContext* ctx,
                                               grpc::ServerReader<v1::CheckpointChunk>* reader,
                                               v1::PutCheckpointResponse* resp) {
-  RpcTimer timer(d_.metrics, "PutCheckpoint");
-  if (auto a = Authorize(*ctx, "WorkerService.PutCheckpoint"); !a.ok()) return ToGrpc(a);
-  v1::CheckpointChunk header;
-  if (!reader->Read(&header)) {
-    return ToGrpc(absl::InvalidArgumentError("checkpoint: empty stream (no header chunk)"));
-  }
-  const v1::CheckpointRef ref = header.ref();
-  const int64_t run_id = header.run_id();
-  const int attempt = header.attempt();
-  const std::string lease_token = header.lease_token();
-  const int64_t cap = d_.options->max_checkpoint_bytes;
-  if (!IsSha256Hex(ref.sha256()) || ref.size_bytes() < 0 || ref.step() < 0) {
-    return ToGrpc(absl::InvalidArgumentError(
-        "checkpoint: header ref needs step >= 0, size_bytes >= 0 and a 64-hex-digit sha256"));
-  }
-  if (ref.size_bytes() > cap) {
-    return ToGrpc(absl::InvalidArgumentError(
-        absl::StrCat("checkpoint: header ref.size_bytes ", ref.size_bytes(),
-                     " is over the server's --max-checkpoint-bytes (", cap, ")")));
-  }
-  // Refuse a stale attempt before it uploads hundreds of MB; checked again when recording.
-  if (auto f = d_.queue->CheckFence(run_id, attempt, lease_token); !f.ok()) return ToGrpc(f);
-  // The cap holds even if the header lies about the size: the writer stops at it.
-  auto writer = d_.blobs->NewWriter(cap);
-  if (!writer.ok()) return ToGrpc(writer.status());
-  v1::CheckpointChunk chunk = std::move(header);
-  do {
-    if (auto s = (*writer)->Append(chunk.data()); !s.ok()) return ToGrpc(s);
-  } while (reader->Read(&chunk));
-  // The blob moves into the store only once the fence passes (under the run's row lock): an
-  // upload whose lease was lost meanwhile leaves nothing behind.
-  auto s = d_.queue->RecordCheckpoint(run_id, attempt, lease_token, ref, [&] {
-    return (*writer)->Commit(ref.sha256(), ref.size_bytes());
+  return guard_.Run(*ctx, "PutCheckpoint", [&](const Caller&) -> absl::Status {
+    v1::CheckpointChunk header;
+    if (!reader->Read(&header)) {
+      return absl::InvalidArgumentError("checkpoint: empty stream (no header chunk)");
+    }
+    const v1::CheckpointRef ref = header.ref();
+    const int64_t run_id = header.run_id();
+    const int attempt = header.attempt();
+    const std::string lease_token = header.lease_token();
+    const int64_t cap = d_.options->max_checkpoint_bytes;
+    if (!IsSha256Hex(ref.sha256()) || ref.size_bytes() < 0 || ref.step() < 0) {
+      return absl::InvalidArgumentError(
+          "checkpoint: header ref needs step >= 0, size_bytes >= 0 and a 64-hex-digit sha256");
+    }
+    if (ref.size_bytes() > cap) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint: header ref.size_bytes ", ref.size_bytes(),
+                       " is over the server's --max-checkpoint-bytes (", cap, ")"));
+    }
+    // Refuse a stale attempt before it uploads hundreds of MB; checked again when recording.
+    RETURN_IF_ERROR(d_.runs->CheckFence(run_id, attempt, lease_token));
+    // The cap holds even if the header lies about the size: the writer stops at it.
+    ASSIGN_OR_RETURN(auto writer, d_.blobs->NewWriter(cap));
+    v1::CheckpointChunk chunk = std::move(header);
+    do {
+      RETURN_IF_ERROR(writer->Append(chunk.data()));
+    } while (reader->Read(&chunk));
+    // The blob moves into the store only once the fence passes (under the run's row lock): an
+    // upload whose lease was lost meanwhile leaves nothing behind.
+    RETURN_IF_ERROR(d_.runs->RecordCheckpoint(run_id, attempt, lease_token, ref, [&] {
+      return writer->Commit(ref.sha256(), ref.size_bytes());
+    }));
+    *resp->mutable_stored() = ref;
+    return absl::OkStatus();
   });
-  if (!s.ok()) return ToGrpc(s);
-  *resp->mutable_stored() = ref;
-  return grpc::Status::OK;
 }
 
 grpc::Status WorkerServiceImpl::GetCheckpoint(grpc::ServerContext* ctx,
                                               const v1::GetCheckpointRequest* req,
                                               grpc::ServerWriter<v1::CheckpointChunk>* writer) {
-  RpcTimer timer(d_.metrics, "GetCheckpoint");
-  if (auto a = Authorize(*ctx, "WorkerService.GetCheckpoint"); !a.ok()) return ToGrpc(a);
-  if (auto f = d_.queue->CheckFence(req->run_id(), req->attempt(), req->lease_token()); !f.ok()) {
-    return ToGrpc(f);
-  }
-  auto ref = d_.queue->FindCheckpoint(req->run_id(), req->sha256());
-  if (!ref.ok()) return ToGrpc(ref.status());
-  auto path = d_.blobs->PathOf(ref->sha256());
-  if (!path.ok()) return ToGrpc(path.status());
-  bool first = true;
-  auto s = StreamFile(*path, kChunkBytes, [&](std::string&& data, int64_t) {
-    v1::CheckpointChunk chunk;
-    if (first) {
-      chunk.set_run_id(req->run_id());
-      chunk.set_attempt(req->attempt());
-      *chunk.mutable_ref() = *ref;
-      first = false;
-    }
-    chunk.set_data(std::move(data));
-    return writer->Write(chunk);
+  return guard_.Run(*ctx, "GetCheckpoint", [&](const Caller&) -> absl::Status {
+    RETURN_IF_ERROR(d_.runs->CheckFence(req->run_id(), req->attempt(), req->lease_token()));
+    ASSIGN_OR_RETURN(const v1::CheckpointRef ref,
+                     d_.queue->FindCheckpoint(req->run_id(), req->sha256()));
+    ASSIGN_OR_RETURN(const auto path, d_.blobs->PathOf(ref.sha256()));
+    bool first = true;
+    return StreamFile(path, kChunkBytes, [&](std::string&& data, int64_t) {
+      v1::CheckpointChunk chunk;
+      if (first) {
+        chunk.set_run_id(req->run_id());
+        chunk.set_attempt(req->attempt());
+        *chunk.mutable_ref() = ref;
+        first = false;
+      }
+      chunk.set_data(std::move(data));
+      return writer->Write(chunk);
+    });
   });
-  return ToGrpc(s);
 }
 
 grpc::Status WorkerServiceImpl::GetDataset(grpc::ServerContext* ctx,
                                            const v1::GetDatasetRequest* req,
                                            grpc::ServerWriter<v1::DataChunk>* writer) {
-  RpcTimer timer(d_.metrics, "GetDataset");
-  if (auto a = Authorize(*ctx, "WorkerService.GetDataset"); !a.ok()) return ToGrpc(a);
-  auto found = d_.queue->DatasetPath(req->sha256());
-  if (!found.ok()) return ToGrpc(found.status());
-  // Confined again at serve time: the file may have been replaced by a link since it was
-  // submitted, and every worker token may call this.
-  auto real = d_.datasets->Confine(found->first);
-  std::error_code ec;
-  const auto size =
-      real.ok() ? static_cast<int64_t>(std::filesystem::file_size(*real, ec)) : int64_t{-1};
-  if (!real.ok() || ec || size != found->second) {
-    // The worker checks the digest anyway; refusing early names the cause.
-    return ToGrpc(absl::FailedPreconditionError(
-        absl::StrCat("data set ", req->sha256(), " (", found->first,
-                     ") changed or vanished on the server since it was submitted")));
-  }
-  auto s = StreamFile(*real, kChunkBytes, [&](std::string&& data, int64_t total) {
-    v1::DataChunk chunk;
-    chunk.set_total_bytes(total);
-    chunk.set_data(std::move(data));
-    return writer->Write(chunk);
+  return guard_.Run(*ctx, "GetDataset", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(const auto found, d_.queue->DatasetPath(req->sha256()));
+    // Confined again at serve time: the file may have been replaced by a link since it was
+    // submitted, and every worker token may call this.
+    auto real = d_.datasets->Confine(found.first);
+    std::error_code ec;
+    const auto size =
+        real.ok() ? static_cast<int64_t>(std::filesystem::file_size(*real, ec)) : int64_t{-1};
+    if (!real.ok() || ec || size != found.second) {
+      // The worker checks the digest anyway; refusing early names the cause.
+      return absl::FailedPreconditionError(
+          absl::StrCat("data set ", req->sha256(), " (", found.first,
+                       ") changed or vanished on the server since it was submitted"));
+    }
+    return StreamFile(*real, kChunkBytes, [&](std::string&& data, int64_t total) {
+      v1::DataChunk chunk;
+      chunk.set_total_bytes(total);
+      chunk.set_data(std::move(data));
+      return writer->Write(chunk);
+    });
   });
-  return ToGrpc(s);
 }
 
 grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext* ctx, const v1::CompleteRequest* req,
                                          v1::CompleteResponse* /*resp*/) {
-  RpcTimer timer(d_.metrics, "Complete");
-  if (auto a = Authorize(*ctx, "WorkerService.Complete"); !a.ok()) return ToGrpc(a);
-  if (auto s = util::CheckText("error", req->error()); !s.ok()) return ToGrpc(s);
-  if (auto s = util::CheckText("result.device", req->result().device(), util::kMaxNameBytes * 2);
-      !s.ok()) {
-    return ToGrpc(s);
-  }
-  for (const auto& [name, value] : req->result().final_probes()) {
-    if (auto s = util::CheckText("result.final_probes key", name, util::kMaxNameBytes); !s.ok()) {
-      return ToGrpc(s);
+  return guard_.Run(*ctx, "Complete", [&](const Caller&) -> absl::Status {
+    RETURN_IF_ERROR(util::CheckText("error", req->error()));
+    RETURN_IF_ERROR(
+        util::CheckText("result.device", req->result().device(), util::kMaxNameBytes * 2));
+    for (const auto& [name, value] : req->result().final_probes()) {
+      RETURN_IF_ERROR(util::CheckText("result.final_probes key", name, util::kMaxNameBytes));
     }
-  }
-  return ToGrpc(d_.queue->Complete(*req));
+    return d_.runs->Complete(*req);
+  });
 }
 
 grpc::Status WorkerServiceImpl::Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
                                         v1::ReleaseResponse* /*resp*/) {
-  RpcTimer timer(d_.metrics, "Release");
-  if (auto a = Authorize(*ctx, "WorkerService.Release"); !a.ok()) return ToGrpc(a);
-  if (auto s = util::CheckText("reason", req->reason(), 4096); !s.ok()) return ToGrpc(s);
-  return ToGrpc(d_.queue->Release(*req));
+  return guard_.Run(*ctx, "Release", [&](const Caller&) -> absl::Status {
+    RETURN_IF_ERROR(util::CheckText("reason", req->reason(), 4096));
+    return d_.runs->Release(*req);
+  });
 }
 
 }  // namespace ablate::server

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "ablate/v1/ablate.grpc.pb.h"
+#include "server/rpc_guard.h"
 #include "server/service_deps.h"
 
 namespace ablate::server {
@@ -10,7 +11,8 @@ namespace ablate::server {
 class WorkerServiceImpl final
     : public v1::WorkerService::WithCallbackMethod_Lease<v1::WorkerService::Service> {
  public:
-  explicit WorkerServiceImpl(ServiceDeps deps) : d_(deps) {}
+  explicit WorkerServiceImpl(ServiceDeps deps)
+      : d_(deps), guard_(deps.auth, deps.metrics, Surface::kWorker) {}
 
   grpc::Status Register(grpc::ServerContext* ctx, const v1::RegisterRequest* req,
                         v1::RegisterResponse* resp) override;
@@ -33,8 +35,8 @@ class WorkerServiceImpl final
                        v1::ReleaseResponse* resp) override;
 
  private:
-  absl::Status Authorize(const grpc::ServerContextBase& ctx, const char* method);
   ServiceDeps d_;
+  RpcGuard guard_;
 };
 
 }  // namespace ablate::server

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/file.h"
 #include "common/util/sha256.h"
 
 namespace ablate::worker {
@@ -21,7 +22,9 @@ template <typename Reader, typename Message>
 absl::Status DownloadTo(Reader* reader, Message* chunk, const std::string& path,
                         const std::string& want_sha256, std::string_view what) {
   const std::string tmp = path + ".part";
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  if (auto s = util::MakeDirs(std::filesystem::path(path).parent_path().string()); !s.ok()) {
+    return s;
+  }
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
   Sha256 hash;
@@ -33,12 +36,13 @@ absl::Status DownloadTo(Reader* reader, Message* chunk, const std::string& path,
   if (!out) return absl::InternalError(absl::StrCat("write failed: ", tmp));
   const std::string got = hash.HexDigest();
   if (!want_sha256.empty() && got != want_sha256) {
-    std::filesystem::remove(tmp);
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
     return absl::DataLossError(absl::StrCat(std::string(what), ": sha256 mismatch (got ", got,
                                             ", want ", want_sha256, ")"));
   }
-  std::filesystem::rename(tmp, path);
-  return absl::OkStatus();
+  // Verified by its hash whenever it is used, so a rename is enough: no wait for the disk.
+  return util::CommitFile(tmp, path, util::Durability::kRename);
 }
 
 }  // namespace
@@ -172,7 +176,8 @@ absl::Status Coordinator::GetCheckpoint(int64_t run_id, int32_t attempt,
   auto s = DownloadTo(reader.get(), &chunk, path, ref.sha256(), "checkpoint");
   auto fin = rpc::ToAbsl(reader->Finish(), "download checkpoint", config_.server, "worker");
   if (!fin.ok()) {
-    std::filesystem::remove(path);
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
     return fin;
   }
   return s;
@@ -188,7 +193,8 @@ absl::Status Coordinator::GetDataset(const std::string& sha256, const std::strin
   auto s = DownloadTo(reader.get(), &chunk, path, sha256, "data set");
   auto fin = rpc::ToAbsl(reader->Finish(), "download data set", config_.server, "worker");
   if (!fin.ok()) {
-    std::filesystem::remove(path);
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
     return fin;
   }
   return s;

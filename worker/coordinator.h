@@ -14,29 +14,30 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/rpc/channel.h"
+#include "worker/run_coordinator.h"
 
 namespace ablate::worker {
 
-class Coordinator {
+class Coordinator : public RunCoordinator {
  public:
   static absl::StatusOr<std::unique_ptr<Coordinator>> Connect(const rpc::ClientConfig& config);
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::WorkerInfo& info);
   // Long-polls up to `wait_seconds`. Cancel() from another thread ends the wait early.
   absl::StatusOr<v1::LeaseResponse> Lease(int64_t worker_id, double wait_seconds);
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
   // `lease_token` is the Lease.token of this attempt; every fenced call carries it.
   absl::Status ReportMetrics(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                             const std::vector<v1::MetricPoint>& points);
+                             const std::vector<v1::MetricPoint>& points) override;
   absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                             int64_t step, const std::string& path);
+                             int64_t step, const std::string& path) override;
   // Streams the checkpoint into `path` (atomically) and checks its SHA-256.
   absl::Status GetCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                             const v1::CheckpointRef& ref, const std::string& path);
-  absl::Status GetDataset(const std::string& sha256, const std::string& path);
-  absl::Status Complete(const v1::CompleteRequest& request);
+                             const v1::CheckpointRef& ref, const std::string& path) override;
+  absl::Status GetDataset(const std::string& sha256, const std::string& path) override;
+  absl::Status Complete(const v1::CompleteRequest& request) override;
   absl::Status Release(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                       const std::string& reason);
+                       const std::string& reason) override;
 
   // Ends a Lease long-poll in flight (shutdown).
   void CancelLongPoll();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/backoff.h"
 #include "common/util/fields.h"
 #include "common/util/log.h"
 #include "common/util/net.h"
@@ -19,10 +20,6 @@
 
 namespace ablate::worker {
 namespace {
-
-// Heartbeats per lease period: a worker may miss three in a row (a GC pause, a brief network
-// blip) and still keep its run.
-constexpr double kHeartbeatsPerLease = 4;
 
 using Clock = std::chrono::steady_clock;
 
@@ -36,24 +33,22 @@ std::string Hostname() {
   return buf;
 }
 
-void Sleep(double seconds) {
-  const auto until = Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
-  while (!g_shutdown && Clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+bool ShuttingDown() { return g_shutdown; }
+
+void LogRetry(const absl::Status& s, std::chrono::milliseconds wait) {
+  spdlog::warn("{}; retrying in {:.1f}s", s.message(), double(wait.count()) / 1000);
 }
 
 // Registers, retrying while the server is unreachable. Permanent errors (bad token) end the daemon.
 absl::StatusOr<v1::RegisterResponse> RegisterWithRetry(Coordinator* c, const v1::WorkerInfo& info) {
-  double backoff = 0.5;
-  while (!g_shutdown) {
-    auto resp = c->Register(info);
-    if (resp.ok() || !rpc::IsTransient(resp.status())) return resp;
-    spdlog::warn("{}; retrying in {:.0f}s", resp.status().message(), backoff);
-    Sleep(backoff);
-    backoff = std::min(backoff * 2, 30.0);
+  if (g_shutdown) return absl::CancelledError("shutting down");
+  auto resp = util::Retry(
+      util::kDaemonBackoff, [&] { return c->Register(info); }, rpc::IsTransient, ShuttingDown,
+      LogRetry);
+  if (!resp.ok() && rpc::IsTransient(resp.status()) && g_shutdown) {
+    return absl::CancelledError("shutting down");
   }
-  return absl::CancelledError("shutting down");
+  return resp;
 }
 
 }  // namespace
@@ -156,13 +151,13 @@ int RunDaemon(const DaemonOptions& options) {
   sopts.work_dir = options.work_dir;
   sopts.device = options.device;
   sopts.threads = options.threads;
-  sopts.heartbeat_seconds =
-      std::max(0.2, (reg->lease_seconds() > 0 ? reg->lease_seconds() : 60) / kHeartbeatsPerLease);
+  sopts.heartbeat_seconds = HeartbeatSeconds(reg->lease_seconds());
   sopts.shutdown = &g_shutdown;
+  sopts.train = train::Train;
   spdlog::info("registered as worker {} (lease {}s)", worker_id, reg->lease_seconds());
 
   int runs = 0;
-  double backoff = 0.5;
+  util::Backoff backoff(util::kDaemonBackoff);
   Clock::time_point last_end{};
   while (!g_shutdown && (options.max_runs == 0 || runs < options.max_runs)) {
     auto lease = c->Lease(worker_id, options.lease_wait_seconds);
@@ -179,12 +174,12 @@ int RunDaemon(const DaemonOptions& options) {
                    ? 3
                    : 1;
       }
-      spdlog::warn("{}; retrying in {:.0f}s", lease.status().message(), backoff);
-      Sleep(backoff);
-      backoff = std::min(backoff * 2, 30.0);
+      const auto wait = backoff.Next();
+      LogRetry(lease.status(), wait);
+      util::SleepUnless(wait, ShuttingDown);
       continue;
     }
-    backoff = 0.5;
+    backoff.Reset();
     if (!lease->has_run()) {
       if (options.exit_when_idle) break;
       continue;

@@ -9,10 +9,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/rpc/channel.h"
+#include "common/util/backoff.h"
 #include "common/util/log.h"
 #include "common/util/status_macros.h"
 #include "worker/spool.h"
-#include "worker/train/trainer.h"
 
 namespace ablate::worker {
 namespace {
@@ -21,16 +22,33 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMetricBatch = 500;
-constexpr std::chrono::milliseconds kRetryPeriod{1000};  // heartbeats while the server is away
+// The sender looks at the spool this often when no full batch or checkpoint wakes it.
+constexpr std::chrono::milliseconds kSenderPoll{500};
+// On shutdown, how long flushing the metrics before handing the run back may take: past it the
+// run is abandoned to lease expiry rather than holding up the worker's exit.
+constexpr std::chrono::seconds kHandBackDeadline{20};
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+SessionOutcome Ended(SessionEnd end, std::string detail) {
+  return {end, std::move(detail), 0, 0, {}, {}};
+}
+
+// How a session ends, decided once from what training returned and what the server said
+// meanwhile (the flags), in this order of precedence.
+enum class Ending {
+  kCancelled,  // the server cancelled the run: nothing more is sent for it
+  kFenced,     // another attempt owns the run: nothing more is sent for it
+  kHandBack,   // shutting down: flush, upload the checkpoint, Release
+  kComplete,   // trained to the end (succeeded or diverged) or failed: flush, then Complete
+};
+
 // Shared state between the training thread (observer callbacks) and the background threads.
 class Session : public train::TrainObserver {
  public:
-  Session(Coordinator* c, int64_t worker_id, const v1::LeaseResponse& lease,
+  Session(RunCoordinator* c, int64_t worker_id, const v1::LeaseResponse& lease,
           const SessionOptions& opts, SessionStats* stats)
       : c_(c),
         worker_id_(worker_id),
@@ -64,33 +82,50 @@ class Session : public train::TrainObserver {
     stats_->step = step;
     stats_->tokens_per_second = tps;
   }
-  bool ShouldStop() override {
-    return cancelled_ || lease_lost_ || (opts_.shutdown != nullptr && opts_.shutdown->load());
-  }
+  bool ShouldStop() override { return Fenced() || ShuttingDown(); }
 
  private:
+  bool Fenced() const { return cancelled_ || lease_lost_; }
+  bool ShuttingDown() const { return opts_.shutdown != nullptr && opts_.shutdown->load(); }
+
+  // Fetches the inputs and trains, with the sender thread running while training does. An error
+  // fetching the inputs is returned as the run's error; CANCELLED if it stopped before training.
+  absl::StatusOr<train::TrainResult> FetchAndTrain(const v1::LeaseResponse& lease);
   absl::Status FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& lease,
                            std::string* resume_path);
   // Retries `fn` while the server is unreachable, until it succeeds, fails for real, or we shut
   // down (then the last transient error is returned).
   template <typename Fn>
   absl::Status Retrying(Fn fn, const char* what);
+
+  Ending Decide(const absl::StatusOr<train::TrainResult>& trained) const;
+  SessionOutcome End(const absl::StatusOr<train::TrainResult>& trained);
+  // One function per ending; each builds its outcome.
+  SessionOutcome EndCancelled() const;
+  SessionOutcome EndFenced(std::string detail) const;
+  SessionOutcome EndHandBack(const absl::StatusOr<train::TrainResult>& trained);
+  SessionOutcome EndComplete(const absl::StatusOr<train::TrainResult>& trained);
+
   void HeartbeatLoop();
   absl::StatusOr<v1::HeartbeatResponse> HeartbeatOnce();
   // Takes in what a heartbeat answer says about the run: cancelled, or another attempt owns it.
   void ApplyHeartbeat(const v1::HeartbeatResponse& resp);
-  void SenderLoop();
-  // Sends every spooled point; false if fenced or shutting down before done.
-  bool DrainMetrics(Clock::time_point deadline);
-  // Sends one batch from the spool. Logs once when the server stops answering (points stay
-  // spooled) and once when it answers again (they are replayed), whichever path sends them.
-  absl::Status SendBatch();
   // A fenced call (FAILED_PRECONDITION) says only that this attempt may no longer write. Whether
   // the run was cancelled or re-leased to another attempt is asked of the heartbeat, whose answer
   // says which, so a cancelled run ends as cancelled whichever call learns of it first.
   void NoteFenced(const absl::Status& s);
 
-  Coordinator* c_;
+  void SenderLoop();
+  // Sends the spool, oldest point first, until it is empty (OK). Without `retry` the first failed
+  // send ends it with that error; with it, a transient failure is retried after the policy's
+  // back-off (cut short when a heartbeat gets through again) and any other failure ends it.
+  // `give_up`, asked before each send, ends it early (the last error, or CANCELLED).
+  absl::Status SendSpool(const util::BackoffPolicy* retry, const std::function<bool()>& give_up);
+  // Sends one batch from the spool. Logs once when the server stops answering (points stay
+  // spooled) and once when it answers again (they are replayed), whichever path sends them.
+  absl::Status SendBatch();
+
+  RunCoordinator* c_;
   const int64_t worker_id_;
   const int64_t run_id_;
   const int32_t attempt_;
@@ -98,6 +133,9 @@ class Session : public train::TrainObserver {
   const SessionOptions& opts_;
   SessionStats* stats_;
   std::unique_ptr<MetricSpool> spool_;
+  std::string run_dir_;
+  Clock::time_point train_started_{};
+  double train_seconds_ = 0;
 
   std::mutex mu_;
   std::condition_variable wake_;
@@ -117,15 +155,12 @@ class Session : public train::TrainObserver {
 
 template <typename Fn>
 absl::Status Session::Retrying(Fn fn, const char* what) {
-  double backoff = 0.2;
-  while (true) {
-    absl::Status s = fn();
-    if (s.ok() || !rpc::IsTransient(s)) return s;
-    if (opts_.shutdown != nullptr && opts_.shutdown->load()) return s;
-    spdlog::warn("run {}: {} failed, retrying in {:.1f}s: {}", run_id_, what, backoff, s.message());
-    std::this_thread::sleep_for(std::chrono::milliseconds(int(backoff * 1000)));
-    backoff = std::min(backoff * 2, 10.0);
-  }
+  return util::Retry(
+      util::kRunCallBackoff, fn, rpc::IsTransient, [this] { return ShuttingDown(); },
+      [&](const absl::Status& s, std::chrono::milliseconds wait) {
+        spdlog::warn("run {}: {} failed, retrying in {:.1f}s: {}", run_id_, what,
+                     double(wait.count()) / 1000, s.message());
+      });
 }
 
 absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& lease,
@@ -137,7 +172,8 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
           absl::StrCat("data file ", *path, " has no content hash; the server must serve it"));
     }
     const std::string local = (fs::path(opts_.work_dir) / "datasets" / (sha + ".txt")).string();
-    if (!fs::exists(local)) {
+    std::error_code ec;
+    if (!fs::exists(local, ec)) {
       spdlog::info("run {}: fetching data set {} ({})", run_id_, *path, sha.substr(0, 12));
       RETURN_IF_ERROR(Retrying([&] { return c_->GetDataset(sha, local); }, "data set download"));
     }
@@ -151,7 +187,8 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
     *resume_path = (fs::path(opts_.work_dir) / "checkpoints" / std::to_string(run_id_) /
                     (ref.sha256() + ".ckpt"))
                        .string();
-    if (!fs::exists(*resume_path)) {
+    std::error_code ec;
+    if (!fs::exists(*resume_path, ec)) {
       spdlog::info("run {}: fetching checkpoint at step {}", run_id_, ref.step());
       RETURN_IF_ERROR(Retrying(
           [&] { return c_->GetCheckpoint(run_id_, attempt_, lease_token_, ref, *resume_path); },
@@ -163,6 +200,7 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
 
 void Session::HeartbeatLoop() {
   const auto period = std::chrono::milliseconds(int(opts_.heartbeat_seconds * 1000));
+  const auto retry_period = std::min(period, kHeartbeatRetryPeriod);
   bool failing = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!done_) {
@@ -185,11 +223,7 @@ void Session::HeartbeatLoop() {
       }
     }
     lock.lock();
-    // While heartbeats fail, try every second: the lease runs out `lease` after the last one
-    // that got through, so the first chance after an outage must not wait a whole period.
-    wake_.wait_for(lock,
-                   failing ? std::min<std::chrono::milliseconds>(period, kRetryPeriod) : period,
-                   [&] { return done_.load(); });
+    wake_.wait_for(lock, failing ? retry_period : period, [&] { return done_.load(); });
   }
 }
 
@@ -214,17 +248,14 @@ void Session::ApplyHeartbeat(const v1::HeartbeatResponse& resp) {
 }
 
 void Session::NoteFenced(const absl::Status& s) {
-  if (!absl::IsFailedPrecondition(s) || cancelled_ || lease_lost_) return;
-  // The server answered a moment ago, so a transient failure here is brief: a few quick tries.
-  for (int i = 0; i < 5; ++i) {
-    auto resp = HeartbeatOnce();
-    if (resp.ok()) {
-      ApplyHeartbeat(*resp);
-      if (cancelled_ || lease_lost_) return;
-      break;  // the run looks live again to the heartbeat: the fence still stands
-    }
-    if (!rpc::IsTransient(resp.status())) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  if (!absl::IsFailedPrecondition(s) || Fenced()) return;
+  auto resp = util::Retry(
+      util::kFenceProbeBackoff, [this] { return HeartbeatOnce(); }, rpc::IsTransient,
+      [] { return false; }, [](const absl::Status&, std::chrono::milliseconds) {});
+  if (resp.ok()) {
+    ApplyHeartbeat(*resp);
+    if (Fenced()) return;
+    // Otherwise the run looks live to the heartbeat, yet the fence still stands.
   }
   if (!lease_lost_.exchange(true)) spdlog::warn("run {}: {}", run_id_, s.message());
 }
@@ -255,27 +286,46 @@ absl::Status Session::SendBatch() {
   return absl::OkStatus();
 }
 
+absl::Status Session::SendSpool(const util::BackoffPolicy* retry,
+                                const std::function<bool()>& give_up) {
+  std::optional<util::Backoff> backoff;
+  if (retry != nullptr) backoff.emplace(*retry);
+  absl::Status last = absl::OkStatus();
+  while (spool_->pending() > 0) {
+    if (give_up()) return last.ok() ? absl::CancelledError("metrics not all sent") : last;
+    last = SendBatch();
+    if (last.ok()) {
+      if (backoff) backoff->Reset();
+      continue;
+    }
+    if (!backoff || !rpc::IsTransient(last)) return last;
+    // Back off, but retry at once when a heartbeat gets through again.
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, backoff->Next(), [&] { return reachable_again_.load(); });
+    if (reachable_again_.exchange(false)) backoff->Reset();
+  }
+  return absl::OkStatus();
+}
+
 void Session::SenderLoop() {
-  double backoff = 0;
+  // Failures here are retried by the loop itself rather than inside SendSpool: while it waits, a
+  // newer checkpoint may arrive and replace the one that failed.
+  util::Backoff backoff(util::kSenderBackoff);
+  bool backing_off = false;
+  std::chrono::milliseconds wait = kSenderPoll;
   std::unique_lock<std::mutex> lock(mu_);
-  while (!sender_stop_ && !lease_lost_ && !cancelled_) {
-    wake_.wait_for(lock, std::chrono::milliseconds(backoff > 0 ? int(backoff * 1000) : 500), [&] {
+  while (!sender_stop_ && !Fenced()) {
+    wake_.wait_for(lock, wait, [&] {
       return sender_stop_ || reachable_again_ ||
-             (backoff == 0 && (pending_checkpoint_ || spool_->pending() >= int64_t(kMetricBatch)));
+             (!backing_off && (pending_checkpoint_ || spool_->pending() >= int64_t(kMetricBatch)));
     });
     if (sender_stop_) break;
     reachable_again_ = false;
     auto ckpt = std::move(pending_checkpoint_);
     pending_checkpoint_.reset();
     lock.unlock();
-    bool failed = false;
     // Metrics first: a resumed attempt must never find a checkpoint newer than its metrics.
-    while (spool_->pending() > 0) {
-      if (!SendBatch().ok()) {
-        failed = true;
-        break;
-      }
-    }
+    bool failed = !SendSpool(nullptr, [] { return false; }).ok();
     if (ckpt && !failed && !lease_lost_) {
       auto s = c_->PutCheckpoint(run_id_, attempt_, lease_token_, ckpt->first, ckpt->second);
       if (!s.ok()) {
@@ -285,157 +335,151 @@ void Session::SenderLoop() {
     }
     lock.lock();
     if (failed && ckpt && !pending_checkpoint_) pending_checkpoint_ = std::move(ckpt);
-    backoff = failed ? std::min(std::max(backoff * 2, 0.5), 10.0) : 0;
-  }
-}
-
-bool Session::DrainMetrics(Clock::time_point deadline) {
-  double backoff = 0.2;
-  while (spool_->pending() > 0) {
-    if (lease_lost_ || cancelled_ || Clock::now() > deadline) return false;
-    auto s = SendBatch();
-    if (s.ok()) {
-      backoff = 0.2;
-      continue;
+    backing_off = failed;
+    if (failed) {
+      wait = backoff.Next();
+    } else {
+      backoff.Reset();
+      wait = kSenderPoll;
     }
-    if (!rpc::IsTransient(s)) return false;
-    // Back off, but retry at once when a heartbeat gets through again.
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_for(lock, std::chrono::milliseconds(int(backoff * 1000)),
-                   [&] { return reachable_again_.load(); });
-    if (reachable_again_.exchange(false))
-      backoff = 0.2;
-    else
-      backoff = std::min(backoff * 2, 10.0);
   }
-  stats_->spooled_points = 0;
-  return true;
 }
 
-SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
-  const auto t_start = Clock::now();
-  SessionOutcome out{SessionEnd::kCompleted, "", 0, 0, {}, {}};
-  Clock::time_point train_started{};
-  const std::string run_dir =
-      (fs::path(opts_.work_dir) / "runs" / absl::StrCat(run_id_, "-a", attempt_)).string();
-  auto spool = MetricSpool::Create(
-      (fs::path(opts_.work_dir) / "spool" / absl::StrCat(run_id_, "-a", attempt_, ".spool"))
-          .string());
-  if (!spool.ok())
-    return {SessionEnd::kAbandoned, std::string(spool.status().message()), 0, 0, {}, {}};
-  spool_ = *std::move(spool);
-
+absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseResponse& lease) {
   v1::RunSpec spec = lease.spec();
   std::string resume_path;
-  std::thread heartbeat([this] { HeartbeatLoop(); });
-  auto finish_threads = [&] {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    wake_.notify_all();
-    heartbeat.join();
-  };
+  RETURN_IF_ERROR(FetchInputs(&spec, lease, &resume_path));
+  if (ShouldStop()) return absl::CancelledError("not started");
+  if (!opts_.train) return absl::InternalError("the session was given no trainer");
+  std::thread sender([this] { SenderLoop(); });
+  train::TrainOptions topts;
+  topts.device = opts_.device;
+  topts.out_dir = run_dir_;
+  topts.cache_dir = (fs::path(opts_.work_dir) / "cache").string();
+  topts.resume_from = resume_path;
+  topts.threads = opts_.threads;
+  spdlog::info(
+      "run {} attempt {}: {} seed {}{}", run_id_, attempt_, spec.cell(), spec.config().seed(),
+      resume_path.empty() ? ""
+                          : absl::StrCat(" (resuming at step ", lease.resume_from().step(), ")"));
+  train_started_ = Clock::now();
+  auto trained = opts_.train(spec, topts, this);
+  train_seconds_ = Seconds(train_started_, Clock::now());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sender_stop_ = true;  // the heartbeat keeps the lease alive through what follows
+  }
+  wake_.notify_all();
+  sender.join();
+  return trained;
+}
 
+Ending Session::Decide(const absl::StatusOr<train::TrainResult>& trained) const {
+  if (cancelled_) return Ending::kCancelled;
+  if (lease_lost_) return Ending::kFenced;
+  // The trainer stops early only when asked to, and with neither flag set that means shutdown;
+  // an error while shutting down (or a stop before training began) is handed back too.
+  const bool stopped = trained.ok() && trained->outcome == train::Outcome::kStopped;
+  if (stopped || (!trained.ok() && ShuttingDown())) return Ending::kHandBack;
+  return Ending::kComplete;
+}
+
+SessionOutcome Session::End(const absl::StatusOr<train::TrainResult>& trained) {
+  switch (Decide(trained)) {
+    case Ending::kCancelled:
+      return EndCancelled();
+    case Ending::kFenced:
+      return EndFenced("lease lost");
+    case Ending::kHandBack:
+      return EndHandBack(trained);
+    case Ending::kComplete:
+      break;
+  }
+  return EndComplete(trained);
+}
+
+SessionOutcome Session::EndCancelled() const {
+  return Ended(SessionEnd::kCancelled, "cancelled by the server");
+}
+
+SessionOutcome Session::EndFenced(std::string detail) const {
+  return Ended(SessionEnd::kLeaseLost, std::move(detail));
+}
+
+SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& trained) {
+  if (!trained.ok()) {
+    // Stopped before or while fetching inputs: nothing to save, hand the run straight back.
+    const bool handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
+    return handed ? Ended(SessionEnd::kReleased, "handed back")
+                  : Ended(SessionEnd::kAbandoned, std::string(trained.status().message()));
+  }
+  // The trainer wrote a checkpoint at the current step. Upload it, flush the metrics up to it,
+  // and hand the run back so another worker resumes at once.
+  const auto deadline = Clock::now() + kHandBackDeadline;
+  bool handed =
+      SendSpool(&util::kRunCallBackoff, [&] { return Fenced() || Clock::now() > deadline; }).ok();
+  if (handed && !trained->last_checkpoint.empty()) {
+    handed = c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
+                               trained->last_checkpoint)
+                 .ok();
+  }
+  if (handed) handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
+  return handed ? Ended(SessionEnd::kReleased, "handed back")
+                : Ended(SessionEnd::kAbandoned, "could not hand back; the lease will expire");
+}
+
+SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& trained) {
   v1::CompleteRequest complete;
   complete.set_run_id(run_id_);
   complete.set_attempt(attempt_);
   complete.set_lease_token(lease_token_);
-  absl::Status fetched = FetchInputs(&spec, lease, &resume_path);
-  absl::StatusOr<train::TrainResult> trained =
-      fetched.ok() ? absl::StatusOr<train::TrainResult>(absl::CancelledError("not started"))
-                   : absl::StatusOr<train::TrainResult>(fetched);
-  double train_seconds = 0;
-  if (fetched.ok() && !ShouldStop()) {
-    std::thread sender([this] { SenderLoop(); });
-    train::TrainOptions topts;
-    topts.device = opts_.device;
-    topts.out_dir = run_dir;
-    topts.cache_dir = (fs::path(opts_.work_dir) / "cache").string();
-    topts.resume_from = resume_path;
-    topts.threads = opts_.threads;
-    spdlog::info(
-        "run {} attempt {}: {} seed {}{}", run_id_, attempt_, spec.cell(), spec.config().seed(),
-        resume_path.empty() ? ""
-                            : absl::StrCat(" (resuming at step ", lease.resume_from().step(), ")"));
-    const auto t0 = Clock::now();
-    train_started = t0;
-    trained = train::Train(spec, topts, this);
-    train_seconds = Seconds(t0, Clock::now());
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sender_stop_ = true;  // the heartbeat keeps the lease alive through what follows
-    }
-    wake_.notify_all();
-    sender.join();
-  }
-
-  const bool shutting_down = opts_.shutdown != nullptr && opts_.shutdown->load();
-  if (cancelled_) {
-    out = {SessionEnd::kCancelled, "cancelled by the server", 0, 0, {}, {}};
-  } else if (lease_lost_) {
-    out = {SessionEnd::kLeaseLost, "lease lost", 0, 0, {}, {}};
-  } else if (!trained.ok() && shutting_down) {
-    // Stopped before or while fetching inputs: nothing to save, hand the run straight back.
-    const bool handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
-    out = {handed ? SessionEnd::kReleased : SessionEnd::kAbandoned,
-           handed ? "handed back" : std::string(trained.status().message()),
-           0,
-           0,
-           {},
-           {}};
-  } else if (trained.ok() && trained->outcome == train::Outcome::kStopped) {
-    // Shutting down: the trainer wrote a checkpoint at the current step. Upload it, flush the
-    // metrics up to it, and hand the run back so another worker resumes at once.
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    bool handed = DrainMetrics(deadline);
-    if (handed && !trained->last_checkpoint.empty()) {
-      handed = c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
-                                 trained->last_checkpoint)
-                   .ok();
-    }
-    if (handed) handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
-    out = {handed ? SessionEnd::kReleased : SessionEnd::kAbandoned,
-           handed ? "handed back" : "could not hand back; the lease will expire",
-           0,
-           0,
-           {},
-           {}};
+  if (trained.ok()) {
+    complete.set_state(trained->outcome == train::Outcome::kDiverged ? v1::DIVERGED
+                                                                     : v1::SUCCEEDED);
+    *complete.mutable_result() = trained->result;
   } else {
-    if (trained.ok()) {
-      complete.set_state(trained->outcome == train::Outcome::kDiverged ? v1::DIVERGED
-                                                                       : v1::SUCCEEDED);
-      *complete.mutable_result() = trained->result;
-    } else {
-      complete.set_state(v1::FAILED);
-      complete.set_error(std::string(trained.status().message()));
-      spdlog::error("run {}: failed: {}", run_id_, trained.status().message());
-    }
-    // A completed run's metrics must all be stored before it is marked complete, however long
-    // the server is away; Complete follows only once the spool is empty.
-    const bool drained = DrainMetrics(Clock::time_point::max());
-    absl::Status s = drained
-                         ? Retrying([&] { return c_->Complete(complete); }, "complete")
-                         : absl::FailedPreconditionError("lease lost before metrics were stored");
-    if (drained) NoteFenced(s);
-    if (s.ok()) {
-      out = {SessionEnd::kCompleted, v1::RunState_Name(complete.state()), 0, 0, {}, {}};
-    } else if (cancelled_) {
-      out = {SessionEnd::kCancelled, "cancelled by the server", 0, 0, {}, {}};
-    } else if (absl::IsFailedPrecondition(s) || lease_lost_) {
-      out = {SessionEnd::kLeaseLost, std::string(s.message()), 0, 0, {}, {}};
-    } else {
-      out = {SessionEnd::kAbandoned, std::string(s.message()), 0, 0, {}, {}};
-    }
+    complete.set_state(v1::FAILED);
+    complete.set_error(std::string(trained.status().message()));
+    spdlog::error("run {}: failed: {}", run_id_, trained.status().message());
   }
-  finish_threads();
+  // A completed run's metrics must all be stored before it is marked complete, however long
+  // the server is away; Complete follows only once the spool is empty.
+  if (!SendSpool(&util::kRunCallBackoff, [this] { return Fenced(); }).ok()) {
+    return cancelled_ ? EndCancelled() : EndFenced("lease lost before metrics were stored");
+  }
+  const absl::Status s = Retrying([&] { return c_->Complete(complete); }, "complete");
+  NoteFenced(s);
+  if (s.ok()) return Ended(SessionEnd::kCompleted, v1::RunState_Name(complete.state()));
+  if (cancelled_) return EndCancelled();
+  if (absl::IsFailedPrecondition(s) || lease_lost_) return EndFenced(std::string(s.message()));
+  return Ended(SessionEnd::kAbandoned, std::string(s.message()));
+}
+
+SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
+  const auto t_start = Clock::now();
+  run_dir_ = (fs::path(opts_.work_dir) / "runs" / absl::StrCat(run_id_, "-a", attempt_)).string();
+  auto spool = MetricSpool::Create(
+      (fs::path(opts_.work_dir) / "spool" / absl::StrCat(run_id_, "-a", attempt_, ".spool"))
+          .string());
+  if (!spool.ok()) return Ended(SessionEnd::kAbandoned, std::string(spool.status().message()));
+  spool_ = *std::move(spool);
+
+  std::thread heartbeat([this] { HeartbeatLoop(); });
+  SessionOutcome out = End(FetchAndTrain(lease));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  wake_.notify_all();
+  heartbeat.join();
+
   out.ended = Clock::now();
-  out.train_started = train_started;
-  out.train_seconds = train_seconds;
-  out.overhead_seconds = Seconds(t_start, Clock::now()) - train_seconds;
+  out.train_started = train_started_;
+  out.train_seconds = train_seconds_;
+  out.overhead_seconds = Seconds(t_start, Clock::now()) - train_seconds_;
   // Keep only what a later attempt on this machine could reuse: the data sets and cache.
   std::error_code ec;
-  fs::remove_all(run_dir, ec);
+  fs::remove_all(run_dir_, ec);
   if (out.end != SessionEnd::kAbandoned) {
     fs::remove_all(fs::path(opts_.work_dir) / "checkpoints" / std::to_string(run_id_), ec);
   }
@@ -444,7 +488,11 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
 
 }  // namespace
 
-SessionOutcome RunSession(Coordinator* coordinator, int64_t worker_id,
+double HeartbeatSeconds(double lease_seconds) {
+  return std::max(0.2, (lease_seconds > 0 ? lease_seconds : 60) / kHeartbeatsPerLease);
+}
+
+SessionOutcome RunSession(RunCoordinator* coordinator, int64_t worker_id,
                           const v1::LeaseResponse& lease, const SessionOptions& options,
                           SessionStats* stats) {
   Session session(coordinator, worker_id, lease, options, stats);

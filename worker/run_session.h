@@ -8,12 +8,31 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ablate/v1/ablate.pb.h"
-#include "worker/coordinator.h"
+#include "absl/status/statusor.h"
+#include "worker/run_coordinator.h"
+#include "worker/train/trainer.h"
 
 namespace ablate::worker {
+
+// Heartbeats per lease period: a worker may miss three in a row (a GC pause, a brief network
+// blip) and still keep its run.
+inline constexpr double kHeartbeatsPerLease = 4;
+// While heartbeats fail the session tries every second (or every period, if shorter): the lease
+// runs out `lease_seconds` after the last one that got through, so the first chance after an
+// outage must not wait a whole period.
+inline constexpr std::chrono::milliseconds kHeartbeatRetryPeriod{1000};
+
+// The heartbeat period for a lease of `lease_seconds` (RegisterResponse.lease_seconds; 0 means
+// the server did not say, and 60 s is assumed).
+double HeartbeatSeconds(double lease_seconds);
+
+// Trains one run: train::Train in the daemon, a scripted fake in tests (so they need no torch).
+using TrainFn = std::function<absl::StatusOr<train::TrainResult>(
+    const v1::RunSpec&, const train::TrainOptions&, train::TrainObserver*)>;
 
 struct SessionOptions {
   std::string work_dir;  // datasets/, cache/, runs/, spool/
@@ -21,6 +40,7 @@ struct SessionOptions {
   int threads = 0;
   double heartbeat_seconds = 10;
   const std::atomic<bool>* shutdown = nullptr;  // SIGTERM/SIGINT: checkpoint, hand back, stop
+  TrainFn train;
 };
 
 // Live figures of the session, read by the worker's /metrics and heartbeats.
@@ -49,7 +69,7 @@ struct SessionOutcome {
   std::chrono::steady_clock::time_point ended;
 };
 
-SessionOutcome RunSession(Coordinator* coordinator, int64_t worker_id,
+SessionOutcome RunSession(RunCoordinator* coordinator, int64_t worker_id,
                           const v1::LeaseResponse& lease, const SessionOptions& options,
                           SessionStats* stats);
 

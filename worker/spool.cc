@@ -3,13 +3,16 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/file.h"
 
 namespace ablate::worker {
 
 // Record format: 4-byte little-endian length, then a serialized MetricPoint.
 
 absl::StatusOr<std::unique_ptr<MetricSpool>> MetricSpool::Create(const std::string& path) {
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  if (auto s = util::MakeDirs(std::filesystem::path(path).parent_path().string()); !s.ok()) {
+    return s;
+  }
   std::unique_ptr<MetricSpool> spool(new MetricSpool(path));
   spool->out_.open(path, std::ios::binary | std::ios::trunc);
   if (!spool->out_) return absl::InternalError(absl::StrCat("cannot create spool ", path));

@@ -14,6 +14,7 @@
 #include "common/analysis/stats.h"
 #include "common/analysis/verdicts.h"
 #include "common/sweep/config_fields.h"
+#include "common/util/run_state.h"
 
 namespace ablate::analysis {
 namespace {
@@ -51,10 +52,10 @@ std::string ContextOf(const Run& run, const Options& o) {
   return absl::StrJoin(parts, ",");
 }
 
-// A skipped run (pruned above divergence) is finished: it stands for a divergence.
+// A skipped run (pruned above divergence) stands for a divergence: it counts as finished here,
+// though util::HasOutcome says it was never measured.
 bool Finished(const Run& r) {
-  return r.state() == ablate::v1::SUCCEEDED || r.state() == ablate::v1::DIVERGED ||
-         r.state() == ablate::v1::SKIPPED;
+  return util::HasOutcome(r.state()) || r.state() == ablate::v1::SKIPPED;
 }
 
 // Diverged: the state says so (skipped: inferred), or the trainer finished with a non-finite
@@ -114,7 +115,7 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
     p.run_ids.push_back(r->id());
     p.refine_round = std::min(p.refine_round, r->refine_round());
     if (!Finished(*r)) {
-      if (r->state() == ablate::v1::FAILED || r->state() == ablate::v1::CANCELLED) {
+      if (util::IsTerminal(r->state())) {
         ++p.n_failed;
       } else {
         ++p.n_pending;

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/report/csv.h"
-#include "common/report/file_io.h"
+#include "common/util/file.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -39,34 +39,40 @@ absl::Status FromJson(const std::string& json, pb::Message* message, const std::
   return absl::OkStatus();
 }
 
+// An export is made again from the server at will, so a rename (no reader sees half a file) is
+// enough; it does not wait for the disk.
+absl::Status WriteExportFile(const std::string& path, std::string_view content) {
+  return util::WriteFileAtomically(path, content, util::Durability::kRename);
+}
+
 }  // namespace
 
 absl::Status WriteExport(const Export& data, const std::string& dir) {
-  RETURN_IF_ERROR(MakeDirectories(dir));
+  RETURN_IF_ERROR(util::MakeDirs(dir));
   ASSIGN_OR_RETURN(std::string sweep, ToJson(data.sweep, true));
-  RETURN_IF_ERROR(WriteFile(dir + "/sweep.json", sweep + "\n"));
+  RETURN_IF_ERROR(WriteExportFile(dir + "/sweep.json", sweep + "\n"));
   std::string runs;
   for (const auto& r : data.runs) {
     ASSIGN_OR_RETURN(std::string line, ToJson(r, false));
     absl::StrAppend(&runs, line, "\n");
   }
-  RETURN_IF_ERROR(WriteFile(dir + "/runs.jsonl", runs));
+  RETURN_IF_ERROR(WriteExportFile(dir + "/runs.jsonl", runs));
   std::string metrics = CsvLine({"run_id", "step", "name", "value"});
   for (const auto& m : data.metrics) {
     metrics += CsvLine(
         {absl::StrCat(m.run_id), absl::StrCat(m.step), m.name, absl::StrFormat("%.17g", m.value)});
   }
-  return WriteFile(dir + "/metrics.csv", metrics);
+  return WriteExportFile(dir + "/metrics.csv", metrics);
 }
 
 absl::StatusOr<Export> ReadExport(const std::string& dir) {
   Export data;
   const std::string sweep_path = dir + "/sweep.json";
-  ASSIGN_OR_RETURN(const std::string sweep, ReadFile(sweep_path));
+  ASSIGN_OR_RETURN(const std::string sweep, util::ReadFile(sweep_path));
   RETURN_IF_ERROR(FromJson(sweep, &data.sweep, sweep_path));
 
   const std::string runs_path = dir + "/runs.jsonl";
-  ASSIGN_OR_RETURN(const std::string runs, ReadFile(runs_path));
+  ASSIGN_OR_RETURN(const std::string runs, util::ReadFile(runs_path));
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(runs, '\n')) {
     ++line_no;
@@ -77,7 +83,7 @@ absl::StatusOr<Export> ReadExport(const std::string& dir) {
   }
 
   const std::string metrics_path = dir + "/metrics.csv";
-  auto metrics = ReadFile(metrics_path);
+  auto metrics = util::ReadFile(metrics_path);
   if (absl::IsNotFound(metrics.status())) return data;
   if (!metrics.ok()) return metrics.status();
   line_no = 0;

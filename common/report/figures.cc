@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/util/metric_names.h"
 
 namespace ablate::report {
 namespace {
@@ -67,7 +68,7 @@ std::string Outputs(const std::string& name, const Terminals& t, const std::stri
 std::optional<double> MaxAttnLogit(const Point& p) {
   std::optional<double> best;
   for (const auto& [name, v] : p.probes) {
-    if (absl::StartsWith(name, "max_attn_logit") && (!best || v > *best)) best = v;
+    if (absl::StartsWith(name, metric::kMaxAttnLogit) && (!best || v > *best)) best = v;
   }
   return best;
 }

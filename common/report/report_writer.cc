@@ -4,9 +4,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/report/figures.h"
-#include "common/report/file_io.h"
 #include "common/report/report.h"
 #include "common/report/subprocess.h"
+#include "common/util/file.h"
 #include "common/util/status_macros.h"
 
 namespace ablate::report {
@@ -31,10 +31,13 @@ absl::StatusOr<WrittenReport> WriteReport(const analysis::Analysis& analysis,
                                           const std::vector<ablate::v1::Run>& runs,
                                           const ReportOptions& options,
                                           const std::string& out_dir) {
-  RETURN_IF_ERROR(MakeDirectories(out_dir));
+  RETURN_IF_ERROR(util::MakeDirs(out_dir));
   WrittenReport written;
+  // A report is made again from the runs at will, so a rename (no reader sees half a file) is
+  // enough; it does not wait for the disk.
   auto write = [&](const std::string& name, const std::string& content) -> absl::Status {
-    RETURN_IF_ERROR(WriteFile(absl::StrCat(out_dir, "/", name), content));
+    RETURN_IF_ERROR(util::WriteFileAtomically(absl::StrCat(out_dir, "/", name), content,
+                                              util::Durability::kRename));
     written.files.push_back(name);
     return absl::OkStatus();
   };

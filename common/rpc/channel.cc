@@ -1,9 +1,7 @@
 #include "common/rpc/channel.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/str_cat.h"
+#include "common/util/file.h"
 
 namespace ablate::rpc {
 
@@ -13,13 +11,11 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const ClientConfig& c
   if (!config.tls_ca.empty() || config.tls) {
     grpc::SslCredentialsOptions ssl;
     if (!config.tls_ca.empty()) {
-      std::ifstream in(config.tls_ca);
-      if (!in) {
+      auto pem = util::ReadFile(config.tls_ca);
+      if (!pem.ok()) {
         return absl::NotFoundError(absl::StrCat("--tls-ca ", config.tls_ca, ": cannot read file"));
       }
-      std::stringstream pem;
-      pem << in.rdbuf();
-      ssl.pem_root_certs = pem.str();
+      ssl.pem_root_certs = *std::move(pem);
     }
     creds = grpc::SslCredentials(ssl);
   } else {

@@ -13,6 +13,7 @@
 #include "common/sweep/sweep.h"
 #include "common/sweep/yaml_source.h"
 #include "common/util/fields.h"
+#include "common/util/metric_names.h"
 #include "common/util/status_macros.h"
 
 namespace ablate::sweep {
@@ -245,7 +246,9 @@ absl::StatusOr<ThresholdSpec> ParseThreshold(const YamlSource& source, const YAM
   for (const auto& entry : node) {
     const auto key = entry.first.Scalar();
     const auto field = absl::StrCat("threshold.", key);
-    if (key != "train_loss") return UnknownKey(source, entry.first, field, {"train_loss"});
+    if (key != metric::kTrainLoss) {
+      return UnknownKey(source, entry.first, field, {metric::kTrainLoss});
+    }
     ASSIGN_OR_RETURN(const double loss, source.Double(entry.second, field));
     if (loss <= 0) return source.Error(entry.second, field, "must be positive");
     t.set_train_loss(loss);

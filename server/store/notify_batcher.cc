@@ -3,6 +3,8 @@
 #include <chrono>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "server/store/channels.h"
 #include "server/store/pg_codec.h"
 
 namespace ablate::server {
@@ -39,6 +41,27 @@ void NotifyBatcher::Flush() {
              pg::TextArray(channels), pg::TextArray(payloads));
     return true;
   });
+}
+
+void Notices::Sweep(int64_t sweep_id) {
+  watchers_.emplace(channels::kSweep, absl::StrCat(sweep_id));
+}
+
+void Notices::Run(int64_t run_id) { watchers_.emplace(channels::kRun, absl::StrCat(run_id)); }
+
+void Notices::Clear() {
+  queue_.clear();
+  watchers_.clear();
+}
+
+void Notices::SendQueue(pqxx::work& tx) const {
+  if (queue_.empty()) return;
+  pg::Exec(tx, "SELECT pg_notify($1, d) FROM unnest($2::text[]) AS d",
+           std::string(channels::kQueue), pg::TextArray({queue_.begin(), queue_.end()}));
+}
+
+void Notices::SendWatchers(NotifyBatcher* batcher) const {
+  for (const auto& [channel, payload] : watchers_) batcher->Add(channel, payload);
 }
 
 }  // namespace ablate::server

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ablate::server::pg {
@@ -78,39 +79,10 @@ absl::Status FromJson(const std::string& json, google::protobuf::Message* messag
   return absl::OkStatus();
 }
 
-v1::RunState StateFromName(const std::string& name) {
-  if (name == "queued") return v1::QUEUED;
-  if (name == "leased") return v1::LEASED;
-  if (name == "running") return v1::RUNNING;
-  if (name == "succeeded") return v1::SUCCEEDED;
-  if (name == "diverged") return v1::DIVERGED;
-  if (name == "failed") return v1::FAILED;
-  if (name == "cancelled") return v1::CANCELLED;
-  if (name == "skipped") return v1::SKIPPED;
-  return v1::RUN_STATE_UNSPECIFIED;
-}
-
-std::string StateName(v1::RunState state) {
-  switch (state) {
-    case v1::QUEUED:
-      return "queued";
-    case v1::LEASED:
-      return "leased";
-    case v1::RUNNING:
-      return "running";
-    case v1::SUCCEEDED:
-      return "succeeded";
-    case v1::DIVERGED:
-      return "diverged";
-    case v1::FAILED:
-      return "failed";
-    case v1::CANCELLED:
-      return "cancelled";
-    case v1::SKIPPED:
-      return "skipped";
-    default:
-      return "";
-  }
+std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
+  std::vector<std::string> out;
+  for (auto s : states) out.push_back(std::string(util::RunStateName(s)));
+  return out;
 }
 
 double OrZero(const pqxx::field& field) { return field.is_null() ? 0.0 : field.as<double>(); }
@@ -131,7 +103,7 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
   run.set_sweep_id(row[1].as<int64_t>());
   run.set_cell(row[2].as<std::string>());
   run.set_seed(row[3].as<int64_t>());
-  run.set_state(StateFromName(row[4].as<std::string>()));
+  run.set_state(util::RunStateFromName(row[4].as<std::string>()));
   run.set_attempt(row[5].as<int>());
   run.set_max_attempts(row[6].as<int>());
   run.set_worker(row[7].as<std::string>());

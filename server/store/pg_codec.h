@@ -24,8 +24,8 @@ std::string DoubleArray(const std::vector<double>& values);  // NaN and ±Infini
 std::string ToJson(const google::protobuf::Message& message);
 absl::Status FromJson(const std::string& json, google::protobuf::Message* message);
 
-v1::RunState StateFromName(const std::string& name);
-std::string StateName(v1::RunState state);  // "queued", ...; "" for UNSPECIFIED
+// The runs.state names of `states`, for `state = ANY($n::text[])`.
+std::vector<std::string> StateNames(const std::vector<v1::RunState>& states);
 
 // The column list Run rows are read with, and its decoder.
 extern const char* const kRunColumns;

@@ -1,6 +1,6 @@
 // Refinement and pruning (issue #11; docs/architecture.md#the-run-state-machine): what happens
 // to a refining or pruning sweep when one of its runs finishes. Kept apart from the run state
-// machine in queue_store so that the one place which finishes a run only calls in here.
+// machine (run_transitions) so that the one place which finishes a run only calls in here.
 #pragma once
 
 #include <cstdint>

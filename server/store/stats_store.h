@@ -9,14 +9,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/util/metric_names.h"
 #include "server/store/db.h"
 
 namespace ablate::server {
 
 // The aggregate probes exported per active run as ablate_run_probe{probe=...}: what the Run
 // dashboard plots. Per-layer probes stay in metric_points (ablate metrics / report).
-inline constexpr const char* kExportedProbes[] = {"attn_entropy", "kurtosis",         "grad_norm",
-                                                  "param_norm",   "output_logit_max", "lr"};
+inline constexpr const char* kExportedProbes[] = {metric::kAttnEntropy,    metric::kKurtosis,
+                                                  metric::kGradNorm,       metric::kParamNorm,
+                                                  metric::kOutputLogitMax, metric::kLr};
 
 struct RunStats {
   int64_t run_id = 0;

@@ -4,8 +4,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/run_state.h"
 #include "nlohmann/json.hpp"
-#include "server/store/channels.h"
+#include "server/store/notify_batcher.h"
 #include "server/store/pg_codec.h"
 
 namespace ablate::server {
@@ -83,12 +84,6 @@ v1::Sweep SweepFromRow(const pqxx::row& row) {
     s.set_eta_seconds(row[18].as<double>() * remaining / parallel);
   }
   return s;
-}
-
-std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
-  std::vector<std::string> out;
-  for (auto s : states) out.push_back(pg::StateName(s));
-  return out;
 }
 
 // Runs go to PostgreSQL this many at a time: ~5 MB of JSON per statement keeps a 100,000-run
@@ -214,9 +209,10 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     // of walking the queue index in order. ANALYZE samples a bounded number of rows, so it
     // costs tens of milliseconds here rather than seconds on every lease.
     if (count >= 1000) tx.exec("ANALYZE runs");
-    for (const auto& d : distinct_devices) {
-      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), d);
-    }
+    // submit -> queued (docs/architecture.md#the-run-state-machine): the runs are born queued.
+    Notices notices;
+    for (const auto& d : distinct_devices) notices.Queue(d);
+    notices.SendQueue(tx);
     pqxx::result r = pg::Exec(tx, absl::StrCat(kSweepColumns, "WHERE s.id = $1"), id);
     return SweepFromRow(r[0]);
   });
@@ -273,7 +269,7 @@ absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
         absl::StrCat("SELECT ", pg::kRunColumns,
                      " WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR "
                      "r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3"),
-        sweep_id, pg::TextArray(StateNames(states)), limit > 0 ? limit : kAllRuns);
+        sweep_id, pg::TextArray(pg::StateNames(states)), limit > 0 ? limit : kAllRuns);
     Out out;
     out.reserve(r.size());
     for (const auto& row : r) {
@@ -282,77 +278,6 @@ absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
       out.push_back(*std::move(run));
     }
     return out;
-  });
-}
-
-absl::StatusOr<int> SweepStore::Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids) {
-  return db_->Tx<int>("cancel", [&](pqxx::work& tx) -> absl::StatusOr<int> {
-    pqxx::row row =
-        pg::Exec1(tx,
-                  "WITH c AS (UPDATE runs SET state = 'cancelled', finished_at = now(), "
-                  "  lease_expires_at = NULL WHERE sweep_id = $1 "
-                  "  AND state IN ('queued', 'leased', 'running') "
-                  "  AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[])) "
-                  "  RETURNING id, attempt), "
-                  "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-                  "  SELECT id, 'cancelled', attempt, 'cancelled by user' FROM c), "
-                  "n AS (SELECT pg_notify($3, id::text) FROM c) "
-                  "SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM n)",
-                  sweep_id, pg::Int64Array(run_ids), std::string(channels::kRun));
-    if (run_ids.empty()) {
-      pg::Exec(tx,
-               "UPDATE sweeps SET state = 'cancelled', finished_at = now() "
-               "WHERE id = $1 AND state = 'active'",
-               sweep_id);
-    } else {
-      pg::Exec(tx,
-               "UPDATE sweeps SET state = 'finished', finished_at = now() WHERE id = $1 "
-               "AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = $1 "
-               "AND state IN ('queued', 'leased', 'running'))",
-               sweep_id);
-    }
-    pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kSweep), absl::StrCat(sweep_id));
-    return static_cast<int>(row[0].as<int64_t>());
-  });
-}
-
-absl::StatusOr<int> SweepStore::Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
-                                      const std::vector<v1::RunState>& states) {
-  std::vector<v1::RunState> wanted = states;
-  if (wanted.empty()) wanted = {v1::FAILED, v1::CANCELLED};
-  for (auto s : wanted) {
-    if (s != v1::FAILED && s != v1::CANCELLED && s != v1::DIVERGED && s != v1::SUCCEEDED &&
-        s != v1::SKIPPED) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "retry: states: only finished runs can be retried (got ", v1::RunState_Name(s), ")"));
-    }
-  }
-  return db_->Tx<int>("retry", [&](pqxx::work& tx) -> absl::StatusOr<int> {
-    pqxx::result r =
-        pg::Exec(tx,
-                 "WITH q AS (UPDATE runs SET state = 'queued', error = '', result = NULL, "
-                 "  finished_at = NULL, lease_expires_at = NULL, "
-                 "  max_attempts = attempt + (SELECT max_attempts FROM sweeps WHERE id = $1) "
-                 "  WHERE sweep_id = $1 AND state = ANY($2::text[]) "
-                 "  AND (cardinality($3::bigint[]) = 0 OR id = ANY($3::bigint[])) "
-                 "  RETURNING id, attempt, device), "
-                 "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-                 "  SELECT id, 'requeued', attempt, 'retried by user' FROM q) "
-                 "SELECT device, count(*) FROM q GROUP BY device",
-                 sweep_id, pg::TextArray(StateNames(wanted)), pg::Int64Array(run_ids));
-    int64_t total = 0;
-    for (const auto& row : r) {
-      total += row[1].as<int64_t>();
-      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue),
-               row[0].as<std::string>());
-    }
-    if (total > 0) {
-      pg::Exec(tx, "UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1",
-               sweep_id);
-      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kSweep),
-               absl::StrCat(sweep_id));
-    }
-    return static_cast<int>(total);
   });
 }
 
@@ -365,7 +290,7 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
     pqxx::result run = pg::Exec(tx, "SELECT state FROM runs WHERE id = $1", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     Out out;
-    out.set_state(pg::StateFromName(run[0][0].as<std::string>()));
+    out.set_state(util::RunStateFromName(run[0][0].as<std::string>()));
     pqxx::result r =
         pg::Exec(tx,
                  "SELECT step, name, value, time, seq FROM metric_points WHERE run_id = $1 "

@@ -1,4 +1,5 @@
-// Sweeps as the CLI sees them: submit, inspect, cancel, retry, metrics, events, workers.
+// Sweeps as the CLI sees them: submit, inspect, metrics, events, workers. Cancel and retry change
+// run states, so they are in server/store/run_transitions.h with the other transitions.
 #pragma once
 
 #include <cstdint>
@@ -54,13 +55,6 @@ class SweepStore {
   absl::StatusOr<std::vector<v1::Sweep>> List(int limit, bool active_only);
   absl::StatusOr<std::vector<v1::Run>> ListRuns(int64_t sweep_id,  // 0: every sweep
                                                 const std::vector<v1::RunState>& states, int limit);
-
-  // Returns how many runs were cancelled. Whole-sweep cancel marks the sweep cancelled.
-  absl::StatusOr<int> Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids);
-  // Requeues finished runs in `states` (or the given ids); the attempt counter is kept and
-  // max_attempts raised by the sweep's max_attempts, so history stays truthful.
-  absl::StatusOr<int> Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
-                            const std::vector<v1::RunState>& states);
 
   // Points with step > after_step and, when after_seq > 0, changed since after_seq (ordered by
   // step). *max_seq receives the newest change seen: the next call's after_seq.

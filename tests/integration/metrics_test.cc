@@ -146,6 +146,33 @@ TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
   EXPECT_TRUE(Line(text, "ablate_sweep_progress_ratio", {"sweep=\"metered\""}).empty());
 }
 
+// server/rpc_guard.h times every synchronous call under its method name, refused or failed calls
+// included, as the handlers' own timers did.
+TEST_F(MetricsTest, EveryGuardedCallIsTimedUnderItsMethodNameEvenWhenItFails) {
+  const std::string before = HttpGet(port_, "/metrics");
+  for (const char* method : {"ListWorkers", "Heartbeat"}) {
+    EXPECT_TRUE(
+        Line(before, "ablate_rpc_duration_seconds_count", {absl::StrCat("method=\"", method, "\"")})
+            .empty())
+        << method;
+  }
+  v1::ListWorkersRequest lw;
+  v1::ListWorkersResponse lwr;
+  ASSERT_TRUE(SweepStub()->ListWorkers(Ctx().get(), lw, &lwr).ok());
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(987654);  // never registered
+  v1::HeartbeatResponse hr;
+  EXPECT_EQ(WorkerStub()->Heartbeat(Ctx().get(), hb, &hr).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  const std::string after = HttpGet(port_, "/metrics");
+  for (const char* method : {"ListWorkers", "Heartbeat"}) {
+    EXPECT_TRUE(absl::EndsWith(
+        Line(after, "ablate_rpc_duration_seconds_count", {absl::StrCat("method=\"", method, "\"")}),
+        " 1"))
+        << method;
+  }
+}
+
 TEST_F(MetricsTest, HealthServiceSaysServing) {
   // grpc.health.v1.Health/Check with an empty request; the reply's field 1 is the status
   // (1 = SERVING), i.e. the bytes 08 01. Spoken through the generic stub so the test needs no

@@ -345,6 +345,50 @@ TEST_F(QueueTest, CancelReachesTheWorkerAndRefusesItsWrites) {
   EXPECT_EQ(s.sweep().counts().cancelled(), 3);
 }
 
+// A sweep is finished by whichever transition ends its last unfinished run (Complete, a cancel
+// of some runs, the reaper failing an expired run), and Retry makes it active again.
+TEST_F(QueueTest, SweepFinishesWhenItsLastUnfinishedRunEnds) {
+  auto sub = Submit(SweepYaml("last-run", 2, 1, "", "max_attempts: 1\n"));
+  const int64_t sweep = sub.sweep().id();
+  const int64_t w = Register("closer");
+  auto first = Lease(w);
+  ASSERT_TRUE(first.has_run());
+  ASSERT_TRUE(Complete(first.spec().run_id(), 1).ok());
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");  // one run still queued
+
+  auto second = Lease(w);
+  ASSERT_TRUE(second.has_run());
+  const int64_t run = second.spec().run_id();
+  v1::CancelSweepRequest cancel;
+  cancel.mutable_sweep()->set_id(sweep);
+  cancel.add_run_ids(run);
+  v1::CancelSweepResponse cancelled;
+  ASSERT_TRUE(SweepStub()->CancelSweep(Ctx().get(), cancel, &cancelled).ok());
+  EXPECT_EQ(cancelled.cancelled(), 1);
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "finished");  // not "cancelled": one run succeeded
+
+  v1::RetryRunsRequest retry;
+  retry.mutable_sweep()->set_id(sweep);
+  v1::RetryRunsResponse requeued;
+  ASSERT_TRUE(SweepStub()->RetryRuns(Ctx().get(), retry, &requeued).ok());
+  EXPECT_EQ(requeued.requeued(), 1);
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
+
+  auto again = Lease(w);
+  ASSERT_TRUE(again.has_run());
+  ASSERT_EQ(again.spec().run_id(), run);
+  ExpireLease(run);  // attempt 2 of 2 after the retry: the reaper fails it
+  WaitForState(sweep, run, v1::FAILED);
+  v1::GetSweepResponse got;
+  for (int i = 0; i < 100; ++i) {
+    got = GetSweep(sweep, /*runs=*/false);
+    if (got.sweep().state() != "active") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(got.sweep().state(), "finished");
+  EXPECT_GT(got.sweep().finished_at(), 0);
+}
+
 TEST_F(QueueTest, ReleaseRequeuesAtOnceWithoutSpendingAnAttempt) {
   auto sub = Submit(SweepYaml("release", 1, 1, "", "max_attempts: 1\n"));
   const int64_t w = Register("leaving");

@@ -13,8 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/util/file.h"
 #include "common/util/status_macros.h"
-#include "worker/train/file_util.h"
 
 extern char** environ;
 
@@ -25,7 +25,7 @@ namespace {
 // the tail of stderr when it cannot start or exits non-zero.
 absl::Status RunTool(const std::vector<std::string>& argv, const std::string& in_path,
                      const std::string& out_path, const std::string& cwd = "") {
-  const std::string err_path = TempPathFor(out_path) + ".stderr";
+  const std::string err_path = util::TempPathFor(out_path) + ".stderr";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   if (!in_path.empty()) {
@@ -52,7 +52,7 @@ absl::Status RunTool(const std::vector<std::string>& argv, const std::string& in
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  std::string err = ReadFile(err_path).value_or("");
+  std::string err = util::ReadFile(err_path).value_or("");
   std::filesystem::remove(err_path);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     if (err.size() > 2000) err = "..." + err.substr(err.size() - 2000);
@@ -139,7 +139,7 @@ absl::StatusOr<std::string> SpmVersion() {
         (std::filesystem::temp_directory_path() / absl::StrCat("ablate-spm-version-", getpid()))
             .string();
     absl::Status s = RunTool({"spm_train", "--version"}, "", out);
-    absl::StatusOr<std::string> text = ReadFile(out);
+    absl::StatusOr<std::string> text = util::ReadFile(out);
     std::filesystem::remove(out);
     if (!s.ok()) return s;
     if (!text.ok()) return text.status();
@@ -163,7 +163,7 @@ absl::StatusOr<int> BpeVocabSize(const std::string& model_path) {
 
 absl::Status BpeEncodeLines(const std::string& model_path, const std::string& input,
                             const std::function<void(const std::vector<int>&)>& per_line) {
-  const std::string out = TempPathFor(input) + ".ids";
+  const std::string out = util::TempPathFor(input) + ".ids";
   absl::Status s = RunTool(
       {"spm_encode", "--model=" + model_path, "--output_format=id", "--input=" + input}, "", out);
   if (s.ok()) s = ForEachIdLine(out, per_line);
@@ -173,11 +173,11 @@ absl::Status BpeEncodeLines(const std::string& model_path, const std::string& in
 
 absl::StatusOr<std::vector<std::string>> BpeDecode(const std::string& model_path,
                                                    const std::vector<std::vector<int>>& ids) {
-  const std::string in = TempPathFor(model_path) + ".ids";
+  const std::string in = util::TempPathFor(model_path) + ".ids";
   const std::string out = in + ".txt";
   std::string text;
   for (const auto& line : ids) absl::StrAppend(&text, absl::StrJoin(line, " "), "\n");
-  RETURN_IF_ERROR(WriteFileAtomically(in, text));
+  RETURN_IF_ERROR(util::WriteFileAtomically(in, text));
   absl::Status s = RunTool(
       {"spm_decode", "--model=" + model_path, "--input_format=id", "--input=" + in}, "", out);
   std::filesystem::remove(in);

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "worker/train/file_util.h"
+#include "common/util/file.h"
 
 namespace ablate::train {
 namespace {
@@ -55,7 +55,7 @@ void ParseTrackerJson(const std::string& text, CheckpointState* s) {
 
 absl::Status SaveCheckpoint(const std::string& path, GPT& model, const AdamW& optimizer,
                             const CheckpointState& state) {
-  const std::string tmp = TempPathFor(path);
+  const std::string tmp = util::TempPathFor(path);
   try {
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(kFormatVersion));
@@ -78,7 +78,7 @@ absl::Status SaveCheckpoint(const std::string& path, GPT& model, const AdamW& op
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat(path, ": writing checkpoint failed: ", e.what()));
   }
-  return CommitFile(tmp, path);
+  return util::CommitFile(tmp, path);
 }
 
 absl::Status LoadCheckpoint(const std::string& path, GPT& model, AdamW& optimizer,

@@ -8,8 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/sweep/sweep.h"
+#include "common/util/file.h"
+#include "common/util/metric_names.h"
 #include "worker/train/dataset.h"
-#include "worker/train/file_util.h"
 #include "worker/train/trainer.h"
 
 namespace ablate::train {
@@ -37,17 +38,21 @@ class ConsoleObserver : public TrainObserver {
     for (const auto& p : points) v[p.name()] = p.value();
     const int64_t step = points.front().step();
     std::string line = absl::StrFormat("step %6d", step);
-    if (v.contains("train_loss")) {
-      absl::StrAppendFormat(&line, "  loss %.4f  ema %.4f  lr %.3g", v["train_loss"],
-                            v["train_loss_ema"], v["lr"]);
+    if (v.contains(metric::kTrainLoss)) {
+      absl::StrAppendFormat(&line, "  loss %.4f  ema %.4f  lr %.3g", v[metric::kTrainLoss],
+                            v[metric::kTrainLossEma], v[metric::kLr]);
     }
-    if (v.contains("grad_norm")) absl::StrAppendFormat(&line, "  |g| %.3g", v["grad_norm"]);
-    if (v.contains("tokens_per_second")) {
-      absl::StrAppendFormat(&line, "  %.0f tok/s", v["tokens_per_second"]);
+    if (v.contains(metric::kGradNorm)) {
+      absl::StrAppendFormat(&line, "  |g| %.3g", v[metric::kGradNorm]);
     }
-    if (v.contains("val_loss")) absl::StrAppendFormat(&line, "  val %.4f", v["val_loss"]);
-    if (v.contains("max_attn_logit")) {
-      absl::StrAppendFormat(&line, "  max_logit %.2f", v["max_attn_logit"]);
+    if (v.contains(metric::kTokensPerSecond)) {
+      absl::StrAppendFormat(&line, "  %.0f tok/s", v[metric::kTokensPerSecond]);
+    }
+    if (v.contains(metric::kValLoss)) {
+      absl::StrAppendFormat(&line, "  val %.4f", v[metric::kValLoss]);
+    }
+    if (v.contains(metric::kMaxAttnLogit)) {
+      absl::StrAppendFormat(&line, "  max_logit %.2f", v[metric::kMaxAttnLogit]);
     }
     if (line.size() > 12) std::printf("%s\n", line.c_str());
     std::fflush(stdout);
@@ -87,7 +92,7 @@ void PrintResult(const TrainResult& r) {
 }  // namespace
 
 int RunTrainCommand(const TrainCommandArgs& args) {
-  auto text = ReadFile(args.run_file);
+  auto text = util::ReadFile(args.run_file);
   if (!text.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(text.status().message()).c_str());
     return 1;
@@ -153,7 +158,7 @@ int RunDataPrepareCommand(const DataPrepareArgs& args) {
   }
   std::printf("tokenizer: %s (vocab %d)\n", data->tokenizer_model.c_str(), data->vocab_size);
   if (!args.out_dir.empty()) {
-    if (auto s = MakeDirs(args.out_dir); !s.ok()) {
+    if (auto s = util::MakeDirs(args.out_dir); !s.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
       return 1;
     }

@@ -12,10 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/util/file.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
 #include "worker/train/bpe_tokenizer.h"
-#include "worker/train/file_util.h"
 #include "worker/train/synthetic_corpus.h"
 
 namespace ablate::train {
@@ -63,8 +63,8 @@ absl::Status WriteTokenizerInput(const std::vector<std::string>& sources, const 
 
 absl::Status TrainTokenizer(const std::vector<std::string>& sources, int vocab,
                             const std::string& model_path) {
-  const std::string input = TempPathFor(model_path) + ".txt";
-  const std::string prefix = TempPathFor(model_path);
+  const std::string input = util::TempPathFor(model_path) + ".txt";
+  const std::string prefix = util::TempPathFor(model_path);
   absl::Status status = WriteTokenizerInput(sources, input);
   if (status.ok()) {
     status = TrainBpeModel(input, vocab, prefix);
@@ -76,8 +76,8 @@ absl::Status TrainTokenizer(const std::vector<std::string>& sources, int vocab,
   }
   // The .vocab lands first: a reader that sees the .model can rely on it.
   const std::string vocab_path = model_path.substr(0, model_path.size() - 6) + ".vocab";
-  if (status.ok()) status = CommitFile(prefix + ".vocab", vocab_path);
-  if (status.ok()) status = CommitFile(prefix + ".model", model_path);
+  if (status.ok()) status = util::CommitFile(prefix + ".vocab", vocab_path);
+  if (status.ok()) status = util::CommitFile(prefix + ".model", model_path);
   std::error_code ignored;
   fs::remove(input, ignored);
   fs::remove(prefix + ".model", ignored);
@@ -89,7 +89,7 @@ absl::Status TrainTokenizer(const std::vector<std::string>& sources, int vocab,
 // and empty lines; the ids come back one line per line, and the markers are re-inserted here.
 absl::Status EncodeFile(const std::string& model_path, const std::string& text_path,
                         const std::string& token_path) {
-  const std::string lines_path = TempPathFor(token_path) + ".txt";
+  const std::string lines_path = util::TempPathFor(token_path) + ".txt";
   int64_t leading_eos = 0;
   std::vector<int64_t> eos_count;
   {
@@ -111,7 +111,7 @@ absl::Status EncodeFile(const std::string& model_path, const std::string& text_p
     }
     if (!out.flush()) return absl::InternalError(absl::StrCat(lines_path, ": write failed"));
   }
-  const std::string tmp = TempPathFor(token_path);
+  const std::string tmp = util::TempPathFor(token_path);
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
   auto put = [&out](int id) {
     // Little-endian uint16 whatever the host; vocab <= 65535 is checked by the caller.
@@ -136,7 +136,7 @@ absl::Status EncodeFile(const std::string& model_path, const std::string& text_p
   out.flush();
   if (s.ok() && !out) s = absl::InternalError(absl::StrCat(tmp, ": write failed"));
   out.close();
-  if (s.ok()) s = CommitFile(tmp, token_path);
+  if (s.ok()) s = util::CommitFile(tmp, token_path);
   fs::remove(tmp, ignored);
   return s;
 }
@@ -147,10 +147,11 @@ absl::StatusOr<std::string> ResolveTextPath(const std::string& path, const std::
                                             const std::string& cache_dir) {
   if (std::optional<int64_t> stories = ParseSyntheticPath(path)) {
     const std::string dir = cache_dir + "/synthetic";
-    RETURN_IF_ERROR(MakeDirs(dir));
+    RETURN_IF_ERROR(util::MakeDirs(dir));
     const std::string file = absl::StrCat(dir, "/", role, "-", *stories, ".txt");
     if (!fs::exists(file)) {
-      RETURN_IF_ERROR(WriteFileAtomically(file, SyntheticCorpus(*stories, SyntheticSeed(role))));
+      RETURN_IF_ERROR(
+          util::WriteFileAtomically(file, SyntheticCorpus(*stories, SyntheticSeed(role))));
     }
     return file;
   }
@@ -189,8 +190,8 @@ absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& t
   ASSIGN_OR_RETURN(const std::string spm_version, SpmVersion());
   PreparedDataset out;
   out.tokenizer_key = TokenizerCacheKey(vocab, source_shas, spm_version);
-  RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokenizers"));
-  RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokens"));
+  RETURN_IF_ERROR(util::MakeDirs(cache_dir + "/tokenizers"));
+  RETURN_IF_ERROR(util::MakeDirs(cache_dir + "/tokens"));
   out.tokenizer_model = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".model");
   if (!fs::exists(out.tokenizer_model)) {
     RETURN_IF_ERROR(TrainTokenizer(tokenizer_sources, vocab, out.tokenizer_model));

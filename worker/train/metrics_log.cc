@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/file.h"
 #include "common/util/status_macros.h"
-#include "worker/train/file_util.h"
 
 namespace ablate::train {
 
@@ -25,7 +25,7 @@ absl::StatusOr<MetricsLog> MetricsLog::Open(const std::string& path, int64_t kee
       }
     }
   }
-  RETURN_IF_ERROR(WriteFileAtomically(path, kept));
+  RETURN_IF_ERROR(util::WriteFileAtomically(path, kept));
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) return absl::InternalError(absl::StrCat(path, ": cannot open for appending"));
   return MetricsLog(f, path);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/util/metric_names.h"
+
 namespace ablate::train {
 namespace {
 
@@ -66,26 +68,25 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
   double max_logit = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < record.layers.size(); ++i) {
     const LayerProbe& l = record.layers[i];
-    const std::string suffix = ".l" + std::to_string(i);
-    out["attn_entropy" + suffix] = l.attn_entropy;
-    out["max_attn_logit" + suffix] = l.max_attn_logit;
-    out["q_rms" + suffix] = l.q_rms;
-    out["k_rms" + suffix] = l.k_rms;
-    out["q_rms_pre" + suffix] = l.q_rms_pre;
-    out["k_rms_pre" + suffix] = l.k_rms_pre;
-    out["kurtosis" + suffix] = l.kurtosis;
+    out[metric::LayerMetric(metric::kAttnEntropy, i)] = l.attn_entropy;
+    out[metric::LayerMetric(metric::kMaxAttnLogit, i)] = l.max_attn_logit;
+    out[metric::LayerMetric(metric::kQRms, i)] = l.q_rms;
+    out[metric::LayerMetric(metric::kKRms, i)] = l.k_rms;
+    out[metric::LayerMetric(metric::kQRmsPre, i)] = l.q_rms_pre;
+    out[metric::LayerMetric(metric::kKRmsPre, i)] = l.k_rms_pre;
+    out[metric::LayerMetric(metric::kKurtosis, i)] = l.kurtosis;
     entropy_sum += l.attn_entropy;
     kurtosis_sum += l.kurtosis;
     max_logit = std::max(max_logit, l.max_attn_logit);
   }
   const double layers = std::max<double>(1, static_cast<double>(record.layers.size()));
-  out["attn_entropy"] = entropy_sum / layers;
-  out["max_attn_logit"] = max_logit;
-  out["kurtosis"] = kurtosis_sum / layers;
+  out[metric::kAttnEntropy] = entropy_sum / layers;
+  out[metric::kMaxAttnLogit] = max_logit;
+  out[metric::kKurtosis] = kurtosis_sum / layers;
   std::vector<torch::Tensor> params;
   for (const auto& [name, t] : model->NamedTensors()) params.push_back(t);
-  out["param_norm"] = GlobalNorm(params);
-  out["output_logit_max"] = logits.detach().max().item<double>();
+  out[metric::kParamNorm] = GlobalNorm(params);
+  out[metric::kOutputLogitMax] = logits.detach().max().item<double>();
   return out;
 }
 

@@ -17,6 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/sweep/sweep.h"
+#include "common/util/file.h"
+#include "common/util/metric_names.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -27,7 +29,6 @@
 #include "worker/train/checkpoint.h"
 #include "worker/train/dataset.h"
 #include "worker/train/device.h"
-#include "worker/train/file_util.h"
 #include "worker/train/loss_tracker.h"
 #include "worker/train/metrics_log.h"
 #include "worker/train/model.h"
@@ -147,7 +148,7 @@ absl::Status Run::Setup() {
   const std::string cache_dir =
       options_.cache_dir.empty() ? options_.out_dir + "/cache" : options_.cache_dir;
   checkpoint_dir_ = options_.out_dir + "/checkpoints";
-  RETURN_IF_ERROR(MakeDirs(checkpoint_dir_));
+  RETURN_IF_ERROR(util::MakeDirs(checkpoint_dir_));
 
   ConfigureThreads(options_.threads);
   const std::string requested = options_.device != "auto" ? options_.device : config_.device();
@@ -298,8 +299,8 @@ ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_
   r.set_device_kind(info.kind);
   r.set_device_name(info.name);
   r.set_tokenizer_sha256(tokenizer_sha256_);
-  for (const char* name :
-       {"attn_entropy", "max_attn_logit", "kurtosis", "param_norm", "output_logit_max"}) {
+  for (const char* name : {metric::kAttnEntropy, metric::kMaxAttnLogit, metric::kKurtosis,
+                           metric::kParamNorm, metric::kOutputLogitMax}) {
     auto it = last_probes_.find(name);
     if (it != last_probes_.end()) (*r.mutable_final_probes())[name] = it->second;
   }
@@ -333,8 +334,8 @@ absl::StatusOr<TrainResult> Run::Execute() {
         min_val_loss_ =
             min_val_loss_ < 0 ? last_val_loss_ : std::min(min_val_loss_, last_val_loss_);
       }
-      Point(&points, s, "val_loss", last_val_loss_);
-      Point(&points, s, "val_ppl", std::exp(last_val_loss_));
+      Point(&points, s, metric::kValLoss, last_val_loss_);
+      Point(&points, s, metric::kValPpl, std::exp(last_val_loss_));
     }
     if (report && (s % config_.probe_every() == 0 || final_step)) {
       ScopedAutocast autocast(device_, bf16_);
@@ -355,12 +356,12 @@ absl::StatusOr<TrainResult> Run::Execute() {
     interval_seconds += step_seconds;
 
     if (report && (s % config_.log_every() == 0 || final_step || diverged)) {
-      Point(&points, s, "train_loss", loss);
-      Point(&points, s, "train_loss_ema", tracker_->state().ema);
-      Point(&points, s, "lr", LearningRate(config_, s));
-      if (!final_step && !diverged) Point(&points, s, "grad_norm", grad_norm);
+      Point(&points, s, metric::kTrainLoss, loss);
+      Point(&points, s, metric::kTrainLossEma, tracker_->state().ema);
+      Point(&points, s, metric::kLr, LearningRate(config_, s));
+      if (!final_step && !diverged) Point(&points, s, metric::kGradNorm, grad_norm);
       if (interval_seconds > 0 && interval_tokens > 0) {
-        Point(&points, s, "tokens_per_second",
+        Point(&points, s, metric::kTokensPerSecond,
               static_cast<double>(interval_tokens) / interval_seconds);
       }
       interval_seconds = 0;
@@ -402,7 +403,7 @@ absl::StatusOr<TrainResult> Run::Execute() {
   json_options.preserve_proto_field_names = true;
   json_options.always_print_primitive_fields = true;
   if (google::protobuf::util::MessageToJsonString(result.result, &json, json_options).ok()) {
-    RETURN_IF_ERROR(WriteFileAtomically(options_.out_dir + "/result.json", json));
+    RETURN_IF_ERROR(util::WriteFileAtomically(options_.out_dir + "/result.json", json));
   }
   return result;
 }

@@ -1,0 +1,46 @@
+// The names of the metric points a run reports: the trainer writes them, the server stores them
+// (metric_points, runs.latest_*), Prometheus exports some, reports and the CLI read them. They
+// are keys in the database and label values in Prometheus, so a value here never changes; a new
+// metric gets a new name. docs/trainer.md lists what each one measures.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace ablate::metric {
+
+// Every log_every steps.
+inline constexpr char kTrainLoss[] = "train_loss";
+inline constexpr char kTrainLossEma[] = "train_loss_ema";  // EMA(0.9) of kTrainLoss
+inline constexpr char kLr[] = "lr";
+inline constexpr char kGradNorm[] = "grad_norm";  // before clipping
+inline constexpr char kTokensPerSecond[] = "tokens_per_second";
+
+// Every eval_every steps.
+inline constexpr char kValLoss[] = "val_loss";
+inline constexpr char kValPpl[] = "val_ppl";
+
+// Probes, every probe_every steps. The first five are also reported per layer (LayerMetric);
+// q_rms_pre and k_rms_pre only per layer;
+// without a suffix they are the aggregate over layers (mean, or max for kMaxAttnLogit).
+inline constexpr char kAttnEntropy[] = "attn_entropy";
+inline constexpr char kMaxAttnLogit[] = "max_attn_logit";
+inline constexpr char kQRms[] = "q_rms";
+inline constexpr char kKRms[] = "k_rms";
+// q and k as projected, before qk_norm and rope (per layer only): after QK-norm kQRms mostly
+// reports the norm's gain, so these are the pair that compares across variants.
+inline constexpr char kQRmsPre[] = "q_rms_pre";
+inline constexpr char kKRmsPre[] = "k_rms_pre";
+inline constexpr char kKurtosis[] = "kurtosis";
+inline constexpr char kParamNorm[] = "param_norm";
+inline constexpr char kOutputLogitMax[] = "output_logit_max";
+
+// A probe's per-layer name: `max_attn_logit.l3` for layer 3. Readers that want every layer of a
+// probe match on the aggregate name as a prefix.
+inline std::string LayerMetric(const char* probe, size_t layer) {
+  return absl::StrCat(probe, ".l", layer);
+}
+
+}  // namespace ablate::metric

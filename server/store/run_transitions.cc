@@ -1,0 +1,575 @@
+// The run state machine, in the order docs/architecture.md#the-run-state-machine draws it:
+// shared rules first (the state lists, the fence, finishing a sweep, notifications), then one
+// section per transition.
+#include "server/store/run_transitions.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/util/metric_names.h"
+#include "common/util/run_state.h"
+#include "common/util/sha256.h"
+#include "server/store/pg_codec.h"
+#include "server/store/refine_store.h"
+#include "server/store/stats_store.h"
+
+namespace ablate::server {
+namespace {
+
+// ---- The rules every transition shares ---------------------------------------------------------
+
+// The unfinished states, as an SQL list (`state IN ` + kUnfinished): a sweep with none of these
+// is finished. Checked against util::IsTerminal at compile time, so a new state is decided there.
+constexpr char kUnfinished[] = "('queued', 'leased', 'running')";
+// The states in which a worker holds the run's lease: the only ones a fenced write applies to.
+constexpr char kLeaseHeld[] = "('leased', 'running')";
+
+// True when `sql` quotes exactly the states util::IsTerminal calls unfinished.
+constexpr bool ListsUnfinishedStates(std::string_view sql) {
+  for (int i = v1::RunState_MIN; i <= v1::RunState_MAX; ++i) {
+    const auto state = static_cast<v1::RunState>(i);
+    const std::string_view name = util::RunStateName(state);
+    if (name.empty()) continue;
+    bool listed = false;
+    for (size_t at = sql.find(name); at != std::string_view::npos; at = sql.find(name, at + 1)) {
+      listed |= at > 0 && sql[at - 1] == '\'' && at + name.size() < sql.size() &&
+                sql[at + name.size()] == '\'';
+    }
+    if (listed == util::IsTerminal(state)) return false;
+  }
+  return true;
+}
+static_assert(ListsUnfinishedStates(kUnfinished), "kUnfinished disagrees with util::IsTerminal");
+
+// The fence every worker write passes, as an SQL condition on runs: this run ($1), this attempt
+// ($2), this token's digest ($3), the lease still held. docs/architecture.md#leases-and-fencing.
+const std::string& Fenced() {
+  static const std::string* const kFenced = new std::string(absl::StrCat(
+      "id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND state IN ", kLeaseHeld));
+  return *kFenced;
+}
+
+// The error every fenced write returns; a worker that sees it stops the run. It is the same
+// whether the attempt is stale, the lease token wrong or missing, or the run no longer leased:
+// a caller probing someone else's run learns nothing about which part it got wrong.
+absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
+  pqxx::result r = pg::Exec(tx, "SELECT 1 FROM runs WHERE id = $1", run_id);
+  if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("lease lost: run ", run_id, " attempt ", attempt,
+                   " does not hold the run's lease (re-leased, released, expired, cancelled or "
+                   "finished)"));
+}
+
+// What the runs row keeps of a lease token.
+std::string TokenDigest(const std::string& lease_token) { return Sha256Hex(lease_token); }
+
+// The one statement that marks sweeps finished: the active sweep `sweep_id` (every active sweep
+// when nullopt, the reaper's pass) if none of its runs is unfinished. Returns the sweeps it
+// finished. Complete, Cancel (of some runs) and Reap call it; a whole-sweep cancel marks the
+// sweep cancelled instead.
+//
+// Under read committed, two last runs completing at once may each still see the other
+// unfinished, so neither finishes the sweep. The reaper's pass over every active sweep closes
+// that gap at most one reaper interval later, without a sweep lock serialising every Complete.
+std::vector<int64_t> FinishSweepsWithNothingLeft(pqxx::work& tx, std::optional<int64_t> sweep_id) {
+  const std::string sql = absl::StrCat(
+      "UPDATE sweeps s SET state = 'finished', finished_at = now() WHERE s.state = 'active' ",
+      sweep_id ? "AND s.id = $1 " : "",
+      "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sweep_id = s.id AND r.state IN ", kUnfinished,
+      ") RETURNING s.id");
+  pqxx::result r = sweep_id ? pg::Exec(tx, sql, *sweep_id) : pg::Exec(tx, sql);
+  std::vector<int64_t> out;
+  for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+  return out;
+}
+
+}  // namespace
+
+template <typename T>
+absl::StatusOr<T> RunTransitions::Transition(
+    const std::string& what, const std::function<absl::StatusOr<T>(pqxx::work&, Notices&)>& fn) {
+  Notices notices;
+  auto out = db_->Tx<T>(what, [&](pqxx::work& tx) -> absl::StatusOr<T> {
+    notices.Clear();
+    absl::StatusOr<T> r = fn(tx, notices);
+    if (r.ok()) notices.SendQueue(tx);
+    return r;
+  });
+  if (out.ok()) notices.SendWatchers(notes_);
+  return out;
+}
+
+// ---- queued -> leased: Lease -------------------------------------------------------------------
+
+absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id) {
+  // 256 bits: a worker token holder cannot guess another worker's lease.
+  auto token = RandomHex(32);
+  if (!token.ok()) return absl::InternalError(absl::StrCat("lease: ", token.status().message()));
+  const std::string digest = TokenDigest(*token);
+  return Transition<LeaseOutcome>(
+      "lease", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<LeaseOutcome> {
+        // One statement, so the hot path is one round trip. Without a checkpoint the attempt starts
+        // over and every earlier point goes (step > -1); with one, the points after its step go,
+        // and the new attempt's series continues without gap or duplicate.
+        pqxx::result lr = pg::ExecPrepared(
+            tx, "lease",
+            "WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1), "
+            "next AS ("
+            "  SELECT id FROM runs WHERE state = 'queued' "
+            "  AND device IN ('auto', (SELECT device_kind FROM w)) "
+            "  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED), "
+            "ck AS ("
+            "  SELECT c.step, c.sha256, c.size_bytes FROM checkpoints c, next "
+            "  WHERE c.run_id = next.id ORDER BY c.step DESC LIMIT 1), "
+            "upd AS ("
+            "  UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1, "
+            "    lease_expires_at = now() + make_interval(secs => $2), "
+            "    started_at = coalesce(r.started_at, now()), error = '', "
+            "    step = coalesce((SELECT step FROM ck), 0), lease_token_sha256 = $3 "
+            "  FROM next WHERE r.id = next.id "
+            "  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at), "
+            "d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd) "
+            "  AND step > coalesce((SELECT step FROM ck), -1)), "
+            "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
+            "  SELECT id, 'leased', attempt, (SELECT name FROM w), "
+            "    coalesce('resume from step ' || (SELECT step FROM ck), '') FROM upd), "
+            "wu AS (UPDATE workers SET last_seen_at = now(), "
+            "  current_run_id = (SELECT id FROM upd) WHERE id = $1) "
+            "SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt, "
+            "  extract(epoch from upd.lease_expires_at), "
+            "  (SELECT spec::text FROM run_specs WHERE run_id = upd.id), ck.step, ck.sha256, "
+            "  ck.size_bytes "
+            "FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true",
+            worker_id, lease_seconds_, digest);
+        const pqxx::row row = lr[0];
+        if (row[0].is_null()) {
+          return absl::NotFoundError(
+              absl::StrCat("worker ", worker_id, " is not registered (call Register first)"));
+        }
+        LeaseOutcome result;
+        result.device_kind = row[0].as<std::string>();
+        if (row[1].is_null()) return result;
+        v1::LeaseResponse out;
+        out.set_has_run(true);
+        const int64_t run_id = row[1].as<int64_t>();
+        absl::Status parsed = pg::FromJson(row[5].as<std::string>(), out.mutable_spec());
+        if (!parsed.ok()) return parsed;
+        out.mutable_spec()->set_run_id(run_id);
+        out.mutable_spec()->set_sweep_id(row[2].as<int64_t>());
+        out.mutable_lease()->set_run_id(run_id);
+        out.mutable_lease()->set_attempt(row[3].as<int>());
+        out.mutable_lease()->set_expires_at(row[4].as<double>());
+        out.mutable_lease()->set_token(*token);
+        if (!row[6].is_null()) {
+          out.mutable_resume_from()->set_step(row[6].as<int64_t>());
+          out.mutable_resume_from()->set_sha256(row[7].as<std::string>());
+          out.mutable_resume_from()->set_size_bytes(row[8].as<int64_t>());
+        }
+        notices.Sweep(out.spec().sweep_id());
+        result.lease = std::move(out);
+        return result;
+      });
+}
+
+// ---- leased -> running, running -> running: Heartbeat ------------------------------------------
+
+absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::HeartbeatRequest& req) {
+  return Transition<v1::HeartbeatResponse>(
+      "heartbeat", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<v1::HeartbeatResponse> {
+        pqxx::result w =
+            pg::Exec(tx,
+                     "UPDATE workers SET last_seen_at = now(), current_run_id = nullif($2, 0) "
+                     "WHERE id = $1 RETURNING name",
+                     req.worker_id(), req.run_id());
+        if (w.empty()) {
+          return absl::NotFoundError(
+              absl::StrCat("worker ", req.worker_id(), " is not registered (call Register first)"));
+        }
+        v1::HeartbeatResponse out;
+        if (req.run_id() == 0) return out;
+        pqxx::result r = pg::Exec(tx,
+                                  absl::StrCat("SELECT state, attempt, lease_token_sha256 = $2, "
+                                               "state IN ",
+                                               kLeaseHeld, " FROM runs WHERE id = $1 FOR UPDATE"),
+                                  req.run_id(), TokenDigest(req.lease_token()));
+        if (r.empty()) {
+          return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
+        }
+        const auto state = util::RunStateFromName(r[0][0].as<std::string>());
+        const int attempt = r[0][1].as<int>();
+        const bool holder = attempt == req.attempt() && r[0][2].as<bool>();
+        if (!holder || !r[0][3].as<bool>()) {
+          // Cancel is only news for the lease holder that was running when it was cancelled;
+          // any other mismatch means this attempt was replaced (or never held the lease).
+          if (holder && state == v1::CANCELLED) {
+            out.set_cancel(true);
+          } else {
+            out.set_lease_lost(true);
+          }
+          return out;
+        }
+        pqxx::row u = pg::Exec1(
+            tx,
+            "UPDATE runs SET state = 'running', "
+            "  lease_expires_at = now() + make_interval(secs => $2), step = greatest(step, $3), "
+            "  tokens_per_second = $4 "
+            "WHERE id = $1 RETURNING extract(epoch from lease_expires_at), sweep_id",
+            req.run_id(), lease_seconds_, req.step(), req.tokens_per_second());
+        out.set_expires_at(u[0].as<double>());
+        if (state == v1::LEASED) {
+          pg::Exec(
+              tx,
+              "INSERT INTO run_events (run_id, kind, attempt, worker) VALUES ($1, 'started', $2, "
+              "$3)",
+              req.run_id(), attempt, w[0][0].as<std::string>());
+          notices.Sweep(u[1].as<int64_t>());
+        }
+        return out;
+      });
+}
+
+// ---- Fenced writes without a state change: ReportMetrics, CheckFence, RecordCheckpoint --------
+
+absl::StatusOr<int> RunTransitions::ReportMetrics(const v1::ReportMetricsRequest& req) {
+  // One statement per (name, step) is allowed per upsert, so a batch that repeats a key keeps
+  // its last value (what a worker re-sending after a retry means).
+  std::map<std::pair<std::string, int64_t>, const v1::MetricPoint*> latest;
+  for (const auto& p : req.points()) latest[{p.name(), p.step()}] = &p;
+  std::vector<std::string> names;
+  std::vector<int64_t> steps;
+  std::vector<double> values, times;
+  std::map<std::string, std::pair<int64_t, double>> newest;  // name -> (step, value)
+  int64_t max_step = 0;
+  for (const auto& [key, p] : latest) {
+    names.push_back(p->name());
+    steps.push_back(p->step());
+    values.push_back(p->value());
+    times.push_back(p->time());
+    max_step = std::max(max_step, p->step());
+    auto it = newest.find(p->name());
+    if (it == newest.end() || it->second.first <= p->step())
+      newest[p->name()] = {p->step(), p->value()};
+  }
+  auto latest_of = [&](const char* name) -> std::pair<bool, double> {
+    auto it = newest.find(name);
+    return it == newest.end() ? std::pair<bool, double>{false, 0.0}
+                              : std::pair<bool, double>{true, it->second.second};
+  };
+  auto [has_train, train] = latest_of(metric::kTrainLoss);
+  auto [has_val, val] = latest_of(metric::kValLoss);
+  auto [has_logit, logit] = latest_of(metric::kMaxAttnLogit);
+  // The aggregate probes a dashboard shows per run; per-layer ones stay in metric_points.
+  std::string probes = "{";
+  for (const char* name : kExportedProbes) {
+    auto [has, value] = latest_of(name);
+    if (!has || !std::isfinite(value)) continue;
+    if (probes.size() > 1) probes += ",";
+    absl::StrAppend(&probes, "\"", name, "\":", absl::StrFormat("%.17g", value));
+  }
+  probes += "}";
+  const std::string digest = TokenDigest(req.lease_token());
+  return Transition<int>(
+      "report metrics", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
+        // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points
+        // past the resume step) waits for this batch to commit, then deletes what it must.
+        pqxx::result rr = pg::ExecPrepared(
+            tx, "report_metrics",
+            absl::StrCat(
+                "WITH fence AS ("
+                "  UPDATE runs SET "
+                "    latest_train_loss = CASE WHEN $4 THEN $5::float8 ELSE latest_train_loss END, "
+                "    latest_val_loss = CASE WHEN $6 THEN $7::float8 ELSE latest_val_loss END, "
+                "    latest_max_attn_logit = "
+                "      CASE WHEN $8 THEN $9::float8 ELSE latest_max_attn_logit END, "
+                "    step = greatest(step, $10), "
+                "    latest_probes = latest_probes || $15::jsonb "
+                "  WHERE ",
+                Fenced(),
+                " AND total_steps >= $10 "
+                "  RETURNING id, nextval('metric_points_seq') AS seq), "
+                "ins AS ("
+                "  INSERT INTO metric_points (run_id, name, step, value, time, seq) "
+                "  SELECT fence.id, p.name, p.step, p.value, p.time, fence.seq FROM fence, "
+                "    unnest($11::text[], $12::bigint[], $13::float8[], $14::float8[]) "
+                "      AS p(name, step, value, time) "
+                "  ON CONFLICT (run_id, name, step) DO UPDATE SET value = excluded.value, "
+                "    time = excluded.time, seq = excluded.seq RETURNING 1) "
+                "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)"),
+            req.run_id(), req.attempt(), digest, has_train, train, has_val, val, has_logit, logit,
+            max_step, pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
+            pg::DoubleArray(times), probes);
+        const pqxx::row row = rr[0];
+        if (row[0].as<int64_t>() == 0) {
+          // Refused: a step past the run's last one (from the lease holder), else the fence.
+          pqxx::result held =
+              pg::Exec(tx, absl::StrCat("SELECT total_steps FROM runs WHERE ", Fenced()),
+                       req.run_id(), req.attempt(), digest);
+          if (held.empty()) return FenceError(tx, req.run_id(), req.attempt());
+          const int64_t total = held[0][0].as<int64_t>();
+          for (int i = 0; i < req.points_size(); ++i) {
+            if (req.points(i).step() > total) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  "points[", i, "]: step ", req.points(i).step(), " is beyond the run's last step ",
+                  total, " (the trainer reports steps 0..", total, ")"));
+            }
+          }
+          return FenceError(tx, req.run_id(), req.attempt());
+        }
+        notices.Run(req.run_id());
+        return static_cast<int>(row[1].as<int64_t>());
+      });
+}
+
+absl::Status RunTransitions::CheckFence(int64_t run_id, int attempt,
+                                        const std::string& lease_token) {
+  return db_
+      ->Tx<bool>("check lease",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r =
+                       pg::Exec(tx, absl::StrCat("SELECT 1 FROM runs WHERE ", Fenced()), run_id,
+                                attempt, TokenDigest(lease_token));
+                   if (r.empty()) return FenceError(tx, run_id, attempt);
+                   return true;
+                 })
+      .status();
+}
+
+absl::Status RunTransitions::RecordCheckpoint(int64_t run_id, int attempt,
+                                              const std::string& lease_token,
+                                              const v1::CheckpointRef& ref,
+                                              const std::function<absl::Status()>& store_blob) {
+  return db_
+      ->Tx<bool>("record checkpoint",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = pg::Exec(
+                       tx, absl::StrCat("SELECT 1 FROM runs WHERE ", Fenced(), " FOR SHARE"),
+                       run_id, attempt, TokenDigest(lease_token));
+                   if (r.empty()) return FenceError(tx, run_id, attempt);
+                   // The row lock holds off a re-lease until this commits; a failed move rolls
+                   // back.
+                   if (auto s = store_blob(); !s.ok()) return s;
+                   pg::Exec(tx,
+                            "INSERT INTO checkpoints (run_id, step, sha256, size_bytes, attempt) "
+                            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO UPDATE SET "
+                            "sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
+                            "attempt = excluded.attempt, created_at = now()",
+                            run_id, ref.step(), ref.sha256(), ref.size_bytes(), attempt);
+                   return true;
+                 })
+      .status();
+}
+
+// ---- leased/running -> succeeded | diverged | failed: Complete ---------------------------------
+
+absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
+  const v1::RunState state = req.state();
+  if (state != v1::SUCCEEDED && state != v1::DIVERGED && state != v1::FAILED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("complete: state must be SUCCEEDED, DIVERGED or FAILED (got ",
+                     v1::RunState_Name(state), ")"));
+  }
+  const std::string name(util::RunStateName(state));
+  const std::string digest = TokenDigest(req.lease_token());
+  return Transition<bool>(
+             "complete",
+             [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
+               pqxx::result r = pg::ExecPrepared(
+                   tx, "complete",
+                   absl::StrCat(
+                       "WITH upd AS ("
+                       "  UPDATE runs SET state = $4, result = $5::jsonb, error = $6, "
+                       "    finished_at = now(), lease_expires_at = NULL, "
+                       "    step = greatest(step, $7) "
+                       "  WHERE ",
+                       Fenced(),
+                       "  RETURNING sweep_id, worker_id), "
+                       "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
+                       "  SELECT $1, 'completed', $2, "
+                       "    coalesce((SELECT name FROM workers WHERE id = upd.worker_id), ''), $4 "
+                       "  FROM upd), "
+                       "w AS (UPDATE workers SET runs_completed = runs_completed + 1, "
+                       "  current_run_id = CASE WHEN current_run_id = $1 THEN NULL "
+                       "    ELSE current_run_id END "
+                       "  WHERE id = (SELECT worker_id FROM upd)) "
+                       "SELECT sweep_id FROM upd"),
+                   req.run_id(), req.attempt(), digest, name, pg::ToJson(req.result()), req.error(),
+                   req.result().steps_done());
+               if (!r.empty()) {
+                 const int64_t sweep_id = r[0][0].as<int64_t>();
+                 FinishSweepsWithNothingLeft(tx, sweep_id);
+                 // Refinement and pruning (issue #11) decide in this transaction, after the
+                 // sweep may have been finished above: runs refinement adds make it active
+                 // again before anyone can see it finished (server/store/refine_store.h).
+                 auto refined = RefineAfterRunFinished(tx, sweep_id);
+                 if (!refined.ok()) return refined.status();
+                 notices.Sweep(sweep_id);
+                 notices.Run(req.run_id());
+                 return true;
+               }
+               // A retry of a Complete whose reply was lost finds its own result already there.
+               pqxx::result cur = pg::Exec(
+                   tx, "SELECT state, attempt, lease_token_sha256 = $2 FROM runs WHERE id = $1",
+                   req.run_id(), digest);
+               if (!cur.empty() && cur[0][1].as<int>() == req.attempt() && cur[0][2].as<bool>() &&
+                   cur[0][0].as<std::string>() == name) {
+                 return true;
+               }
+               return FenceError(tx, req.run_id(), req.attempt());
+             })
+      .status();
+}
+
+// ---- leased/running -> queued: Release ---------------------------------------------------------
+
+absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
+  return Transition<bool>(
+             "release",
+             [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
+               pqxx::result r = pg::Exec(
+                   tx,
+                   absl::StrCat("UPDATE runs SET state = 'queued', lease_expires_at = NULL, "
+                                "max_attempts = max_attempts + 1 WHERE ",
+                                Fenced(), " RETURNING sweep_id, device, worker_id"),
+                   req.run_id(), req.attempt(), TokenDigest(req.lease_token()));
+               if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
+               pg::Exec(tx,
+                        "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+                        "  VALUES ($1, 'released', $2, $3)), "
+                        "w AS (UPDATE workers SET current_run_id = NULL WHERE id = $4 "
+                        "  AND current_run_id = $1) "
+                        "SELECT 1",
+                        req.run_id(), req.attempt(), req.reason(),
+                        r[0][2].is_null() ? 0 : r[0][2].as<int64_t>());
+               notices.Queue(r[0][1].as<std::string>());
+               notices.Sweep(r[0][0].as<int64_t>());
+               notices.Run(req.run_id());
+               return true;
+             })
+      .status();
+}
+
+// ---- leased/running -> queued | failed: Reap (lease expired) -----------------------------------
+
+absl::StatusOr<ReapResult> RunTransitions::Reap() {
+  return Transition<ReapResult>(
+      "reap", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<ReapResult> {
+        // SKIP LOCKED: a run a worker is heartbeating right now is left for the next pass, and two
+        // replicas reaping at once split the expired runs between them instead of both touching
+        // each.
+        pqxx::result r = tx.exec(absl::StrCat(
+            "WITH expired AS ("
+            "  SELECT id FROM runs WHERE state IN ",
+            kLeaseHeld,
+            " AND lease_expires_at < now()"
+            "  ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), "
+            "upd AS ("
+            "  UPDATE runs r SET "
+            "    state = CASE WHEN r.attempt >= r.max_attempts THEN 'failed' ELSE 'queued' END, "
+            "    error = CASE WHEN r.attempt >= r.max_attempts THEN "
+            "      format('lease expired on attempt %s of %s (worker stopped heartbeating)', "
+            "             r.attempt, r.max_attempts) ELSE r.error END, "
+            "    finished_at = CASE WHEN r.attempt >= r.max_attempts THEN now() END, "
+            "    lease_expires_at = NULL "
+            "  FROM expired WHERE r.id = expired.id "
+            "  RETURNING r.id, r.sweep_id, r.attempt, r.state, r.device, r.error), "
+            "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+            "  SELECT id, 'expired', attempt, CASE WHEN state = 'failed' THEN error "
+            "    ELSE 'lease expired; requeued' END FROM upd), "
+            "w AS (UPDATE workers SET current_run_id = NULL "
+            "  WHERE current_run_id IN (SELECT id FROM upd)) "
+            "SELECT id, sweep_id, state, device FROM upd"));
+        ReapResult out;
+        for (const auto& row : r) {
+          if (util::RunStateFromName(row[2].as<std::string>()) == v1::FAILED) {
+            ++out.failed;
+          } else {
+            ++out.requeued;
+            notices.Queue(row[3].as<std::string>());
+          }
+          notices.Sweep(row[1].as<int64_t>());
+          notices.Run(row[0].as<int64_t>());
+        }
+        const std::vector<int64_t> finished = FinishSweepsWithNothingLeft(tx, std::nullopt);
+        out.sweeps_finished = static_cast<int>(finished.size());
+        for (int64_t s : finished) notices.Sweep(s);
+        return out;
+      });
+}
+
+// ---- unfinished -> cancelled: Cancel -----------------------------------------------------------
+
+absl::StatusOr<int> RunTransitions::Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids) {
+  return Transition<int>("cancel", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
+    pqxx::result r = pg::Exec(
+        tx,
+        absl::StrCat("WITH c AS (UPDATE runs SET state = 'cancelled', finished_at = now(), "
+                     "  lease_expires_at = NULL WHERE sweep_id = $1 AND state IN ",
+                     kUnfinished,
+                     "  AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[])) "
+                     "  RETURNING id, attempt), "
+                     "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+                     "  SELECT id, 'cancelled', attempt, 'cancelled by user' FROM c) "
+                     "SELECT id FROM c"),
+        sweep_id, pg::Int64Array(run_ids));
+    for (const auto& row : r) notices.Run(row[0].as<int64_t>());
+    if (run_ids.empty()) {
+      pg::Exec(tx,
+               "UPDATE sweeps SET state = 'cancelled', finished_at = now() "
+               "WHERE id = $1 AND state = 'active'",
+               sweep_id);
+    } else {
+      FinishSweepsWithNothingLeft(tx, sweep_id);
+    }
+    notices.Sweep(sweep_id);
+    return static_cast<int>(r.size());
+  });
+}
+
+// ---- terminal -> queued: Retry -----------------------------------------------------------------
+
+absl::StatusOr<int> RunTransitions::Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
+                                          const std::vector<v1::RunState>& states) {
+  std::vector<v1::RunState> wanted = states;
+  if (wanted.empty()) wanted = {v1::FAILED, v1::CANCELLED};
+  for (auto s : wanted) {
+    if (!util::IsTerminal(s)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "retry: states: only finished runs can be retried (got ", v1::RunState_Name(s), ")"));
+    }
+  }
+  return Transition<int>("retry", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
+    pqxx::result r =
+        pg::Exec(tx,
+                 "WITH q AS (UPDATE runs SET state = 'queued', error = '', result = NULL, "
+                 "  finished_at = NULL, lease_expires_at = NULL, "
+                 "  max_attempts = attempt + (SELECT max_attempts FROM sweeps WHERE id = $1) "
+                 "  WHERE sweep_id = $1 AND state = ANY($2::text[]) "
+                 "  AND (cardinality($3::bigint[]) = 0 OR id = ANY($3::bigint[])) "
+                 "  RETURNING id, attempt, device), "
+                 "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+                 "  SELECT id, 'requeued', attempt, 'retried by user' FROM q) "
+                 "SELECT device, count(*) FROM q GROUP BY device",
+                 sweep_id, pg::TextArray(pg::StateNames(wanted)), pg::Int64Array(run_ids));
+    int64_t total = 0;
+    for (const auto& row : r) {
+      total += row[1].as<int64_t>();
+      notices.Queue(row[0].as<std::string>());
+    }
+    if (total > 0) {
+      pg::Exec(tx, "UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1",
+               sweep_id);
+      notices.Sweep(sweep_id);
+    }
+    return static_cast<int>(total);
+  });
+}
+
+}  // namespace ablate::server

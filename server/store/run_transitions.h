@@ -1,0 +1,111 @@
+// The run state machine: every change of runs.state, and every write a worker makes about a run,
+// in one place. The diagram, and what each function here writes, is drawn once, in
+// docs/architecture.md#the-run-state-machine; the functions below are named there edge by edge.
+//
+// All of it is explained by one concept, the lease (run, attempt, token, expiry)
+// (docs/architecture.md#leases-and-fencing). Lease takes the next queued run with FOR UPDATE SKIP
+// LOCKED, bumps `attempt` and hands the worker a random lease token (only its SHA-256 is stored);
+// every write a worker makes afterwards names (run, attempt, token) and is applied only while
+// that attempt is current, the token is the one handed out and the run is leased or running. So
+// a worker that stalled past its expiry and comes back can never overwrite the attempt that
+// replaced it, and no other worker can write into a run it does not hold by guessing the (small)
+// attempt number: such writes fail with FAILED_PRECONDITION, the same error whichever part did
+// not match.
+//
+// What this cannot prevent: a stalled worker keeps computing until its next heartbeat tells it
+// the lease is lost, so a run may briefly train twice; only one attempt's results are kept.
+//
+// Why one class rather than the queue/sweep split it replaced: the transitions share the fence,
+// the list of unfinished states, the rule that finishes a sweep and the rule for how each
+// NOTIFY is sent; kept together they are written once and read beside the diagram.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/store/db.h"
+#include "server/store/notify_batcher.h"
+
+namespace ablate::server {
+
+struct LeaseOutcome {
+  std::string device_kind;                 // the worker's, for routing wake-ups
+  std::optional<v1::LeaseResponse> lease;  // nullopt: nothing this worker can run is queued
+};
+
+struct ReapResult {
+  int requeued = 0;
+  int failed = 0;
+  int sweeps_finished = 0;
+};
+
+class RunTransitions {
+ public:
+  // `notes` sends the watcher notifications after commit (see Notices, NotifyBatcher).
+  RunTransitions(Db* db, NotifyBatcher* notes, double lease_seconds)
+      : db_(db), notes_(notes), lease_seconds_(lease_seconds) {}
+
+  // queued -> leased. Leases the next run this worker can run, if one is queued. When the run
+  // has a checkpoint the response says so, and the run's points after that step are deleted in
+  // the same transaction, so the new attempt's series continues without gap or duplicate.
+  absl::StatusOr<LeaseOutcome> Lease(int64_t worker_id);
+
+  // leased -> running (the first one), running -> running: extends the lease. Fenced attempts
+  // get lease_lost, cancelled runs cancel.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+
+  // No state change, fenced: upserts points keyed (run, name, step). Returns how many were
+  // stored.
+  absl::StatusOr<int> ReportMetrics(const v1::ReportMetricsRequest& request);
+
+  // No state change: FAILED_PRECONDITION unless `attempt` is the run's current attempt,
+  // `lease_token` is its token and it is leased/running.
+  absl::Status CheckFence(int64_t run_id, int attempt, const std::string& lease_token);
+
+  // No state change, fenced: records a checkpoint for the run. `store_blob` moves the uploaded
+  // blob into the store; it runs only once the fence has passed, with the run row locked, so a
+  // refused upload leaves no blob behind and a re-lease cannot slip in between.
+  absl::Status RecordCheckpoint(int64_t run_id, int attempt, const std::string& lease_token,
+                                const v1::CheckpointRef& ref,
+                                const std::function<absl::Status()>& store_blob);
+
+  // leased/running -> succeeded | diverged | failed, and the sweep -> finished when that was its
+  // last unfinished run. Repeating the same Complete after a lost reply is accepted.
+  absl::Status Complete(const v1::CompleteRequest& request);
+
+  // leased/running -> queued: hands the run back, the attempt not counted against max_attempts.
+  absl::Status Release(const v1::ReleaseRequest& request);
+
+  // leased/running -> queued, or failed past max_attempts, for runs whose lease expired; then
+  // finishes every active sweep with no unfinished run. Safe to run in every replica at once
+  // (SKIP LOCKED; idempotent updates).
+  absl::StatusOr<ReapResult> Reap();
+
+  // unfinished -> cancelled. Returns how many runs were cancelled. Whole-sweep cancel (no
+  // `run_ids`) marks the sweep cancelled; cancelling some runs may finish it.
+  absl::StatusOr<int> Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids);
+
+  // terminal -> queued, for runs in `states` (default failed and cancelled) or the given ids;
+  // the attempt counter is kept and max_attempts raised by the sweep's max_attempts, so history
+  // stays truthful. The sweep becomes active again.
+  absl::StatusOr<int> Retry(int64_t sweep_id, const std::vector<int64_t>& run_ids,
+                            const std::vector<v1::RunState>& states);
+
+ private:
+  // Runs `fn` as one transaction and sends what it announced the one way each channel goes.
+  template <typename T>
+  absl::StatusOr<T> Transition(const std::string& what,
+                               const std::function<absl::StatusOr<T>(pqxx::work&, Notices&)>& fn);
+
+  Db* db_;
+  NotifyBatcher* notes_;
+  double lease_seconds_;
+};
+
+}  // namespace ablate::server

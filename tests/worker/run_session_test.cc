@@ -1,0 +1,409 @@
+// The run session's endings against an in-process coordinator and a scripted trainer: what it
+// sends, in which order, and how it ends when the server completes, fences, cancels, goes away
+// or the worker shuts down. No torch, no server: the real ones are in tests/e2e.
+#include "worker/run_session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ablate::worker {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr int64_t kRunId = 7;
+constexpr int32_t kAttempt = 2;
+constexpr char kToken[] = "lease-token";
+
+absl::Status Unreachable() { return absl::UnavailableError("server unreachable"); }
+absl::Status Refused() {
+  return absl::FailedPreconditionError("lease lost: run 7 attempt 2 is no longer current");
+}
+
+// The server as the session sees it. Scripted by the test (under mu_), it records every call.
+class FakeCoordinator : public RunCoordinator {
+ public:
+  struct Script {
+    bool down = false;                  // every call fails UNAVAILABLE
+    int fail_reports = 0;               // the next N ReportMetrics fail UNAVAILABLE
+    bool lose_lease_on_report = false;  // another attempt takes the run at the next report
+    bool cancel_on_report = false;      // the user cancels the run at the next report
+  };
+  struct Record {
+    std::vector<int64_t> stored_steps;  // every point stored, in order
+    int reports_refused = 0;
+    int reports_unreachable = 0;
+    int heartbeats_ok = 0;
+    int heartbeats_failed = 0;
+    int heartbeats_ok_after_failure = 0;
+    std::vector<std::pair<int64_t, size_t>> checkpoints;  // (step, points stored before it)
+    std::optional<v1::CompleteRequest> complete;
+    size_t stored_at_complete = 0;
+    std::optional<std::string> release_reason;
+    size_t stored_at_release = 0;
+  };
+
+  void Change(const std::function<void(Script*)>& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(&script_);
+  }
+  Record record() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return record_;
+  }
+
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& req) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (script_.down) {
+      ++record_.heartbeats_failed;
+      return Unreachable();
+    }
+    EXPECT_EQ(req.run_id(), kRunId);
+    EXPECT_EQ(req.attempt(), kAttempt);
+    EXPECT_EQ(req.lease_token(), kToken);
+    if (record_.heartbeats_failed > 0) ++record_.heartbeats_ok_after_failure;
+    ++record_.heartbeats_ok;
+    v1::HeartbeatResponse resp;
+    resp.set_cancel(cancelled_);
+    resp.set_lease_lost(lease_lost_);
+    return resp;
+  }
+
+  absl::Status ReportMetrics(int64_t run_id, int32_t attempt, const std::string& token,
+                             const std::vector<v1::MetricPoint>& points) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (script_.down) return Unreachable();
+    if (script_.fail_reports > 0) {
+      --script_.fail_reports;
+      ++record_.reports_unreachable;
+      return Unreachable();
+    }
+    if (script_.lose_lease_on_report) lease_lost_ = true;
+    if (script_.cancel_on_report) cancelled_ = true;
+    if (auto s = Fence(run_id, attempt, token); !s.ok()) {
+      ++record_.reports_refused;
+      return s;
+    }
+    for (const auto& p : points) record_.stored_steps.push_back(p.step());
+    return absl::OkStatus();
+  }
+
+  absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& token,
+                             int64_t step, const std::string& /*path*/) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (script_.down) return Unreachable();
+    if (auto s = Fence(run_id, attempt, token); !s.ok()) return s;
+    record_.checkpoints.emplace_back(step, record_.stored_steps.size());
+    return absl::OkStatus();
+  }
+
+  absl::Status GetCheckpoint(int64_t, int32_t, const std::string&, const v1::CheckpointRef&,
+                             const std::string&) override {
+    return absl::UnimplementedError("these runs start fresh");
+  }
+  absl::Status GetDataset(const std::string&, const std::string&) override {
+    return absl::UnimplementedError("these runs train on synthetic data");
+  }
+
+  absl::Status Complete(const v1::CompleteRequest& req) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (script_.down) return Unreachable();
+    if (auto s = Fence(req.run_id(), req.attempt(), req.lease_token()); !s.ok()) return s;
+    record_.complete = req;
+    record_.stored_at_complete = record_.stored_steps.size();
+    return absl::OkStatus();
+  }
+
+  absl::Status Release(int64_t run_id, int32_t attempt, const std::string& token,
+                       const std::string& reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (script_.down) return Unreachable();
+    if (auto s = Fence(run_id, attempt, token); !s.ok()) return s;
+    record_.release_reason = reason;
+    record_.stored_at_release = record_.stored_steps.size();
+    return absl::OkStatus();
+  }
+
+ private:
+  // The server's fence: the same refusal whatever did not match, as in queue_store.
+  absl::Status Fence(int64_t run_id, int32_t attempt, const std::string& token) const {
+    if (run_id != kRunId || attempt != kAttempt || token != kToken || lease_lost_ || cancelled_) {
+      return Refused();
+    }
+    return absl::OkStatus();
+  }
+
+  mutable std::mutex mu_;
+  Script script_;
+  Record record_;
+  bool lease_lost_ = false;
+  bool cancelled_ = false;
+};
+
+std::vector<v1::MetricPoint> Points(int64_t from, int64_t to) {
+  std::vector<v1::MetricPoint> out;
+  for (int64_t s = from; s <= to; ++s) {
+    v1::MetricPoint p;
+    p.set_step(s);
+    p.set_name("train_loss");
+    p.set_value(10.0 / double(s));
+    out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<int64_t> Steps(int64_t from, int64_t to) {
+  std::vector<int64_t> out;
+  for (int64_t s = from; s <= to; ++s) out.push_back(s);
+  return out;
+}
+
+// Waits for something another thread does. The bound only keeps a broken session from hanging
+// the test: the scripted trainer then returns an error, and the test fails on the outcome.
+bool Eventually(const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+train::TrainResult Finished(train::Outcome outcome, int64_t step) {
+  train::TrainResult r;
+  r.outcome = outcome;
+  r.last_step = step;
+  r.result.set_steps_done(step);
+  return r;
+}
+
+class RunSessionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    work_dir_ = std::filesystem::path(::testing::TempDir()) /
+                ("run-session-" + std::to_string(::getpid()) + "-" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(work_dir_);
+    lease_.mutable_spec()->set_run_id(kRunId);
+    lease_.mutable_spec()->mutable_data()->set_train("synthetic:100");
+    lease_.mutable_spec()->mutable_data()->set_val("synthetic:10");
+    lease_.mutable_lease()->set_run_id(kRunId);
+    lease_.mutable_lease()->set_attempt(kAttempt);
+    lease_.mutable_lease()->set_token(kToken);
+    options_.work_dir = work_dir_.string();
+    // One heartbeat at the start and then only those a test provokes, unless it asks for more.
+    options_.heartbeat_seconds = 3600;
+    options_.shutdown = &shutdown_;
+  }
+  void TearDown() override { std::filesystem::remove_all(work_dir_); }
+
+  SessionOutcome Run(TrainFn train) {
+    trainer_calls_ = 0;
+    options_.train = [this, train](const v1::RunSpec& spec, const train::TrainOptions& topts,
+                                   train::TrainObserver* observer) {
+      ++trainer_calls_;
+      return train(spec, topts, observer);
+    };
+    SessionStats stats;
+    SessionOutcome out = RunSession(&server_, /*worker_id=*/3, lease_, options_, &stats);
+    EXPECT_EQ(stats.run_id.load(), 0) << "the session clears its run from the stats when it ends";
+    return out;
+  }
+
+  std::filesystem::path work_dir_;
+  v1::LeaseResponse lease_;
+  SessionOptions options_;
+  std::atomic<bool> shutdown_{false};
+  FakeCoordinator server_;
+  int trainer_calls_ = 0;
+};
+
+TEST_F(RunSessionTest, CompletesOnlyOnceEveryPointIsStored) {
+  SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
+                               train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
+    obs->OnMetrics(Points(1, 600));
+    obs->OnCheckpoint(600, "ckpt-600");
+    if (!Eventually([&] { return !server_.record().checkpoints.empty(); })) {
+      return absl::DeadlineExceededError("the checkpoint was never uploaded");
+    }
+    obs->OnMetrics(Points(601, 1234));
+    return Finished(train::Outcome::kSucceeded, 1234);
+  });
+  EXPECT_EQ(out.end, SessionEnd::kCompleted);
+  EXPECT_EQ(out.detail, "SUCCEEDED");
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.stored_steps, Steps(1, 1234));
+  ASSERT_EQ(rec.checkpoints.size(), 1u);
+  EXPECT_EQ(rec.checkpoints[0].first, 600);
+  EXPECT_GE(rec.checkpoints[0].second, 600u) << "a checkpoint is uploaded after its metrics";
+  ASSERT_TRUE(rec.complete.has_value());
+  EXPECT_EQ(rec.complete->state(), v1::SUCCEEDED);
+  EXPECT_EQ(rec.complete->result().steps_done(), 1234);
+  EXPECT_EQ(rec.stored_at_complete, 1234u);
+  EXPECT_FALSE(rec.release_reason.has_value());
+}
+
+TEST_F(RunSessionTest, DivergedAndFailedRunsCompleteWithTheirState) {
+  SessionOutcome diverged =
+      Run([](const v1::RunSpec&, const train::TrainOptions&, train::TrainObserver* obs) {
+        obs->OnMetrics(Points(1, 10));
+        return absl::StatusOr<train::TrainResult>(Finished(train::Outcome::kDiverged, 10));
+      });
+  EXPECT_EQ(diverged.end, SessionEnd::kCompleted);
+  EXPECT_EQ(diverged.detail, "DIVERGED");
+  ASSERT_TRUE(server_.record().complete.has_value());
+  EXPECT_EQ(server_.record().complete->state(), v1::DIVERGED);
+
+  SessionOutcome failed = Run([](const v1::RunSpec&, const train::TrainOptions&,
+                                 train::TrainObserver*) -> absl::StatusOr<train::TrainResult> {
+    return absl::InvalidArgumentError("data file too short for block_size");
+  });
+  EXPECT_EQ(failed.end, SessionEnd::kCompleted);
+  EXPECT_EQ(failed.detail, "FAILED");
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.complete->state(), v1::FAILED);
+  EXPECT_EQ(rec.complete->error(), "data file too short for block_size");
+}
+
+// Training must stop once the session learns it may no longer write; this script trains until
+// told to stop, as the trainer does (one step at a time, polling ShouldStop).
+absl::StatusOr<train::TrainResult> TrainUntilStopped(train::TrainObserver* obs) {
+  obs->OnMetrics(Points(1, 500));  // a full batch wakes the sender at once
+  if (!Eventually([&] { return obs->ShouldStop(); })) {
+    return absl::DeadlineExceededError("the session never asked the trainer to stop");
+  }
+  return Finished(train::Outcome::kStopped, 500);
+}
+
+TEST_F(RunSessionTest, AFencedWriteEndsTheRunAsLeaseLost) {
+  server_.Change([](FakeCoordinator::Script* s) { s->lose_lease_on_report = true; });
+  SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
+                              train::TrainObserver* obs) { return TrainUntilStopped(obs); });
+  EXPECT_EQ(out.end, SessionEnd::kLeaseLost);
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.reports_refused, 1) << "nothing more is sent once fenced";
+  EXPECT_TRUE(rec.stored_steps.empty());
+  EXPECT_FALSE(rec.complete.has_value());
+  EXPECT_FALSE(rec.release_reason.has_value());
+  EXPECT_TRUE(rec.checkpoints.empty());
+}
+
+TEST_F(RunSessionTest, ACancelLearntFromARefusedWriteEndsAsCancelled) {
+  // The periodic heartbeat is an hour away: only the heartbeat the refused report provokes can
+  // tell the session that the refusal was a cancel rather than a lost lease.
+  server_.Change([](FakeCoordinator::Script* s) { s->cancel_on_report = true; });
+  SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
+                              train::TrainObserver* obs) { return TrainUntilStopped(obs); });
+  EXPECT_EQ(out.end, SessionEnd::kCancelled);
+  EXPECT_EQ(out.detail, "cancelled by the server");
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.reports_refused, 1);
+  EXPECT_FALSE(rec.complete.has_value());
+  EXPECT_FALSE(rec.release_reason.has_value());
+}
+
+TEST_F(RunSessionTest, HeartbeatsKeepTryingThroughAnOutageAndTheSpoolIsReplayed) {
+  options_.heartbeat_seconds = 0.05;
+  SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
+                               train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
+    obs->OnMetrics(Points(1, 100));
+    server_.Change([](FakeCoordinator::Script* s) { s->down = true; });
+    if (!Eventually([&] { return server_.record().heartbeats_failed >= 3; })) {
+      return absl::DeadlineExceededError("heartbeats stopped while the server was away");
+    }
+    obs->OnMetrics(Points(101, 900));  // training goes on; these wait in the spool
+    server_.Change([](FakeCoordinator::Script* s) { s->down = false; });
+    if (!Eventually([&] { return server_.record().heartbeats_ok_after_failure >= 1; })) {
+      return absl::DeadlineExceededError("no heartbeat got through after the outage");
+    }
+    return Finished(train::Outcome::kSucceeded, 900);
+  });
+  EXPECT_EQ(out.end, SessionEnd::kCompleted) << out.detail;
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.stored_steps, Steps(1, 900)) << "every point once, in order";
+  EXPECT_EQ(rec.stored_at_complete, 900u);
+}
+
+TEST_F(RunSessionTest, ASendFailureLeavesThePointsSpooledUntilTheyAreReplayed) {
+  server_.Change([](FakeCoordinator::Script* s) { s->fail_reports = 3; });
+  SessionOutcome out =
+      Run([](const v1::RunSpec&, const train::TrainOptions&, train::TrainObserver* obs) {
+        obs->OnMetrics(Points(1, 700));
+        obs->OnMetrics(Points(701, 1500));
+        return absl::StatusOr<train::TrainResult>(Finished(train::Outcome::kSucceeded, 1500));
+      });
+  EXPECT_EQ(out.end, SessionEnd::kCompleted) << out.detail;
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.reports_unreachable, 3);
+  EXPECT_EQ(rec.stored_steps, Steps(1, 1500)) << "no point lost or sent twice";
+  EXPECT_EQ(rec.stored_at_complete, 1500u);
+}
+
+TEST_F(RunSessionTest, ShutdownUploadsTheCheckpointAfterItsMetricsAndHandsTheRunBack) {
+  SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
+                               train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
+    obs->OnMetrics(Points(1, 321));
+    shutdown_ = true;
+    if (!obs->ShouldStop()) return absl::InternalError("shutdown did not stop training");
+    train::TrainResult r = Finished(train::Outcome::kStopped, 321);
+    r.last_checkpoint = "ckpt-321";
+    return r;
+  });
+  EXPECT_EQ(out.end, SessionEnd::kReleased);
+  EXPECT_EQ(out.detail, "handed back");
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.stored_steps, Steps(1, 321));
+  ASSERT_FALSE(rec.checkpoints.empty());
+  EXPECT_EQ(rec.checkpoints.back().first, 321);
+  EXPECT_EQ(rec.checkpoints.back().second, 321u);
+  EXPECT_EQ(rec.release_reason.value_or("none"), "worker shutting down");
+  EXPECT_EQ(rec.stored_at_release, 321u);
+  EXPECT_FALSE(rec.complete.has_value());
+}
+
+TEST_F(RunSessionTest, ShutdownBeforeTrainingHandsTheRunStraightBack) {
+  shutdown_ = true;
+  SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
+                              train::TrainObserver*) -> absl::StatusOr<train::TrainResult> {
+    return Finished(train::Outcome::kSucceeded, 1);
+  });
+  EXPECT_EQ(out.end, SessionEnd::kReleased);
+  EXPECT_EQ(trainer_calls_, 0);
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.release_reason.value_or("none"), "worker shutting down");
+  EXPECT_FALSE(rec.complete.has_value());
+}
+
+TEST_F(RunSessionTest, ShutdownWhileTheServerIsAwayAbandonsTheRunToLeaseExpiry) {
+  SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
+                               train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
+    server_.Change([](FakeCoordinator::Script* s) { s->down = true; });
+    shutdown_ = true;
+    if (!obs->ShouldStop()) return absl::InternalError("shutdown did not stop training");
+    return Finished(train::Outcome::kStopped, 5);
+  });
+  EXPECT_EQ(out.end, SessionEnd::kAbandoned);
+  EXPECT_FALSE(server_.record().release_reason.has_value());
+}
+
+TEST(HeartbeatSeconds, FourPerLeaseAndNeverBelowAFifthOfASecond) {
+  EXPECT_DOUBLE_EQ(HeartbeatSeconds(60), 60 / kHeartbeatsPerLease);
+  EXPECT_DOUBLE_EQ(HeartbeatSeconds(0), 60 / kHeartbeatsPerLease);
+  EXPECT_DOUBLE_EQ(HeartbeatSeconds(0.1), 0.2);
+}
+
+}  // namespace
+}  // namespace ablate::worker
