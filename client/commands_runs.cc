@@ -68,7 +68,7 @@ absl::StatusOr<v1::RunState> ParseRunState(const std::string& name) {
     return absl::InvalidArgumentError(
         absl::StrCat("--state ", name,
                      ": not a run state (queued, leased, running, succeeded, diverged, "
-                     "failed, cancelled)"));
+                     "failed, cancelled, skipped)"));
   }
   return st;
 }

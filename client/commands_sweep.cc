@@ -133,7 +133,7 @@ int ListSweeps(Context& ctx, bool active_only, int limit) {
   Table t({"ID", "NAME", "STATE", "PROGRESS", "RUNS", "ETA", "CREATED"});
   for (const auto& s : resp->sweeps()) {
     const auto& c = s.counts();
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
     t.Add({std::to_string(s.id()), s.name(), s.state(),
            Bar(c.total() > 0 ? double(done) / c.total() : 0, 20), CountsLine(c),
            s.state() == "active" ? Duration(s.eta_seconds()) : "-", TimeAgo(s.created_at())});
@@ -181,7 +181,9 @@ int Status(Context& ctx, const std::string& sweep_ref) {
             << "): " << CountsLine(s.counts());
   if (s.state() == "active" && s.eta_seconds() >= 0)
     std::cout << ", ETA " << Duration(s.eta_seconds());
-  std::cout << "\n\n";
+  std::cout << "\n";
+  if (s.has_refine()) std::cout << RefineLine(s.refine()) << "\n";
+  std::cout << "\n";
   // One row per cell; seeds folded into state counts and a mean loss.
   struct Cell {
     std::vector<std::string> cols;
@@ -189,6 +191,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     double loss_sum = 0;
     int loss_n = 0;
     int64_t step = 0, total = 0;
+    int round = 0;  // the refinement round that added the cell (0: the base grid)
   };
   std::map<std::string, Cell> cells;
   std::vector<std::string> order;
@@ -196,6 +199,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     auto [it, fresh] = cells.try_emplace(r.cell());
     if (fresh) {
       it->second.cols = CellColumns(s, r);
+      it->second.round = r.refine_round();
       order.push_back(r.cell());
     }
     it->second.states[StateName(r.state())]++;
@@ -228,6 +232,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     if (a != "seed") header.push_back(a);
   }
   header.insert(header.end(), {"RUNS", "VAL LOSS", "PROGRESS"});
+  if (s.has_refine()) header.push_back("ADDED BY");
   Table t(header);
   for (const auto& key : order) {
     const Cell& c = cells[key];
@@ -237,6 +242,7 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     row.push_back(absl::StrJoin(st, ", "));
     row.push_back(c.loss_n > 0 ? Num(c.loss_sum / c.loss_n) : "-");
     row.push_back(c.total > 0 ? Bar(double(c.step) / c.total, 10) : "");
+    if (s.has_refine()) row.push_back(c.round > 0 ? absl::StrCat("refine r", c.round) : "grid");
     t.Add(row);
   }
   std::cout << t.Render();
@@ -313,13 +319,14 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
     // cursor-up redraw and leave copies behind), at most a screenful tall for the same reason.
     const auto [width, height] = TerminalSize();
     const int fit = std::max(1, width - 1);  // the last column would park the cursor mid-wrap
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
     const double frac = c.total() > 0 ? double(done) / c.total() : 0;
     std::vector<std::string> lines;
     lines.push_back(absl::StrCat("sweep ", s.id(), " '", s.name(), "'"));
     lines.push_back(absl::StrCat(Bar(frac, 20), " ", static_cast<int>(std::round(100 * frac)),
                                  "%  ", eta_text.empty() ? "" : eta_text + "  ",
                                  CountsLine(c, color)));
+    if (s.has_refine()) lines.push_back("  " + RefineLine(s.refine()));
     std::vector<const v1::Run*> active;
     for (const auto& r : update.runs()) {
       if (r.state() == v1::RUNNING || r.state() == v1::LEASED) active.push_back(&r);
@@ -335,11 +342,12 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
       // Fixed-width facts first, the cell (as long as the grid makes it) last: a narrow
       // terminal cuts the cell, not the progress.
       const std::string state = StateName(r.state());
-      lines.push_back(absl::StrCat("  ", r.id(), " ", color ? Colored(state, state) : state, " ",
-                                   Bar(f, 12), " ", r.step(), "/", r.total_steps(), " loss ",
-                                   r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-",
-                                   " ", r.worker().empty() ? "-" : r.worker(), "  ", r.cell(),
-                                   " seed=", r.seed()));
+      lines.push_back(absl::StrCat(
+          "  ", r.id(), " ", color ? Colored(state, state) : state, " ", Bar(f, 12), " ", r.step(),
+          "/", r.total_steps(), " loss ",
+          r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-", " ",
+          r.worker().empty() ? "-" : r.worker(), "  ", r.cell(), " seed=", r.seed(),
+          r.refine_round() > 0 ? absl::StrCat(" (refine r", r.refine_round(), ")") : ""));
     }
     std::string frame;
     // Back to the first line of the previous frame, and clear from there down.

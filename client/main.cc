@@ -89,7 +89,10 @@ int main(int argc, char** argv) {
   auto* c_retry = app.add_subcommand("retry", "Requeue failed or cancelled runs");
   c_retry->add_option("sweep", sweep, "Sweep id or name")->required();
   c_retry->add_option("--run", run_ids, "Only these run ids")->delimiter(',');
-  c_retry->add_option("--state", states, "Runs in these states (default failed,cancelled)")
+  c_retry
+      ->add_option("--state", states,
+                   "Runs in these states (default failed,cancelled; also diverged, succeeded, "
+                   "skipped)")
       ->delimiter(',');
 
   bool all_workers = false;

@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -91,8 +92,9 @@ std::string TimeAgo(double unix_seconds) {
 }
 
 std::string CountsLine(const v1::SweepCounts& c, bool color) {
-  std::string out = absl::StrCat(c.succeeded() + c.diverged() + c.failed() + c.cancelled(), "/",
-                                 c.total(), " done");
+  std::string out =
+      absl::StrCat(c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped(), "/",
+                   c.total(), " done");
   auto add = [&](int n, const char* name) {
     if (n <= 0) return;
     const std::string part = absl::StrCat(n, " ", name);
@@ -105,7 +107,15 @@ std::string CountsLine(const v1::SweepCounts& c, bool color) {
   add(c.diverged(), "diverged");
   add(c.failed(), "failed");
   add(c.cancelled(), "cancelled");
+  add(c.skipped(), "skipped");
+  add(c.refined(), "added by refinement");
   return out;
+}
+
+std::string RefineLine(const v1::RefineStatus& r) {
+  return absl::StrCat("refine ", r.axis(), " (", absl::StrJoin(r.boundaries(), ", "),
+                      ") until ratio ", Num(r.until_ratio()), ": ", r.new_runs(), " of ",
+                      r.max_new_runs(), " new runs, round ", r.rounds());
 }
 
 namespace {
@@ -161,6 +171,7 @@ std::string Colored(const std::string& state, const std::string& text) {
   if (state == "diverged") code = "33";                      // yellow: a result, not a fault
   if (state == "failed") code = "31";                        // red
   if (state == "cancelled") code = "35";                     // magenta
+  if (state == "skipped") code = "90";                       // grey: inferred, not run
   if (code == nullptr) return text;
   return absl::StrCat("\033[", code, "m", text, "\033[0m");
 }

@@ -41,6 +41,8 @@ std::pair<int, int> TerminalSize();
 // `line` cut to at most `width` visible columns (ANSI SGR sequences take none, a UTF-8
 // character one), ending in "~" when cut; a colour left open is reset.
 std::string FitWidth(const std::string& line, int width);
+// "refine lr (max_stable, eta_dagger) until ratio 1.3: 12 of 96 new runs, round 3"
+std::string RefineLine(const v1::RefineStatus& refine);
 // Run-state predicates live in common/util/run_state.h; kept visible here for CLI code.
 using util::IsTerminal;
 // Proto -> one-line JSON (field names as in the proto). Run states are lower case, as in the

@@ -44,6 +44,9 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   run_probe_ = gauge("ablate_run_probe",
                      "Latest value of a run's aggregate probes (attention entropy, kurtosis, "
                      "grad and parameter norm, output-logit max, learning rate)");
+  refined_ = gauge("ablate_sweep_refined_runs", "Runs a sweep's refinement added (any state)");
+  run_refine_round_ = gauge("ablate_run_refine_round",
+                            "Refinement round that added a run (only runs refinement added)");
 }
 
 ServerMetrics::~ServerMetrics() { Stop(); }
@@ -144,7 +147,7 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
   std::lock_guard<std::mutex> lock(refresh_mu_);
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
-                  run_probe_.get()}) {
+                  run_probe_.get(), refined_.get(), run_refine_round_.get()}) {
     g->Begin();
   }
   for (const auto& s : *active) {
@@ -155,9 +158,10 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
     const std::pair<const char*, int> by_state[] = {
         {"queued", c.queued()},       {"leased", c.leased()},     {"running", c.running()},
         {"succeeded", c.succeeded()}, {"diverged", c.diverged()}, {"failed", c.failed()},
-        {"cancelled", c.cancelled()}};
+        {"cancelled", c.cancelled()}, {"skipped", c.skipped()}};
     for (const auto& [state, n] : by_state) runs_->Set({{"sweep", sweep}, {"state", state}}, n);
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled();
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
+    if (s.has_refine()) refined_->Set({{"sweep", sweep}}, c.refined());
     progress_->Set({{"sweep", sweep}}, c.total() > 0 ? static_cast<double>(done) / c.total() : 0);
     eta_->Set({{"sweep", sweep}}, s.eta_seconds());
   }
@@ -173,6 +177,7 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
     if (r.val_loss) run_val_loss_->Set(labels, *r.val_loss);
     if (r.tokens_per_second) run_tps_->Set(labels, *r.tokens_per_second);
     if (r.max_attn_logit) run_logit_->Set(labels, *r.max_attn_logit);
+    if (r.refine_round > 0) run_refine_round_->Set(labels, r.refine_round);
     for (const auto& [probe, value] : r.probes) {
       Labels with_probe = labels;
       with_probe["probe"] = probe;
@@ -181,7 +186,7 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
   }
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
-                  run_probe_.get()}) {
+                  run_probe_.get(), refined_.get(), run_refine_round_.get()}) {
     g->End();
   }
   return absl::OkStatus();

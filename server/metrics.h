@@ -81,6 +81,9 @@ class ServerMetrics {
   std::unique_ptr<GaugeSet> runs_, workers_, progress_, eta_;
   std::unique_ptr<GaugeSet> run_step_, run_train_loss_, run_val_loss_, run_tps_, run_logit_;
   std::unique_ptr<GaugeSet> run_probe_;  // labels of the run + probe
+  // Issue #11: runs a sweep's refinement added, and per added run the round that added it.
+  std::unique_ptr<GaugeSet> refined_;
+  std::unique_ptr<GaugeSet> run_refine_round_;
 
   Periodic refresher_;
 };

@@ -94,6 +94,8 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   s.priority = req.priority() != 0 ? req.priority() : parsed->priority;
   s.max_attempts = parsed->max_attempts;
   for (const auto& axis : parsed->grid) s.axes.push_back(axis.name);
+  s.refine = parsed->refine;
+  s.prune_above_divergence = parsed->prune_above_divergence;
   // ParseSweep has validated every run, so the walks below cannot fail on a run; they only
   // fill in what the sweep file leaves to the server.
   auto finish = [&](v1::RunSpec* run) {
@@ -120,6 +122,8 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
     out->set_file_name(s.file_name);
     out->set_priority(s.priority);
     for (const auto& a : s.axes) out->add_axes(a);
+    if (s.refine) *out->mutable_refine() = *s.refine;
+    out->set_prune_above_divergence(s.prune_above_divergence);
     out->mutable_counts()->set_total(static_cast<int>(count));
     return absl::OkStatus();
   }

@@ -52,9 +52,17 @@ std::string ContextOf(const Run& run, const Options& o) {
   return absl::StrJoin(parts, ",");
 }
 
-// Diverged: the state says so, or the trainer finished with a non-finite loss.
+// A skipped run (pruned above divergence) stands for a divergence: it counts as finished here,
+// though util::HasOutcome says it was never measured.
+bool Finished(const Run& r) {
+  return util::HasOutcome(r.state()) || r.state() == ablate::v1::SKIPPED;
+}
+
+// Diverged: the state says so (skipped: inferred), or the trainer finished with a non-finite
+// loss.
 bool DivergedRun(const Run& r) {
-  return r.state() == ablate::v1::DIVERGED || r.result().diverged() ||
+  return r.state() == ablate::v1::DIVERGED || r.state() == ablate::v1::SKIPPED ||
+         r.result().diverged() ||
          (r.state() == ablate::v1::SUCCEEDED && !std::isfinite(r.result().final_val_loss()));
 }
 
@@ -98,13 +106,15 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
   p.lr_text = lr_text;
   p.l0 = MeanInitialLoss(runs);
   if (!p.l0) p.l0 = fallback_l0;
-  std::vector<double> losses, train, steps;
+  std::vector<double> losses, stable, train, steps;
   std::map<std::string, std::vector<double>> probes;
   std::set<std::string> seeds;
+  p.refine_round = runs.empty() ? 0 : runs.front()->refine_round();
   for (const Run* r : runs) {
     seeds.insert(SeedOf(*r));
     p.run_ids.push_back(r->id());
-    if (!util::HasOutcome(r->state())) {
+    p.refine_round = std::min(p.refine_round, r->refine_round());
+    if (!Finished(*r)) {
       if (util::IsTerminal(r->state())) {
         ++p.n_failed;
       } else {
@@ -120,12 +130,21 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
       continue;
     }
     ++p.n;
+    if (r->state() == ablate::v1::SKIPPED) {
+      // Never ran: no provenance, no probes, no steps; it stands for a divergence at ℓ0.
+      ++p.n_diverged;
+      ++p.n_inferred;
+      losses.push_back(*p.l0);
+      if (has_threshold) steps.push_back(kNever);
+      continue;
+    }
     ++p.provenance[ProvenanceOf(*r)];
     if (diverged) {
       ++p.n_diverged;
       losses.push_back(*p.l0);
     } else {
       losses.push_back(r->result().final_val_loss());
+      stable.push_back(r->result().final_val_loss());
       train.push_back(r->result().final_train_loss());
     }
     if (has_threshold) {
@@ -139,6 +158,8 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
   for (const auto& seed : all_seeds) p.n_absent += seeds.count(seed) == 0 ? 1 : 0;
   p.loss = Mean(losses);
   p.loss_std = SampleStd(losses);
+  p.stable_loss_std = SampleStd(stable);
+  p.n_stable = static_cast<int>(stable.size());
   p.train_loss = Mean(train);
   if (p.loss) p.perplexity = std::exp(*p.loss);
   p.steps_to_threshold = MedianOrNever(steps);
@@ -271,6 +292,8 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
       a.pending += p.n_pending;
       a.failed += p.n_failed;
       a.absent += p.n_absent;
+      a.inferred += p.n_inferred;
+      if (p.refine_round > 0) a.refined += static_cast<int>(p.run_ids.size());
       a.max_seeds = std::max(a.max_seeds, p.n);
     }
   }
@@ -282,6 +305,12 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
                                    " runs finished (", a.pending, " pending, ", a.failed,
                                    " failed or cancelled, ", a.absent,
                                    " missing); figures use the finished runs only"));
+  }
+  if (a.inferred > 0) {
+    a.notes.push_back(absl::StrCat(
+        a.inferred,
+        " runs were skipped above divergence (prune) and counted as diverged at l0: inferred, "
+        "not measured (hollow markers in the figures)"));
   }
   if (unplaced > 0) {
     a.notes.push_back(absl::StrCat(unplaced, " runs have no usable '", options.lr_axis,

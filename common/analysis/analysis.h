@@ -33,7 +33,7 @@ struct Options {
   // LR sensitivity averages over the grid's LRs within [lr_min, lr_max].
   double lr_min = 3e-4;
   double lr_max = 3e-1;
-  double delta_floor = 0.02;  // η†'s δ = max(delta_floor, 2 x seed std)
+  double delta_floor = 0.02;  // η†'s δ = max(delta_floor, 2 x pooled non-diverged seed std)
   double tau = 0.2;           // max good LR keeps (1 - tau) of the achievable improvement
   // ℓ0 fallback when no run of a cell reports an initial loss: ln(vocab). 0 = no fallback.
   int vocab = 0;
@@ -52,8 +52,17 @@ struct Point {
   // Median over finished seeds; a seed that never reached the target counts as infinitely slow,
   // so the median is nullopt ("never") when half or more never got there.
   std::optional<double> steps_to_threshold;
-  int n = 0;  // finished seeds (succeeded + diverged)
-  int n_diverged = 0;
+  int n = 0;           // finished seeds (succeeded + diverged + skipped)
+  int n_diverged = 0;  // skipped runs included (inferred, below)
+  // Skipped runs (pruned above divergence): counted as diverged at ℓ0 without being run.
+  int n_inferred = 0;
+  // Over the seeds that did not diverge, the spread η†'s δ uses: a diverged seed's ℓ0 is not
+  // seed noise, and counting it would make δ exceed any gap (docs/report.md).
+  std::optional<double> stable_loss_std;
+  int n_stable = 0;
+  // 0: an LR of the base grid; k >= 1: an LR the sweep's refinement added in round k (the
+  // smallest round of the point's runs). LR sensitivity uses base-grid LRs only.
+  int refine_round = 0;
   int n_pending = 0;  // queued, leased or running
   int n_failed = 0;   // failed or cancelled
   int n_absent = 0;   // seeds seen elsewhere in the sweep but with no run here
@@ -77,6 +86,11 @@ struct Curve {
   int sensitivity_points = 0;  // LRs in [lr_min, lr_max] that entered the mean
   std::optional<double> max_stable_lr;
   std::optional<double> max_good_lr;
+  // The bracket around each boundary: the next LR above it that has a finished run (where the
+  // curve diverged / stopped being good). nullopt: the boundary is the largest LR tried, so the
+  // bracket is open above.
+  std::optional<double> max_stable_above;
+  std::optional<double> max_good_above;
   int seeds = 0;         // most finished seeds at any LR
   bool complete = true;  // no pending, failed or absent run
   // What differs among all the curve's finished runs (η*, sensitivity and max LRs compare LRs).
@@ -93,6 +107,10 @@ struct Necessity {
   std::string variant;
   std::optional<double> eta_dagger;
   bool interpolated = false;
+  // When interpolated: the two compared LRs bracketing η† (the last that fails, the first that
+  // holds); refinement bisects this bracket.
+  std::optional<double> bracket_lo;
+  std::optional<double> bracket_hi;
   std::optional<double> cap;  // the treated variant's max stable LR (the comparison's upper end)
   std::string detail;         // the numbers at the crossing, or why there is none
   std::vector<std::string> mixed;  // what differs among the runs of the two curves compared
@@ -122,6 +140,8 @@ struct Analysis {
   int pending = 0;
   int failed = 0;
   int absent = 0;
+  int inferred = 0;  // skipped runs counted as diverged at ℓ0 (pruning), included in diverged
+  int refined = 0;   // runs at LRs the sweep's refinement added
   int max_seeds = 0;
   bool has_threshold = false;      // some run reached a steps-to-threshold target (else n/a)
   bool partial = false;            // some run is pending, failed or absent

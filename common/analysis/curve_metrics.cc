@@ -33,10 +33,13 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
 
   // LR sensitivity: mean over the grid's LRs in [a, b] of min(ℓ(η), ℓ0) - ℓ*. Capping at ℓ0
   // keeps one catastrophic LR from dominating: a diverged run is "as bad as not training".
+  // Only the base grid's LRs count: refinement adds LRs near the boundaries, and averaging over
+  // them would weight the unstable region more and break comparability with Wortsman et al.
+  // (ℓ* may come from a refined LR: it is the best the curve reached).
   double sum = 0;
   int count = 0;
   for (const auto& p : curve->points) {
-    if (!p.loss || !p.l0) continue;
+    if (!p.loss || !p.l0 || p.refine_round > 0) continue;
     if (!LessOrClose(options.lr_min, p.lr) || !LessOrClose(p.lr, options.lr_max)) continue;
     sum += std::min(*p.loss, *p.l0) - opt;
     ++count;
@@ -49,7 +52,10 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
   // marks such curves partial).
   for (const auto& p : curve->points) {
     if (p.n == 0) continue;
-    if (p.n_diverged > 0) break;
+    if (p.n_diverged > 0) {
+      if (curve->max_stable_lr) curve->max_stable_above = p.lr;
+      break;
+    }
     curve->max_stable_lr = p.lr;
   }
 
@@ -60,16 +66,28 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
     const double limit = opt + options.tau * (*curve->l0 - opt);
     for (const auto& p : curve->points) {
       if (p.lr < best->lr || !p.loss) continue;
-      if (*p.loss > limit) break;
+      if (*p.loss > limit) {
+        curve->max_good_above = p.lr;
+        break;
+      }
       curve->max_good_lr = p.lr;
     }
   }
 }
 
 double Delta(const Options& options, const Point& a, const Point& b) {
-  double spread = 0;
-  if (a.loss_std) spread = std::max(spread, *a.loss_std);
-  if (b.loss_std) spread = std::max(spread, *b.loss_std);
+  // σ pooled over the two variants' seeds that did not diverge. With a diverged seed counted as
+  // ℓ0 in the spread, σ ≈ |ℓ0 - ℓ|/√2 and δ would exceed any possible gap exactly where the
+  // evidence that the variant is needed is clearest.
+  double sum_sq = 0;
+  int dof = 0;
+  for (const Point* p : {&a, &b}) {
+    if (p->stable_loss_std && p->n_stable >= 2) {
+      sum_sq += (p->n_stable - 1) * *p->stable_loss_std * *p->stable_loss_std;
+      dof += p->n_stable - 1;
+    }
+  }
+  const double spread = dof > 0 ? std::sqrt(sum_sq / dof) : 0;
   return std::max(options.delta_floor, 2 * spread);
 }
 
@@ -124,6 +142,8 @@ Necessity ComputeNecessity(const Options& options, const Curve& baseline, const 
   const Gap& hi = gaps[first];
   n.eta_dagger = LogLinearRoot(lo.lr, lo.diff - lo.delta, hi.lr, hi.diff - hi.delta);
   n.interpolated = true;
+  n.bracket_lo = lo.lr;
+  n.bracket_hi = hi.lr;
   n.detail =
       absl::StrCat("between lr=", Num(lo.lr), " (", baseline.variant, "-", treated.variant, " = ",
                    Signed(lo.diff), ", delta ", Num(lo.delta), ") and lr=", Num(hi.lr), " (",

@@ -12,7 +12,8 @@ void ComputeCurveMetrics(const Options& options, Curve* curve);
 // η† of `treated` against `baseline` (same context and moderator).
 Necessity ComputeNecessity(const Options& options, const Curve& baseline, const Curve& treated);
 
-// The margin a loss difference must exceed at one LR: max(delta_floor, 2 x the larger seed std).
+// The margin a loss difference must exceed at one LR: max(delta_floor, 2 x the seed std pooled
+// over both points' seeds that did not diverge).
 double Delta(const Options& options, const Point& a, const Point& b);
 
 }  // namespace ablate::analysis

@@ -32,7 +32,7 @@ std::string RunsCsv(const std::vector<ablate::v1::Run>& runs) {
   for (const char* h :
        {"state", "attempt", "l0", "final_train_loss", "final_val_loss", "final_val_ppl",
         "diverged_step", "steps_to_threshold", "steps_done", "wall_seconds", "device",
-        "device_kind", "dtype", "torch_version", "tokenizer_sha256"}) {
+        "device_kind", "dtype", "torch_version", "tokenizer_sha256", "refine_round"}) {
     header.push_back(h);
   }
   for (const auto& p : probes) header.push_back(absl::StrCat("probe_", p));
@@ -61,7 +61,7 @@ std::string RunsCsv(const std::vector<ablate::v1::Run>& runs) {
     row.push_back(res.device());
     const analysis::Provenance provenance = analysis::ProvenanceOf(r);
     row.insert(row.end(), {provenance.device_kind, provenance.dtype, provenance.torch_version,
-                           provenance.tokenizer_sha256});
+                           provenance.tokenizer_sha256, absl::StrCat(r.refine_round())});
     for (const auto& p : probes) {
       auto it = res.final_probes().find(p);
       row.push_back(it == res.final_probes().end() ? "" : Cell(it->second));
@@ -80,9 +80,9 @@ std::string CellsCsv(const analysis::Analysis& a) {
   }
   std::vector<std::string> header = {"context", a.options.variant_axis, a.options.moderator_axis,
                                      a.options.lr_axis};
-  for (const char* h :
-       {"l0", "loss_mean", "loss_std", "n", "n_diverged", "n_pending", "n_failed", "n_missing",
-        "train_loss_mean", "perplexity", "steps_to_threshold_median", "mixed", "provenance"}) {
+  for (const char* h : {"l0", "loss_mean", "loss_std", "n", "n_diverged", "n_pending", "n_failed",
+                        "n_missing", "train_loss_mean", "perplexity", "steps_to_threshold_median",
+                        "mixed", "provenance", "n_inferred", "refine_round"}) {
     header.push_back(h);
   }
   for (const auto& p : probes) header.push_back(absl::StrCat("probe_", p));
@@ -108,7 +108,9 @@ std::string CellsCsv(const analysis::Analysis& a) {
           : p.steps_to_threshold ? Cell(p.steps_to_threshold)
                                  : "never",
           absl::StrJoin(p.mixed, "; "),
-          absl::StrJoin(analysis::ProvenanceLabels(p.provenance, {}), "; ")};
+          absl::StrJoin(analysis::ProvenanceLabels(p.provenance, {}), "; "),
+          absl::StrCat(p.n_inferred),
+          absl::StrCat(p.refine_round)};
       for (const auto& name : probes) {
         auto it = p.probes.find(name);
         row.push_back(it == p.probes.end() ? "" : Cell(it->second));

@@ -156,6 +156,7 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
   std::optional<double> l0;
   std::vector<double> xs, ys;
   int block = 0;
+  bool inferred = false, refined = false;
   for (size_t v = 0; v < a.variants.size(); ++v) {
     const Curve* c = a.FindCurve(context, a.variants[v], moderator);
     if (c == nullptr) continue;
@@ -167,18 +168,40 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
       ys.push_back(*p.loss - sd);
       ys.push_back(*p.loss + sd);
       absl::StrAppend(&rows, Num(p.lr), " ", Num(*p.loss), " ", Num(*p.loss - sd), " ",
-                      Num(*p.loss + sd), " ", p.n, " ", p.n_diverged, "\n");
+                      Num(*p.loss + sd), " ", p.n, " ", p.n_diverged, " ", p.n_inferred, " ",
+                      p.refine_round, "\n");
+      inferred |= p.n_inferred > 0;
+      refined |= p.refine_round > 0;
     }
     if (rows.empty()) continue;
     if (!l0) l0 = c->l0;
     absl::StrAppend(&f.data, "# ", o.variant_axis, "=", a.variants[v], "\n",
-                    "# lr loss_mean loss_minus_std loss_plus_std n n_diverged\n", rows, "\n\n");
+                    "# lr loss_mean loss_minus_std loss_plus_std n n_diverged n_inferred "
+                    "refine_round\n",
+                    rows, "\n\n");
     plots.push_back(absl::StrCat("'", f.name, ".dat' index ", block,
                                  " using 1:3:4 with filledcurves fc rgb '", Color(v),
                                  "' fs transparent solid 0.2 noborder notitle"));
     plots.push_back(absl::StrCat(
         "'", f.name, ".dat' index ", block, " using 1:2 with linespoints lw 2 pt 7 lc rgb '",
         Color(v), "' title ", Quote(absl::StrCat(o.variant_axis, "=", a.variants[v]))));
+    // Skipped (pruned) runs were never measured: their points are drawn hollow (white fill,
+    // coloured ring) over the line; LRs refinement added get a square around them.
+    const std::string where = absl::StrCat("'", f.name, ".dat' index ", block);
+    if (inferred) {
+      plots.push_back(absl::StrCat(where,
+                                   " using 1:($7 > 0 ? $2 : 1/0) with points pt 7 ps 1.2 lc rgb "
+                                   "'white' notitle"));
+      plots.push_back(absl::StrCat(where,
+                                   " using 1:($7 > 0 ? $2 : 1/0) with points pt 6 ps 1.2 lc rgb '",
+                                   Color(v), "' title ", Quote("inferred (skipped)")));
+    }
+    if (refined) {
+      plots.push_back(absl::StrCat(where,
+                                   " using 1:($8 > 0 ? $2 : 1/0) with points pt 4 ps 2 lc rgb '",
+                                   Color(v), "' title ", Quote("added by refinement")));
+    }
+    inferred = refined = false;
     ++block;
   }
   if (plots.empty()) return std::nullopt;

@@ -26,6 +26,8 @@ json PointJson(const analysis::Point& p) {
             {"n_pending", p.n_pending},
             {"n_failed", p.n_failed},
             {"n_absent", p.n_absent},
+            {"n_inferred", p.n_inferred},
+            {"refine_round", p.refine_round},
             {"run_ids", p.run_ids},
             {"probes", json::object()}};
   for (const auto& [name, v] : p.probes) j["probes"][name] = v;
@@ -62,6 +64,8 @@ std::string FormatJson(const analysis::Analysis& a) {
             {"pending", a.pending},
             {"failed", a.failed},
             {"absent", a.absent},
+            {"inferred", a.inferred},
+            {"refined", a.refined},
             {"partial", a.partial},
             {"notes", a.notes},
             {"mixed", json::array()},
@@ -79,6 +83,8 @@ std::string FormatJson(const analysis::Analysis& a) {
                {"sensitivity_points", c.sensitivity_points},
                {"max_stable_lr", Opt(c.max_stable_lr)},
                {"max_good_lr", Opt(c.max_good_lr)},
+               {"max_stable_bracket", {Opt(c.max_stable_lr), Opt(c.max_stable_above)}},
+               {"max_good_bracket", {Opt(c.max_good_lr), Opt(c.max_good_above)}},
                {"seeds", c.seeds},
                {"complete", c.complete},
                {"mixed", c.mixed},
@@ -93,6 +99,7 @@ std::string FormatJson(const analysis::Analysis& a) {
                               {"variant", n.variant},
                               {"eta_dagger", Opt(n.eta_dagger)},
                               {"interpolated", n.interpolated},
+                              {"bracket", {Opt(n.bracket_lo), Opt(n.bracket_hi)}},
                               {"cap", Opt(n.cap)},
                               {"detail", n.detail},
                               {"mixed", n.mixed}});

@@ -90,6 +90,39 @@ Table NecessityTable(const Analysis& a) {
   return t;
 }
 
+Table BoundaryTable(const Analysis& a) {
+  const auto& o = a.options;
+  Table t;
+  t.header = {"boundary", "where", "value", "bracket (lo, hi)", "ratio"};
+  auto add = [&](const std::string& boundary, const std::string& where,
+                 const std::optional<double>& value, const std::optional<double>& lo,
+                 const std::optional<double>& hi) {
+    std::string bracket = "-", ratio = "-";
+    if (lo && hi) {
+      bracket = absl::StrCat("(", Fmt(lo), ", ", Fmt(hi), ")");
+      ratio = absl::StrFormat("%.3g", *hi / *lo);
+    } else if (lo) {
+      bracket = absl::StrCat("(", Fmt(lo), ", open)");
+      ratio = "open";
+    }
+    t.rows.push_back({boundary, where, Fmt(value), bracket, ratio});
+  };
+  for (const auto& c : a.curves) {
+    std::string where =
+        absl::StrCat(o.variant_axis, "=", c.variant, " ", o.moderator_axis, "=", c.moderator);
+    if (!c.context.empty()) where = absl::StrCat(c.context, " ", where);
+    add("max stable LR", where, c.max_stable_lr, c.max_stable_lr, c.max_stable_above);
+    add("max good LR", where, c.max_good_lr, c.max_good_lr, c.max_good_above);
+  }
+  for (const auto& n : a.necessity) {
+    std::string where =
+        absl::StrCat(o.moderator_axis, "=", n.moderator, " ", n.variant, " vs ", n.baseline);
+    if (!n.context.empty()) where = absl::StrCat(n.context, " ", where);
+    add("eta-dagger", where, n.eta_dagger, n.bracket_lo, n.bracket_hi);
+  }
+  return t;
+}
+
 Table LossTable(const Analysis& a, const std::string& context, const std::string& moderator) {
   Table t;
   t.header.push_back(a.options.lr_axis);
@@ -114,7 +147,9 @@ Table LossTable(const Analysis& a, const std::string& context, const std::string
       if (p->loss_std) absl::StrAppend(&cell, " ± ", Fmt(p->loss_std));
       absl::StrAppend(&cell, " (n=", p->n);
       if (p->n_diverged) absl::StrAppend(&cell, ", ", p->n_diverged, " diverged");
+      if (p->n_inferred) absl::StrAppend(&cell, ", ", p->n_inferred, " inferred (skipped)");
       absl::StrAppend(&cell, ")", MixedMark(p->mixed));
+      if (p->refine_round > 0) absl::StrAppend(&cell, " [refined r", p->refine_round, "]");
       row.push_back(cell);
     }
     t.rows.push_back(std::move(row));

@@ -27,6 +27,11 @@ Table SummaryTable(const analysis::Analysis& a);
 // One row per η† (context, moderator, variant vs baseline).
 Table NecessityTable(const analysis::Analysis& a);
 
+// Every boundary as a bracket: per curve max stable LR and max good LR, per η† row the two
+// compared LRs it lies between; "(lo, hi)" and hi/lo ("open" when the boundary is the largest LR
+// tried, so no LR above it bounds it).
+Table BoundaryTable(const analysis::Analysis& a);
+
 // Loss vs LR for one context and moderator: a row per LR, a column per variant.
 Table LossTable(const analysis::Analysis& a, const std::string& context,
                 const std::string& moderator);

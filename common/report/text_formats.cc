@@ -17,6 +17,8 @@ std::string FormatTable(const Analysis& a) {
     out += "\n";
     out += RenderText(NecessityTable(a));
   }
+  out += "\n";
+  out += RenderText(BoundaryTable(a));
   if (!a.verdicts.empty()) out += "\n";
   for (const auto& v : a.verdicts) absl::StrAppend(&out, v.line, "\n");
   return out;
@@ -33,8 +35,17 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
                   "`), moderator: `", o.moderator_axis, "`, LR axis: `", o.lr_axis,
                   "`. LR sensitivity over [", o.lr_min, ", ", o.lr_max, "], tau = ", o.tau,
                   ", delta = max(", o.delta_floor,
-                  ", 2 x seed std). Diverged runs count as the "
-                  "initial loss l0.\n\n");
+                  ", 2 x seed std of the non-diverged seeds, pooled over both variants). "
+                  "Diverged runs count as the initial loss l0.\n\n");
+  if (a.refined > 0 || a.inferred > 0) {
+    absl::StrAppend(&out, a.refined,
+                    " runs are at LRs the sweep's refinement added (marked [refined rK]); they "
+                    "enter every boundary and figure, but LR sensitivity uses the base grid's LRs "
+                    "only. ",
+                    a.inferred,
+                    " runs were skipped above divergence and count as diverged at l0 "
+                    "(inferred, hollow markers).\n\n");
+  }
   for (const auto& note : a.notes) absl::StrAppend(&out, "> **Note:** ", note, "\n>\n");
   if (!a.notes.empty()) out += "\n";
   if (!a.mixed.empty()) {
@@ -58,6 +69,10 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
     absl::StrAppend(&out, "\n## Necessity threshold (eta-dagger) per ", o.moderator_axis, "\n\n");
     out += RenderMarkdown(NecessityTable(a));
   }
+  out +=
+      "\n## Boundaries as brackets\n\nEach boundary lies between two tried LRs; the ratio "
+      "hi/lo is how sharply the runs locate it (refinement narrows it).\n\n";
+  out += RenderMarkdown(BoundaryTable(a));
   out += "\n## Final validation loss vs LR\n\nMean ± sample std over finished seeds (n).\n";
   for (const auto& context : a.contexts) {
     for (const auto& m : a.moderators) {

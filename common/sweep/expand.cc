@@ -42,11 +42,16 @@ Traversal MakeTraversal(const SweepSpec& sweep) {
   };
   const int seed = position("seed");
   const int lr = position("lr");
-  if (seed >= 0) t.axes.push_back(seed);
+  // With pruning, a curve's high LRs must be tried with every seed early: only when all its
+  // seeds diverged at an LR are the larger ones skipped, so the LR sequence goes outermost and
+  // the seeds inside it (0, 6, 3, ... each with every seed).
+  const bool prune_first = sweep.prune_above_divergence && lr >= 0;
+  if (seed >= 0 && !prune_first) t.axes.push_back(seed);
   if (lr >= 0) {
     t.axes.push_back(lr);
     t.value_order[lr] = CoarseToFineOrder(static_cast<int>(sweep.grid[lr].values.size()));
   }
+  if (seed >= 0 && prune_first) t.axes.push_back(seed);
   for (size_t i = 0; i < n; ++i) {
     if (static_cast<int>(i) != seed && static_cast<int>(i) != lr) t.axes.push_back(i);
   }

@@ -15,6 +15,29 @@ namespace {
 // 1e-4 * 10^(12/3) computed in floating point lands a hair above 1.0.
 constexpr double kInclusiveSlack = 1e-9;
 
+// A list of at least two positive decimals (of a floating-point setting) in increasing order
+// whose log steps agree within 10 %: [1e-3, 3e-3, 1e-2] is log-spaced, [2, 4, 8] of n_layer is
+// not (an integer setting has no midpoints), nor is [0.1, 0.2, 0.3].
+bool EqualRatios(const google::protobuf::FieldDescriptor* setting,
+                 const std::vector<std::string>& values) {
+  if (setting == nullptr || values.size() < 2 ||
+      setting->cpp_type() != google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE) {
+    return false;
+  }
+  std::vector<double> logs;
+  for (const auto& text : values) {
+    double x = 0;
+    if (!absl::SimpleAtod(text, &x) || !(x > 0)) return false;
+    logs.push_back(std::log(x));
+  }
+  const double step = (logs.back() - logs.front()) / static_cast<double>(logs.size() - 1);
+  if (!(step > 0)) return false;
+  for (size_t i = 1; i < logs.size(); ++i) {
+    if (std::fabs((logs[i] - logs[i - 1]) - step) > 0.1 * step) return false;
+  }
+  return true;
+}
+
 // Generates the numbers of a logspace/linspace mapping.
 absl::StatusOr<std::vector<double>> Generate(const YamlSource& source, const std::string& field,
                                              const YAML::Node& spec, int64_t max_values) {
@@ -110,6 +133,8 @@ absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
              (value.begin()->first.Scalar() == "logspace" ||
               value.begin()->first.Scalar() == "linspace")) {
     ASSIGN_OR_RETURN(const auto numbers, Generate(source, field, value, max_values));
+    axis.log_spaced = value.begin()->first.Scalar() == "logspace" &&
+                      setting->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_DOUBLE;
     for (double v : numbers) {
       auto canonical = CanonicalNumber(setting, v);
       if (!canonical.ok()) return source.Error(value, field, canonical.status().message());
@@ -136,6 +161,7 @@ absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
     }
     axis.values.push_back(text);
   }
+  if (value.IsSequence()) axis.log_spaced = EqualRatios(setting, axis.values);
   return axis;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,9 @@ struct Axis {
   std::string name;
   std::vector<std::string> values;  // canonical text of each value, e.g. "0.001", "layernorm"
   int line = 0;                     // 1-based line of the axis in the file
+  // {logspace: ...}, or a list of at least 2 positive decimals with equal ratios (within 10 % of
+  // the log step): an axis `refine:` may bisect geometrically.
+  bool log_spaced = false;
 };
 
 enum class Order { kGrid, kCoarseToFine };
@@ -42,6 +46,10 @@ struct SweepSpec {
   // Upload each finished run's final checkpoint so `ablate artifacts get` can fetch the weights
   // (RunSpec.keep_final); false keeps nothing beyond the periodic resume checkpoints.
   bool keep_final = true;
+  // `refine:` (docs/sweep-file.md#refinement-and-pruning): axis, boundaries, until_ratio,
+  // max_new_runs; new_runs/rounds stay 0 here (the server counts them).
+  std::optional<ablate::v1::RefineStatus> refine;
+  bool prune_above_divergence = false;  // `prune: {above_divergence: true}`
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)

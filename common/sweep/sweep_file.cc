@@ -1,6 +1,7 @@
 // Sweep files and single-run files: the YAML layer over config_fields, grid_axis and expand.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -25,8 +26,106 @@ using ablate::v1::RunSpec;
 using ablate::v1::ThresholdSpec;
 
 const std::vector<std::string> kSweepKeys = {
-    "name",       "description", "data",         "fixed",    "grid",      "order",
-    "divergence", "threshold",   "max_attempts", "priority", "keep_final"};
+    "name",      "description",  "data",     "fixed",      "grid",   "order", "divergence",
+    "threshold", "max_attempts", "priority", "keep_final", "refine", "prune"};
+absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const std::string& field,
+                        const std::vector<std::string>& candidates);
+
+const std::vector<std::string> kBoundaries = {"max_stable", "max_good", "eta_dagger"};
+const std::vector<std::string> kRefineKeys = {"axis", "boundaries", "until_ratio", "max_new_runs"};
+
+// `refine:`. The axis is checked against the grid once the whole file is read (the grid may
+// come later); `axis_line` remembers where it was written.
+absl::StatusOr<ablate::v1::RefineStatus> ParseRefine(const YamlSource& source,
+                                                     const YAML::Node& node, const Limits& limits,
+                                                     int* axis_line) {
+  RETURN_IF_ERROR(source.Mapping(node, "refine"));
+  ablate::v1::RefineStatus r;
+  r.set_until_ratio(1.3);
+  bool has_axis = false, has_budget = false, has_boundaries = false;
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("refine.", key);
+    const YAML::Node& value = entry.second;
+    if (key == "axis") {
+      ASSIGN_OR_RETURN(*r.mutable_axis(), source.Scalar(value, field));
+      *axis_line = YamlSource::Line(value);
+      has_axis = true;
+    } else if (key == "boundaries") {
+      if (!value.IsSequence() || value.size() == 0) {
+        return source.Error(value, field,
+                            "expected a non-empty list of max_stable|max_good|eta_dagger");
+      }
+      std::set<std::string> seen;
+      for (const auto& item : value) {
+        ASSIGN_OR_RETURN(const std::string name, source.Scalar(item, field));
+        if (std::find(kBoundaries.begin(), kBoundaries.end(), name) == kBoundaries.end()) {
+          return source.Error(
+              item, field,
+              absl::StrCat("unknown boundary '", name, "': one of max_stable|max_good|eta_dagger",
+                           DidYouMean(name, kBoundaries)));
+        }
+        if (!seen.insert(name).second) {
+          return source.Error(item, field, absl::StrCat("'", name, "' listed twice"));
+        }
+        r.add_boundaries(name);
+      }
+      has_boundaries = true;
+    } else if (key == "until_ratio") {
+      ASSIGN_OR_RETURN(const double ratio, source.Double(value, field));
+      // At or below 1 no bracket is ever narrow enough: the budget would be spent bisecting
+      // LRs that %.6g can no longer tell apart.
+      if (!(ratio > 1) || !std::isfinite(ratio)) {
+        return source.Error(value, field,
+                            absl::StrCat("must be a finite number > 1 (the largest hi/lo ratio of "
+                                         "a bracket that needs no more runs), not ",
+                                         source.Scalar(value, field).value_or("?")));
+      }
+      r.set_until_ratio(ratio);
+    } else if (key == "max_new_runs") {
+      ASSIGN_OR_RETURN(const int64_t budget, source.Int(value, field));
+      if (budget < 0) return source.Error(value, field, "must be >= 0 (a budget of runs)");
+      if (budget > limits.max_runs) {
+        return source.Error(value, field,
+                            absl::StrCat("must be at most the grid limit (", limits.max_runs, ")"));
+      }
+      r.set_max_new_runs(static_cast<int32_t>(budget));
+      has_budget = true;
+    } else {
+      return UnknownKey(source, entry.first, field, kRefineKeys);
+    }
+  }
+  if (!has_axis) return source.Error(node, "refine.axis", "missing (the axis to refine, e.g. lr)");
+  if (!has_budget) {
+    return source.Error(node, "refine.max_new_runs",
+                        "missing (the most runs refinement may add to the sweep)");
+  }
+  if (!has_boundaries) {
+    for (const auto& b : kBoundaries) r.add_boundaries(b);
+  }
+  return r;
+}
+
+absl::StatusOr<bool> ParsePrune(const YamlSource& source, const YAML::Node& node) {
+  RETURN_IF_ERROR(source.Mapping(node, "prune"));
+  bool above = false;
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("prune.", key);
+    if (key != "above_divergence") {
+      return UnknownKey(source, entry.first, field, {"above_divergence"});
+    }
+    ASSIGN_OR_RETURN(const std::string text, source.Scalar(entry.second, field));
+    if (text == "true" || text == "yes" || text == "on") {
+      above = true;
+    } else if (text == "false" || text == "no" || text == "off") {
+      above = false;
+    } else {
+      return source.Error(entry.second, field, absl::StrCat("'", text, "' is not true or false"));
+    }
+  }
+  return above;
+}
 const std::vector<std::string> kRunFileSections = {"name", "description", "data", "divergence",
                                                    "threshold"};
 
@@ -193,6 +292,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
   sweep->keep_final = true;
   sweep->grid_line = 1;
   bool has_name = false, has_data = false;
+  int refine_axis_line = 0, prune_line = 0;
   for (const auto& entry : root) {
     const auto key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
@@ -259,6 +359,11 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
       } else {
         return source.Error(value, key, absl::StrCat("expected true or false, got '", text, "'"));
       }
+    } else if (key == "refine") {
+      ASSIGN_OR_RETURN(sweep->refine, ParseRefine(source, value, limits, &refine_axis_line));
+    } else if (key == "prune") {
+      ASSIGN_OR_RETURN(sweep->prune_above_divergence, ParsePrune(source, value));
+      prune_line = YamlSource::Line(entry.first);
     } else if (FindSetting(key) != nullptr) {
       return source.Error(
           entry.first, key,
@@ -276,6 +381,38 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
           axis.line, absl::StrCat("grid.", axis.name),
           absl::StrCat("also set under fixed: (line ", it->second, "); give it in one place"));
     }
+  }
+  if (sweep->refine) {
+    const std::string& name = sweep->refine->axis();
+    const auto axis = std::find_if(sweep->grid.begin(), sweep->grid.end(),
+                                   [&](const Axis& a) { return a.name == name; });
+    if (name == "seed") {
+      return source.Error(refine_axis_line, "refine.axis",
+                          "the seed axis cannot be refined (seeds are not a continuum)");
+    }
+    if (axis == sweep->grid.end()) {
+      return source.Error(refine_axis_line, "refine.axis",
+                          absl::StrCat("'", name, "' is not a grid axis"));
+    }
+    if (!axis->log_spaced) {
+      return source.Error(
+          refine_axis_line, "refine.axis",
+          absl::StrCat("grid.", name, " (line ", axis->line,
+                       ") is not a log-spaced decimal axis: refinement bisects geometrically, so "
+                       "write it as {logspace: ...} or a list of positive decimals with equal "
+                       "ratios"));
+    }
+    if (axis->values.size() < 2) {
+      return source.Error(refine_axis_line, "refine.axis",
+                          absl::StrCat("grid.", name, " has one value: nothing to bracket"));
+    }
+  }
+  if (sweep->prune_above_divergence &&
+      std::none_of(sweep->grid.begin(), sweep->grid.end(), [&](const Axis& a) {
+        return a.name == (sweep->refine ? sweep->refine->axis() : std::string("lr"));
+      })) {
+    return source.Error(prune_line, "prune.above_divergence",
+                        "needs a learning-rate grid axis (lr, or refine.axis) to prune along");
   }
   // Expansion is where per-run problems (n_embd % n_head, warmup > steps) surface; do it now so
   // a bad file is refused at submit, not when a worker picks up the bad run.

@@ -23,11 +23,16 @@ inline constexpr char kValLoss[] = "val_loss";
 inline constexpr char kValPpl[] = "val_ppl";
 
 // Probes, every probe_every steps. The first five are also reported per layer (LayerMetric);
+// q_rms_pre and k_rms_pre only per layer;
 // without a suffix they are the aggregate over layers (mean, or max for kMaxAttnLogit).
 inline constexpr char kAttnEntropy[] = "attn_entropy";
 inline constexpr char kMaxAttnLogit[] = "max_attn_logit";
 inline constexpr char kQRms[] = "q_rms";
 inline constexpr char kKRms[] = "k_rms";
+// q and k as projected, before qk_norm and rope (per layer only): after QK-norm kQRms mostly
+// reports the norm's gain, so these are the pair that compares across variants.
+inline constexpr char kQRmsPre[] = "q_rms_pre";
+inline constexpr char kKRmsPre[] = "k_rms_pre";
 inline constexpr char kKurtosis[] = "kurtosis";
 inline constexpr char kParamNorm[] = "param_norm";
 inline constexpr char kOutputLogitMax[] = "output_logit_max";

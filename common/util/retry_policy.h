@@ -12,8 +12,11 @@ namespace ablate::util {
 
 // Failed and cancelled runs have no result, so running them again loses nothing. Succeeded and
 // diverged runs are results of the experiment (a divergence is a finding, not a fault): retrying
-// them would throw a finished result away, so they are refused.
-inline constexpr v1::RunState kRetryableStates[] = {v1::FAILED, v1::CANCELLED};
+// them would throw a finished result away, so they are refused. Skipped runs (pruned above
+// divergence) were never run, so asking for them runs them after all; a bare retry leaves them
+// alone (kDefaultRetryStates), since pruning them was the sweep's own choice.
+inline constexpr v1::RunState kRetryableStates[] = {v1::FAILED, v1::CANCELLED, v1::SKIPPED};
+inline constexpr v1::RunState kDefaultRetryStates[] = {v1::FAILED, v1::CANCELLED};
 
 inline bool IsRetryable(v1::RunState state) {
   for (v1::RunState s : kRetryableStates) {

@@ -15,7 +15,7 @@ namespace ablate::util {
 
 // A tripwire for whoever adds a state (e.g. SKIPPED): decide below whether it is terminal,
 // whether it has an outcome, and give it a name; then move this assertion to the new last state.
-static_assert(v1::RunState_MAX == v1::CANCELLED,
+static_assert(v1::RunState_MAX == v1::SKIPPED,
               "a new run state: teach IsTerminal, HasOutcome and RunStateName about it");
 
 // Terminal: nothing will lease, train or report the run again unless a user retries it. The
@@ -27,6 +27,7 @@ constexpr bool IsTerminal(v1::RunState state) {
     case v1::DIVERGED:
     case v1::FAILED:
     case v1::CANCELLED:
+    case v1::SKIPPED:  // pruned above divergence (issue #11): never runs unless retried
       return true;
     default:
       return false;
@@ -35,12 +36,13 @@ constexpr bool IsTerminal(v1::RunState state) {
 
 // Has an outcome the study can use: the trainer ran the run to its end (succeeded) or to a
 // divergence, which is itself a measurement (common/analysis counts it as the initial loss).
-// Failed and cancelled runs are terminal without an outcome.
+// Failed, cancelled and skipped runs are terminal without an outcome (the analysis still counts
+// a skipped run as an inferred divergence).
 constexpr bool HasOutcome(v1::RunState state) {
   return state == v1::SUCCEEDED || state == v1::DIVERGED;
 }
 
-// "queued", "leased", ...: the values migrations/0001_initial.sql allows in runs.state. Empty
+// "queued", "leased", ...: the values migrations/0004_refinement.sql allows in runs.state. Empty
 // for RUN_STATE_UNSPECIFIED and values this build does not know.
 constexpr std::string_view RunStateName(v1::RunState state) {
   switch (state) {
@@ -58,6 +60,8 @@ constexpr std::string_view RunStateName(v1::RunState state) {
       return "failed";
     case v1::CANCELLED:
       return "cancelled";
+    case v1::SKIPPED:
+      return "skipped";
     default:
       return "";
   }

@@ -93,7 +93,7 @@ const char* const kRunColumns =
     "r.result::text, r.error, extract(epoch from r.created_at), "
     "extract(epoch from r.started_at), extract(epoch from r.finished_at), "
     "extract(epoch from r.lease_expires_at), r.order_index, "
-    "(rs.spec->'grid_values')::text, (rs.spec->'config')::text "
+    "(rs.spec->'grid_values')::text, (rs.spec->'config')::text, r.refine_round "
     "FROM runs r LEFT JOIN workers w ON w.id = r.worker_id "
     "LEFT JOIN run_specs rs ON rs.run_id = r.id";
 
@@ -132,6 +132,7 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
     absl::Status s = FromJson(row[20].as<std::string>(), run.mutable_config());
     if (!s.ok()) return s;
   }
+  run.set_refine_round(row[21].as<int>());
   return run;
 }
 

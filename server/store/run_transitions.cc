@@ -19,6 +19,7 @@
 #include "common/util/run_state.h"
 #include "common/util/sha256.h"
 #include "server/store/pg_codec.h"
+#include "server/store/refine_store.h"
 #include "server/store/stats_store.h"
 
 namespace ablate::server {
@@ -441,6 +442,11 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
                if (!r.empty()) {
                  const int64_t sweep_id = r[0][0].as<int64_t>();
                  FinishSweepsWithNothingLeft(tx, sweep_id);
+                 // Refinement and pruning (issue #11) decide in this transaction, after the
+                 // sweep may have been finished above: runs refinement adds make it active
+                 // again before anyone can see it finished (server/store/refine_store.h).
+                 auto refined = RefineAfterRunFinished(tx, sweep_id);
+                 if (!refined.ok()) return refined.status();
                  notices.Sweep(sweep_id);
                  notices.Run(req.run_id());
                  return true;
@@ -570,7 +576,7 @@ absl::StatusOr<int> RunTransitions::Retry(int64_t sweep_id, const std::vector<in
                                           const std::vector<v1::RunState>& states) {
   std::vector<v1::RunState> wanted = states;
   if (wanted.empty()) {
-    wanted.assign(std::begin(util::kRetryableStates), std::end(util::kRetryableStates));
+    wanted.assign(std::begin(util::kDefaultRetryStates), std::end(util::kDefaultRetryStates));
   }
   for (auto s : wanted) {
     if (!util::IsRetryable(s)) {

@@ -26,7 +26,7 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
         "  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''), "
         "  r.seed::text, r.step, r.latest_train_loss, r.latest_val_loss, r.tokens_per_second, "
         "  r.latest_max_attn_logit, r.latest_probes::text, "
-        "  coalesce(rs.spec->'grid_values', '{}'::jsonb)::text "
+        "  coalesce(rs.spec->'grid_values', '{}'::jsonb)::text, r.refine_round "
         "FROM runs r JOIN sweeps s ON s.id = r.sweep_id "
         "LEFT JOIN run_specs rs ON rs.run_id = r.id "
         "WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL");
@@ -59,6 +59,7 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
           if (value.is_string()) s.grid_values[axis] = value.get<std::string>();
         }
       }
+      s.refine_round = row[13].as<int>();
       out.push_back(std::move(s));
     }
     return out;

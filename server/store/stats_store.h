@@ -29,6 +29,7 @@ struct RunStats {
   double step = 0;
   std::optional<double> train_loss, val_loss, tokens_per_second, max_attn_logit;
   std::map<std::string, double> probes;  // newest value of each of kExportedProbes reported
+  int refine_round = 0;                  // 0: a base-grid run; k: added by refinement round k
 };
 
 struct WorkerCount {

@@ -16,7 +16,7 @@ constexpr char kSweepColumns[] =
     "SELECT s.id, s.name, s.state, s.spec_yaml, s.file_name, extract(epoch from s.created_at), "
     "extract(epoch from s.finished_at), s.priority, array_to_json(s.axes)::text, s.submitted_by, "
     "c.queued, c.leased, c.running, c.succeeded, c.diverged, c.failed, c.cancelled, c.total, "
-    "c.avg_seconds "
+    "c.avg_seconds, c.skipped, c.refined, c.rounds, s.refine::text, s.prune_above_divergence "
     "FROM sweeps s, LATERAL (SELECT "
     "  count(*) FILTER (WHERE state = 'queued') AS queued, "
     "  count(*) FILTER (WHERE state = 'leased') AS leased, "
@@ -26,6 +26,9 @@ constexpr char kSweepColumns[] =
     "  count(*) FILTER (WHERE state = 'failed') AS failed, "
     "  count(*) FILTER (WHERE state = 'cancelled') AS cancelled, "
     "  count(*) AS total, "
+    "  count(*) FILTER (WHERE state = 'skipped') AS skipped, "
+    "  count(*) FILTER (WHERE refine_round > 0) AS refined, "
+    "  coalesce(max(refine_round), 0) AS rounds, "
     "  avg(extract(epoch from finished_at - started_at)) FILTER ("
     "    WHERE state IN ('succeeded', 'diverged', 'failed') AND started_at IS NOT NULL) "
     "    AS avg_seconds "
@@ -57,6 +60,18 @@ v1::Sweep SweepFromRow(const pqxx::row& row) {
   c->set_failed(row[15].as<int>());
   c->set_cancelled(row[16].as<int>());
   c->set_total(row[17].as<int>());
+  c->set_skipped(row[19].as<int>());
+  c->set_refined(row[20].as<int>());
+  if (!row[22].is_null()) {
+    // Written by Insert from a parsed sweep file; an unreadable value leaves refine unset.
+    if (pg::FromJson(row[22].as<std::string>(), s.mutable_refine()).ok()) {
+      s.mutable_refine()->set_new_runs(c->refined());
+      s.mutable_refine()->set_rounds(row[21].as<int>());
+    } else {
+      s.clear_refine();
+    }
+  }
+  s.set_prune_above_divergence(row[23].as<bool>());
   // ETA: runs left times the mean duration of finished runs, divided by the runs in flight
   // (a proxy for the workers on this sweep). Crude while few runs have finished; -1 until one has.
   const int remaining = c->queued() + c->leased() + c->running();
@@ -131,12 +146,15 @@ void InsertRunChunk(pqxx::work& tx, int64_t sweep_id, const NewSweep& sweep, Run
 absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
                                              const std::vector<DatasetRecord>& datasets) {
   return db_->Tx<v1::Sweep>("submit sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
-    pqxx::row s =
-        pg::Exec1(tx,
-                  "INSERT INTO sweeps (name, spec_yaml, file_name, priority, max_attempts, axes, "
-                  "submitted_by) VALUES ($1, $2, $3, $4, $5, $6::text[], $7) RETURNING id",
-                  sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority, sweep.max_attempts,
-                  pg::TextArray(sweep.axes), sweep.submitted_by);
+    pqxx::row s = pg::Exec1(
+        tx,
+        "INSERT INTO sweeps (name, spec_yaml, file_name, priority, max_attempts, axes, "
+        "submitted_by, refine, prune_above_divergence) "
+        "VALUES ($1, $2, $3, $4, $5, $6::text[], $7, NULLIF($8, '')::jsonb, $9) "
+        "RETURNING id",
+        sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority, sweep.max_attempts,
+        pg::TextArray(sweep.axes), sweep.submitted_by,
+        sweep.refine ? pg::ToJson(*sweep.refine) : std::string(), sweep.prune_above_divergence);
     const int64_t id = s[0].as<int64_t>();
     RunChunk chunk;
     int64_t count = 0;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct NewSweep {
   int priority = 0;
   int max_attempts = 3;
   std::vector<std::string> axes;
+  std::optional<v1::RefineStatus> refine;  // the sweep file's `refine:`
+  bool prune_above_divergence = false;
   // The runs are walked rather than held: a 256-byte file can expand to 100,000 runs (~150 MB
   // of RunSpecs). `for_each_run` calls its visitor with each run in queue order and stops at the
   // first error the visitor returns. Insert may call it more than once (Db::Tx retries a

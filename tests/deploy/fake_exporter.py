@@ -20,7 +20,7 @@ import sys
 import time
 
 SWEEP = "smoke"
-STATES = ("queued", "leased", "running", "succeeded", "diverged", "failed", "cancelled")
+STATES = ("queued", "leased", "running", "succeeded", "diverged", "failed", "cancelled", "skipped")
 # Per-run labels as the server writes them (server/metrics.cc RunLabels): qk_norm, lr, n_layer,
 # seed always; every grid axis of the sweep under its own name; `variant`, the run's values of
 # the axes other than lr, n_layer and seed.
@@ -61,9 +61,9 @@ def render():
                  "ablate_sweep_progress_ratio", "ablate_sweep_eta_seconds", "ablate_worker_info",
                  "ablate_worker_busy", "ablate_worker_step_seconds", "ablate_worker_tokens_per_second",
                  "ablate_worker_device_memory_used_bytes", "ablate_worker_current_run",
-                 "ablate_worker_spooled_points"):
+                 "ablate_worker_spooled_points", "ablate_sweep_refined_runs", "ablate_run_refine_round"):
         out.append(f"# TYPE {name} gauge")
-    counts = dict(queued=10, leased=1, running=1, succeeded=10, diverged=2, failed=0, cancelled=0)
+    counts = dict(queued=10, leased=1, running=1, succeeded=10, diverged=2, failed=0, cancelled=0, skipped=2)
     for sweep in SWEEP_RUNS if sweep_active else ():
         for state in STATES:
             gauge("ablate_runs", counts[state], sweep=sweep, state=state)
@@ -83,7 +83,10 @@ def render():
             for probe, value in (("attn_entropy", 2.5), ("kurtosis", 3.2), ("grad_norm", 0.8),
                                  ("param_norm", 120.0), ("output_logit_max", 9.0), ("lr", lr)):
                 gauge("ablate_run_probe", value, sweep=sweep, probe=probe, **r)
+    for r in RUNS[-2:] if sweep_active else ():  # the last two stand for runs refinement added
+        gauge("ablate_run_refine_round", 1, sweep=SWEEP, **r)
     if sweep_active:
+        gauge("ablate_sweep_refined_runs", 2, sweep=SWEEP)
         gauge("ablate_sweep_progress_ratio", round(min(1.0, t / 600), 4), sweep=SWEEP)
         gauge("ablate_sweep_eta_seconds", max(0.0, 600 - t), sweep=SWEEP)
         # No run of this sweep has finished yet: the server exports -1 (unknown).

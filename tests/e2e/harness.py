@@ -210,6 +210,17 @@ class Stack:
             self.worker_token = self.token("worker")
             self.user_token = self.token("user")
 
+    def start_replica(self, name):
+        """A second ablate-server on the same database (its own gRPC and metrics ports); returns
+        its address for workers and the CLI."""
+        port, metrics = free_port(), free_port()
+        argv = [SERVER, "serve", "--database-url", self.db_url, "--listen", f"127.0.0.1:{port}",
+                "--metrics-listen", f"127.0.0.1:{metrics}", "--lease-seconds", str(self.lease_seconds),
+                "--data-dir", self.data_dir, "--store-dir", self.store_dir]
+        self._spawn(name, argv)
+        wait_for(lambda: self._port_open(port), 20, f"{name} to listen")
+        return f"127.0.0.1:{port}"
+
     def stop(self, name, sig=signal.SIGTERM, timeout=30):
         p = self.procs.get(name)
         if p is None or p.poll() is not None:
@@ -221,8 +232,8 @@ class Stack:
             p.kill()
             return p.wait()
 
-    def start_worker(self, name, via_proxy=False, extra=(), threads=1):
-        addr = f"127.0.0.1:{self.proxy.port}" if via_proxy else self.server_addr
+    def start_worker(self, name, via_proxy=False, extra=(), threads=1, server=None):
+        addr = f"127.0.0.1:{self.proxy.port}" if via_proxy else (server or self.server_addr)
         work = os.path.join(self.dir, name)
         argv = [WORKER, "--server", addr, "--token", self.worker_token, "--device", "cpu", "--work-dir", work,
                 "--name", name, "--threads", str(threads), "--lease-wait", "5", *extra]
@@ -284,7 +295,7 @@ class Stack:
         return self.cli_json("status", str(sweep))[0]
 
     def wait_sweep_done(self, sweep, timeout):
-        terminal = {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED"}
+        terminal = {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED", "SKIPPED"}
 
         def done():
             if self.workers and all(self.procs[w].poll() is not None for w in self.workers):

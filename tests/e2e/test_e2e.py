@@ -6,6 +6,7 @@ import collections
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import select
@@ -135,6 +136,63 @@ class SweepLifecycle(E2E):
 
     def test_cancel_stops_running_runs(self):
         self.cancel_a_running_sweep("e2e-cancel", "[0, 1, 2]")
+
+
+class Refinement(E2E):
+    def test_a_refined_sweep_on_a_replica_pair_bisects_the_max_stable_bracket_once(self):
+        """Two replicas, a worker on each: the base grid finds a decade-wide max-stable bracket,
+        the servers add its geometric midpoint once per seed (round 1), and then stop, since
+        sqrt(10) = 3.16 is within until_ratio 3.5. The report gives the narrowed bracket."""
+        s = self.stack
+        s.start_server()
+        replica = s.start_replica("server2")
+        s.start_worker("w1")
+        s.start_worker("w2", server=replica)
+        extra = ("order: coarse_to_fine\n"
+                 "divergence: {loss_above_init_by: 0.5, patience: 3}\n"
+                 "refine: {axis: lr, boundaries: [max_stable], until_ratio: 3.5, max_new_runs: 6}\n"
+                 "prune: {above_divergence: true}\n")
+        path = sweep_file(s, "e2e-refine", {"lr": "{logspace: {min: 1.0e-3, max: 10, per_decade: 1}}",
+                                            "seed": "[0, 1]"}, steps=40, extra=extra)
+        self.sweep_id = s.submit(path)
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        base = [r for r in runs if int(r.get("refine_round", 0)) == 0]
+        added = [r for r in runs if int(r.get("refine_round", 0)) > 0]
+        self.assertEqual(len(base), 10)
+        # The base grid's max-stable bracket: the first LR where a seed diverged (or was skipped
+        # above a divergence) and the LR below it.
+        by_lr = collections.defaultdict(list)
+        for r in base:
+            by_lr[float(r["grid_values"]["lr"])].append(r["state"])
+        lrs = sorted(by_lr)
+        hi = next((lr for lr in lrs if {"DIVERGED", "SKIPPED"} & set(by_lr[lr])), None)
+        self.assertIsNotNone(hi, f"no LR diverged on the base grid: {dict(by_lr)}")
+        self.assertGreater(lrs.index(hi), 0, f"the smallest LR diverged: {dict(by_lr)}")
+        lo = lrs[lrs.index(hi) - 1]
+        mid = "%.6g" % math.sqrt(lo * hi)
+        self.assertEqual(sorted((r["grid_values"]["lr"], r["grid_values"]["seed"], int(r["refine_round"]))
+                                for r in added),
+                         [(mid, "0", 1), (mid, "1", 1)])
+        self.assertEqual(len({(r["cell"], r["seed"]) for r in runs}), len(runs))
+        for r in runs:
+            if r["state"] == "SKIPPED":
+                self.assertIn("diverged at lr=", r["error"])
+        sweep = s.sweep(self.sweep_id)["sweep"]
+        self.assertEqual(sweep["state"], "finished")
+        self.assertEqual(int(sweep["refine"]["new_runs"]), 2)
+        self.assertEqual(int(sweep["refine"]["rounds"]), 1)
+        status = s.cli("status", str(self.sweep_id), server=replica).stdout
+        self.assertIn("refine lr (max_stable) until ratio 3.5: 2 of 6 new runs, round 1", status)
+        self.assertIn("refine r1", status)
+        # The report: the bracket is now half a decade wide and names the refined points.
+        rep = json.loads(s.cli("report", str(self.sweep_id), "--format", "json").stdout)
+        curve = rep["curves"][0]
+        lo2, hi2 = curve["max_stable_bracket"]
+        self.assertLessEqual(hi2 / lo2, 3.5, curve["max_stable_bracket"])
+        self.assertEqual(rep["refined"], 2)
+        text = s.cli("report", str(self.sweep_id)).stdout
+        self.assertIn("max stable LR", text)
+        self.assertIn("bracket (lo, hi)", text)
 
 
 class CancelSeenFirstByTheSender(E2E):

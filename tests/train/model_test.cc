@@ -105,6 +105,35 @@ TEST(ProbesTest, KnownQueryKeyGivesItsLogit) {
   EXPECT_NEAR(probes.at("max_attn_logit.l0"), expected, 1e-4 * expected);
 }
 
+TEST(ProbesTest, RmsBeforeQkNormSeesTheProjectionNotTheGain) {
+  // Identity projections scaled by 10 under rmsnorm QK-norm (gain 1): q and k enter the dot
+  // product with RMS ~1 whatever the scale, while the pre-norm probe reports 10 x RMS(u).
+  auto c = TinyConfig();
+  c.set_n_head(1);
+  c.set_n_layer(1);
+  c.set_qk_norm("rmsnorm");
+  torch::manual_seed(0);
+  GPT model(c, 8);
+  torch::NoGradGuard no_grad;
+  const auto named = model->NamedTensors();
+  std::map<std::string, torch::Tensor> p(named.begin(), named.end());
+  auto qkv = p.at("h.0.attn.c_attn.weight");
+  qkv.zero_();
+  qkv.slice(0, 0, 16).copy_(torch::eye(16) * 10);
+  qkv.slice(0, 16, 32).copy_(torch::eye(16) * 10);
+  auto& wte = p.at("wte.weight");
+  wte.copy_(torch::randn({8, 16}));
+  p.at("wpe.weight").zero_();
+  auto idx = torch::full({1, 4}, 3, torch::kInt64);
+  auto u = torch::layer_norm(wte[3], {16}, p.at("h.0.ln_1.weight"), torch::Tensor(), c.norm_eps());
+  const double pre = 10 * std::sqrt(u.pow(2).mean().item<double>());
+  auto probes = RunProbes(model, idx);
+  EXPECT_NEAR(probes.at("q_rms_pre.l0"), pre, 1e-4 * pre);
+  EXPECT_NEAR(probes.at("k_rms_pre.l0"), pre, 1e-4 * pre);
+  EXPECT_NEAR(probes.at("q_rms.l0"), 1.0, 1e-3);
+  EXPECT_NEAR(probes.at("k_rms.l0"), 1.0, 1e-3);
+}
+
 TEST(AdamWTest, DecaysOnlyTensorsOfRankTwoOrMore) {
   auto c = TinyConfig();
   c.set_lr(0.1);

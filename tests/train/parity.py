@@ -89,6 +89,8 @@ def reference_probes(model, x, y):
         res = r["residual"].double()
         out[f"q_rms.l{i}"] = q.pow(2).mean().sqrt().item()
         out[f"k_rms.l{i}"] = k.pow(2).mean().sqrt().item()
+        out[f"q_rms_pre.l{i}"] = r["q_pre"].double().pow(2).mean().sqrt().item()
+        out[f"k_rms_pre.l{i}"] = r["k_pre"].double().pow(2).mean().sqrt().item()
         out[f"max_attn_logit.l{i}"] = (
             r["logits"].double().masked_fill(r["mask"], float("-inf")).max().item())
         out[f"attn_entropy.l{i}"] = (-torch.xlogy(p, p).sum(-1)).mean().item()

@@ -58,6 +58,8 @@ class Attention(nn.Module):
         b, t, c = x.shape
         q, k, v = self.c_attn(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.h, c // self.h).transpose(1, 2) for z in (q, k, v))
+        if record is not None:
+            record.update(q_pre=q, k_pre=k)
         if self.cfg["qk_norm"] != "none":
             q, k = self.norm(self.q_norm, q), self.norm(self.k_norm, k)
         if self.cfg["pos"] == "rope":
@@ -120,7 +122,7 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets, records=None):
         """records: a list that receives, per layer, a dict of the tensors the probes read (q, k
-        as they enter the dot product, pre-softcap logits, causal mask, attention probabilities,
+        as projected, before qk_norm and rope; q, k as they enter the dot product, pre-softcap logits, causal mask, attention probabilities,
         the residual stream after the block)."""
         t = idx.size(1)
         x = self.wte(idx)

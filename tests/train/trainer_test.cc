@@ -226,6 +226,17 @@ TEST(LossTrackerTest, FollowsTheRules) {
   EXPECT_EQ(nan.state().diverged_step, 2);
   EXPECT_EQ(nan.state().last_finite_loss, 4.0);
 
+  // A NaN validation loss diverges the run even though every training loss was finite.
+  LossTracker val(div, threshold, 0);
+  EXPECT_FALSE(val.Observe(0, 5.0));
+  EXPECT_FALSE(val.ObserveValidation(0, 5.1));
+  EXPECT_FALSE(val.Observe(1, 4.0));
+  EXPECT_TRUE(val.ObserveValidation(2, std::nan("")));
+  EXPECT_TRUE(val.state().diverged);
+  EXPECT_EQ(val.state().diverged_step, 2);
+  EXPECT_TRUE(val.Observe(2, 4.0));  // stays diverged
+  EXPECT_EQ(val.state().last_finite_loss, 4.0);
+
   LossTracker reach(ablate::v1::DivergenceSpec(), threshold, 0);
   int64_t s = 0;
   for (double loss : {5.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0}) reach.Observe(s++, loss);

@@ -7,6 +7,9 @@
 
 #include <cmath>
 #include <limits>
+#include <set>
+
+#include "common/analysis/refine.h"
 
 namespace ablate::analysis {
 namespace {
@@ -28,6 +31,7 @@ struct RunSet {
     (*r.mutable_grid_values())["n_layer"] = n_layer;
     (*r.mutable_grid_values())["lr"] = lr;
     (*r.mutable_grid_values())["seed"] = std::to_string(seed);
+    r.set_cell("lr=" + lr + ",n_layer=" + n_layer + ",qk_norm=" + variant);
     r.set_seed(seed);
     r.mutable_result()->set_initial_loss(kL0);
     r.mutable_result()->set_steps_to_threshold(-1);
@@ -185,8 +189,9 @@ TEST(Analysis, EtaDaggerInterpolatesLogLinearly) {
 
 TEST(Analysis, EtaDaggerUsesTwiceTheSeedStd) {
   RunSet s;
-  // layernorm 3.0 everywhere (std 0). none at 1e-2: 3.0, 3.2 -> mean 3.1, std sqrt(0.02),
-  // δ = 2 sqrt(0.02) = 0.28284 > d = 0.1, so the crossing moves to (1e-2, 1e-1).
+  // layernorm 3.0 everywhere (std 0). none at 1e-2: 3.0, 3.2 -> mean 3.1, std sqrt(0.02);
+  // pooled over both variants' seeds sqrt((0.02 + 0) / (1 + 1)) = 0.1, δ = 0.2 > d = 0.1, so
+  // the crossing moves to (1e-2, 1e-1).
   const char* lrs[] = {"0.001", "0.01", "0.1"};
   const double none0[] = {3.0, 3.0, 4.0}, none1[] = {3.0, 3.2, 4.0};
   for (int i = 0; i < 3; ++i) {
@@ -194,7 +199,7 @@ TEST(Analysis, EtaDaggerUsesTwiceTheSeedStd) {
     s.Add("none", "2", lrs[i], 0, none0[i]);
     s.Add("none", "2", lrs[i], 1, none1[i]);
   }
-  const double g0 = 0.1 - 2 * std::sqrt(0.02), g1 = 1.0 - 0.02;
+  const double g0 = 0.1 - 2 * 0.1, g1 = 1.0 - 0.02;
   const double t = g0 / (g0 - g1);
   const auto a = s.Analyse();
   ASSERT_TRUE(a.necessity[0].eta_dagger.has_value()) << a.necessity[0].detail;
@@ -456,6 +461,258 @@ std::vector<std::string> Lines(const Analysis& a) {
   std::vector<std::string> out;
   for (const auto& m : a.mixed) out.push_back(m.Line());
   return out;
+}
+
+TEST(Analysis, EtaDaggerSpreadIgnoresDivergedSeeds) {
+  // At 1e-1 one seed of none diverged (counted as l0 = 8) and one reached 4.0: mean 6.0. Over
+  // all seeds its std would be |8 - 4|/sqrt(2) = 2.83, δ = 5.66 > the gap 6.0 - 3.01 = 2.99, and
+  // η† would be "none" though none is clearly worse. δ takes σ from the seeds that did not
+  // diverge, pooled over both variants: none has one (no spread), layernorm 3.0, 3.02 (std
+  // 0.01414, 1 degree of freedom), so σ = 0.01414 and δ = max(0.02, 0.02828) = 0.02828.
+  RunSet s;
+  for (const char* lr : {"0.001", "0.01"}) {
+    for (int seed : {0, 1}) {
+      s.Add("none", "2", lr, seed, 3.0);
+      s.Add("layernorm", "2", lr, seed, 3.0);
+    }
+  }
+  s.Add("none", "2", "0.1", 0, -1);
+  s.Add("none", "2", "0.1", 1, 4.0);
+  s.Add("layernorm", "2", "0.1", 0, 3.0);
+  s.Add("layernorm", "2", "0.1", 1, 3.02);
+  const auto a = s.Analyse();
+  const auto& n = a.necessity[0];
+  ASSERT_TRUE(n.eta_dagger.has_value()) << n.detail;
+  const double sigma = std::sqrt(0.0002);  // sample std of 3.0, 3.02
+  const double g0 = 0 - 0.02, g1 = (6.0 - 3.01) - std::max(0.02, 2 * sigma);
+  EXPECT_NEAR(*n.eta_dagger, std::pow(10.0, -2 + g0 / (g0 - g1)), 1e-12);
+  EXPECT_TRUE(n.interpolated);
+  EXPECT_DOUBLE_EQ(*n.bracket_lo, 0.01);
+  EXPECT_DOUBLE_EQ(*n.bracket_hi, 0.1);
+  const Point& p = At(*CurveOf(a, "none", "2"), 0.1);
+  EXPECT_EQ(p.n_stable, 1);
+  EXPECT_FALSE(p.stable_loss_std.has_value());
+  EXPECT_NEAR(*p.loss_std, 4 / std::sqrt(2.0), 1e-12);  // the cell's own spread is unchanged
+}
+
+TEST(Analysis, SkippedRunsCountAsDivergedAndAreInferred) {
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.001", seed, 3.0);
+    s.Add("none", "2", "0.01", seed, -1);
+    s.Add("none", "2", "0.1", seed, 0, ablate::v1::SKIPPED).clear_result();
+  }
+  const auto a = s.Analyse();
+  const Curve& c = *CurveOf(a, "none", "2");
+  const Point& p = At(c, 0.1);
+  EXPECT_EQ(p.n, 2);
+  EXPECT_EQ(p.n_diverged, 2);
+  EXPECT_EQ(p.n_inferred, 2);
+  EXPECT_EQ(p.n_pending, 0);
+  EXPECT_DOUBLE_EQ(*p.loss, kL0);  // the curve's l0: a skipped run has no result of its own
+  EXPECT_TRUE(p.provenance.empty());
+  EXPECT_EQ(a.inferred, 2);
+  EXPECT_FALSE(a.partial);
+  EXPECT_DOUBLE_EQ(*c.max_stable_lr, 0.001);
+  EXPECT_DOUBLE_EQ(*c.max_stable_above, 0.01);
+  bool noted = false;
+  for (const auto& note : a.notes) noted |= note.find("2 runs were skipped") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
+  RunSet s;
+  for (const char* lr : {"0.001", "0.01", "0.1"}) s.Add("none", "2", lr, 0, 3.0);
+  s.Add("none", "2", "1", 0, -1);
+  const auto base = s.Analyse();
+  // A refined LR between 0.1 and 1 that diverged: max stable LR stays 0.1 with a narrower
+  // bracket, and LR sensitivity (base grid only) is unchanged, though l0 - l* = 5 there.
+  s.Add("none", "2", "0.316228", 0, -1).set_refine_round(1);
+  const auto refined = s.Analyse();
+  const Curve& b = *CurveOf(base, "none", "2");
+  const Curve& r = *CurveOf(refined, "none", "2");
+  EXPECT_DOUBLE_EQ(*b.max_stable_above, 1.0);
+  EXPECT_DOUBLE_EQ(*r.max_stable_lr, 0.1);
+  EXPECT_DOUBLE_EQ(*r.max_stable_above, 0.316228);
+  EXPECT_DOUBLE_EQ(*r.lr_sensitivity, *b.lr_sensitivity);
+  EXPECT_EQ(r.sensitivity_points, b.sensitivity_points);
+  EXPECT_EQ(At(r, 0.316228).refine_round, 1);
+  EXPECT_EQ(refined.refined, 1);
+}
+
+ablate::v1::RefineStatus Rule(std::vector<std::string> boundaries, double until = 1.3,
+                              int budget = 96) {
+  ablate::v1::RefineStatus rule;
+  rule.set_axis("lr");
+  for (auto& b : boundaries) rule.add_boundaries(b);
+  rule.set_until_ratio(until);
+  rule.set_max_new_runs(budget);
+  return rule;
+}
+
+// none at 2 layers: stable at 0.001 and 0.01, seed 0 diverged at 0.1: max stable bracket
+// (0.01, 0.1), ratio 10.
+RunSet StableBracketSet() {
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.001", seed, 3.0);
+    s.Add("none", "2", "0.01", seed, 2.9);
+    s.Add("none", "2", "0.1", seed, seed == 0 ? -1 : 3.5);
+  }
+  return s;
+}
+
+TEST(Refine, AddsTheGeometricMidpointForEverySeed) {
+  RunSet s = StableBracketSet();
+  auto plan = PlanRefinement(s.runs, Rule({"max_stable"}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->runs.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const RefineRun& r = plan->runs[i];
+    EXPECT_EQ(r.axis_value, "0.0316228");  // sqrt(0.01 x 0.1), %.6g, round-trips
+    EXPECT_EQ(r.grid_values.at("lr"), "0.0316228");
+    EXPECT_EQ(r.cell, "lr=0.0316228,n_layer=2,qk_norm=none");
+    EXPECT_EQ(r.seed, i);
+    EXPECT_EQ(r.round, 1);
+    const ablate::v1::Run& t = s.runs[r.template_run_id - 1];
+    EXPECT_EQ(t.seed(), i);
+    EXPECT_EQ(t.grid_values().at("lr"), "0.01");  // the seed's run at the lower end
+    EXPECT_THAT(r.boundary, HasSubstr("max_stable qk_norm=none,n_layer=2: (0.01, 0.1)"));
+  }
+  ASSERT_EQ(plan->brackets.size(), 1u);
+  EXPECT_DOUBLE_EQ(plan->brackets[0].ratio(), 10);
+  EXPECT_EQ(plan->used, 0);
+  // The same runs give the same plan: replicas agree on what to add.
+  auto again = PlanRefinement(s.runs, Rule({"max_stable"}));
+  ASSERT_EQ(again->runs.size(), 2u);
+  EXPECT_EQ(again->runs[1].template_run_id, plan->runs[1].template_run_id);
+}
+
+TEST(Refine, NothingUntilBothBracketingLrsHaveEverySeedFinished) {
+  for (const char* lr : {"0.01", "0.1"}) {
+    RunSet s = StableBracketSet();
+    for (auto& r : s.runs) {
+      if (r.seed() == 1 && r.grid_values().at("lr") == lr) r.set_state(ablate::v1::RUNNING);
+    }
+    // With seed 1 at 0.1 running, the bracket is still (0.01, 0.1) from seed 0's divergence.
+    auto plan = PlanRefinement(s.runs, Rule({"max_stable"}));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_TRUE(plan->runs.empty()) << lr;
+  }
+}
+
+TEST(Refine, AddedRunsAreNeverPlannedTwiceAndTheNextRoundFollows) {
+  RunSet s = StableBracketSet();
+  auto plan = PlanRefinement(s.runs, Rule({"max_stable"}));
+  ASSERT_EQ(plan->runs.size(), 2u);
+  for (const auto& add : plan->runs) {
+    ablate::v1::Run& r =
+        s.Add("none", "2", add.axis_value, static_cast<int>(add.seed), 0, ablate::v1::QUEUED);
+    r.clear_result();
+    r.set_refine_round(add.round);
+  }
+  // Queued midpoints: the curve is not settled, nothing more (a second replica adds nothing).
+  EXPECT_TRUE(PlanRefinement(s.runs, Rule({"max_stable"}))->runs.empty());
+  // Both seeds diverge at the midpoint: the bracket is (0.01, 0.0316228), round 2 bisects it.
+  for (auto& r : s.runs) {
+    if (r.state() == ablate::v1::QUEUED) {
+      r.set_state(ablate::v1::DIVERGED);
+      r.mutable_result()->set_initial_loss(kL0);
+      r.mutable_result()->set_diverged(true);
+    }
+  }
+  auto next = PlanRefinement(s.runs, Rule({"max_stable"}));
+  ASSERT_EQ(next->runs.size(), 2u);
+  EXPECT_EQ(next->runs[0].axis_value, "0.0177828");
+  EXPECT_EQ(next->runs[0].round, 2);
+  EXPECT_EQ(next->used, 2);
+}
+
+TEST(Refine, StopsWhenTheBracketIsWithinUntilRatio) {
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.01", seed, 3.0);
+    s.Add("none", "2", "0.012", seed, -1);
+  }
+  // 0.012 / 0.01 = 1.2 <= 1.3: done.
+  auto plan = PlanRefinement(s.runs, Rule({"max_stable"}, 1.3));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_TRUE(plan->runs.empty());
+  EXPECT_FALSE(plan->budget_exhausted);
+  // 1.2 > 1.1: bisect at sqrt(0.01 x 0.012) = 0.0109545.
+  plan = PlanRefinement(s.runs, Rule({"max_stable"}, 1.1));
+  ASSERT_EQ(plan->runs.size(), 2u);
+  EXPECT_EQ(plan->runs[0].axis_value, "0.0109545");
+}
+
+TEST(Refine, ABracketThatDoesNotFitTheBudgetIsLeftWhole) {
+  RunSet s = StableBracketSet();
+  s.Add("none", "2", "0.0001", 0, 3.2).set_refine_round(1);  // one refined run already
+  auto plan = PlanRefinement(s.runs, Rule({"max_stable"}, 1.3, /*budget=*/2));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->used, 1);
+  EXPECT_TRUE(plan->runs.empty());  // 2 seeds needed, 1 left: no half-refined point
+  EXPECT_TRUE(plan->budget_exhausted);
+  plan = PlanRefinement(s.runs, Rule({"max_stable"}, 1.3, /*budget=*/3));
+  EXPECT_EQ(plan->runs.size(), 2u);
+  EXPECT_FALSE(plan->budget_exhausted);
+}
+
+TEST(Refine, EtaDaggerAddsTheMidpointForBothVariants) {
+  RunSet s;
+  for (int seed : {0, 1}) {
+    for (const char* lr : {"0.001", "0.01"}) {
+      s.Add("none", "2", lr, seed, 3.0);
+      s.Add("layernorm", "2", lr, seed, 3.0);
+    }
+    s.Add("none", "2", "0.1", seed, 4.0);
+    s.Add("layernorm", "2", "0.1", seed, 3.0);
+  }
+  auto plan = PlanRefinement(s.runs, Rule({"eta_dagger"}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->runs.size(), 4u);
+  std::set<std::string> cells;
+  for (const auto& r : plan->runs) cells.insert(r.cell + " seed " + std::to_string(r.seed));
+  EXPECT_THAT(cells, ::testing::ElementsAre("lr=0.0316228,n_layer=2,qk_norm=layernorm seed 0",
+                                            "lr=0.0316228,n_layer=2,qk_norm=layernorm seed 1",
+                                            "lr=0.0316228,n_layer=2,qk_norm=none seed 0",
+                                            "lr=0.0316228,n_layer=2,qk_norm=none seed 1"));
+  // A pending run of either curve holds η† back.
+  s.runs[0].set_state(ablate::v1::QUEUED);
+  EXPECT_TRUE(PlanRefinement(s.runs, Rule({"eta_dagger"}))->runs.empty());
+}
+
+TEST(Refine, RefusesABadRule) {
+  RunSet s = StableBracketSet();
+  EXPECT_THAT(PlanRefinement(s.runs, Rule({"max_stable"}, 1.0)).status().message(),
+              HasSubstr("until_ratio must be > 1"));
+  EXPECT_THAT(PlanRefinement(s.runs, Rule({"max_stabel"})).status().message(),
+              HasSubstr("unknown boundary 'max_stabel'"));
+}
+
+TEST(Prune, SkipsQueuedRunsAboveTheLrWhereEverySeedDiverged) {
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.01", seed, 3.0);
+    s.Add("none", "2", "0.1", seed, -1);
+    s.Add("none", "2", "0.3", seed, 0, ablate::v1::QUEUED).clear_result();
+    s.Add("layernorm", "2", "0.01", seed, 3.0);
+    s.Add("layernorm", "2", "0.1", seed, seed == 0 ? -1 : 3.0);  // one seed only: no wall
+    s.Add("layernorm", "2", "0.3", seed, 0, ablate::v1::QUEUED).clear_result();
+  }
+  s.Add("none", "2", "1", 0, 0, ablate::v1::LEASED).clear_result();  // already leased: left
+  s.Add("none", "2", "1", 1, 0, ablate::v1::QUEUED).clear_result();
+  auto pruned = PlanPruning(s.runs);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  std::vector<int64_t> ids;
+  for (const auto& p : *pruned) {
+    ids.push_back(p.run_id);
+    EXPECT_EQ(p.reason, "every seed (2) of qk_norm=none,n_layer=2 diverged at lr=0.1");
+  }
+  EXPECT_THAT(ids, ::testing::UnorderedElementsAre(3, 9, 14));
+  // Until the second seed has diverged, nothing is skipped.
+  s.runs[7].set_state(ablate::v1::RUNNING);
+  EXPECT_EQ(PlanPruning(s.runs)->size(), 0u);
 }
 
 TEST(Provenance, UniformSweepHasNoMixedFlag) {

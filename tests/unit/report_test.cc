@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_split.h"
 #include "common/report/csv.h"
@@ -131,6 +132,59 @@ std::string Field(const std::string& header, const std::string& row, const std::
   return "";
 }
 
+TEST(WriteReport, BoundariesAreBracketsAndRefinedAndInferredPointsAreMarked) {
+  auto runs = StudyRuns();
+  runs[1].set_state(ablate::v1::SUCCEEDED);  // a complete sweep
+  *runs[1].mutable_result() = runs[0].result();
+  int64_t id = 1000;
+  // none at depth 8 diverged at 0.1: refinement added 0.0316228 (diverged too), and pruning
+  // skipped 0.3 (never run).
+  for (const auto& [lr, state, round] :
+       std::vector<std::tuple<std::string, ablate::v1::RunState, int>>{
+           {"0.0316228", ablate::v1::DIVERGED, 1}, {"0.3", ablate::v1::SKIPPED, 0}}) {
+    for (int seed : {0, 1}) {
+      ablate::v1::Run r;
+      r.set_id(++id);
+      r.set_seed(seed);
+      (*r.mutable_grid_values())["qk_norm"] = "none";
+      (*r.mutable_grid_values())["n_layer"] = "8";
+      (*r.mutable_grid_values())["lr"] = lr;
+      (*r.mutable_grid_values())["seed"] = std::to_string(seed);
+      r.set_state(state);
+      r.set_refine_round(round);
+      if (state == ablate::v1::DIVERGED) {
+        r.mutable_result()->set_initial_loss(8.3);
+        r.mutable_result()->set_diverged(true);
+      }
+      runs.push_back(r);
+    }
+  }
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  const std::string table = FormatTable(*analysis);
+  // Max stable LR of none at depth 8: 0.01, bracketed by the refined 0.0316228 (ratio 3.16).
+  EXPECT_THAT(table, testing::ContainsRegex(
+                         "max stable LR +qk_norm=none n_layer=8 +0.01 +\\(0.01, 0.03162\\) +3.16"));
+  EXPECT_THAT(table, testing::ContainsRegex("max stable LR +qk_norm=layernorm n_layer=8 +0.1 "
+                                            "+\\(0.1, open\\) +open"));
+  EXPECT_THAT(table, HasSubstr("2 runs were skipped above divergence"));
+  const std::string md = FormatMarkdown(*analysis, {});
+  EXPECT_THAT(md, HasSubstr("## Boundaries as brackets"));
+  EXPECT_THAT(md, HasSubstr("(n=2, 2 diverged) [refined r1]"));
+  EXPECT_THAT(md, HasSubstr("(n=2, 2 diverged, 2 inferred (skipped))"));
+  const std::string dir = TempDir() + "/out";
+  auto written = WriteReport(*analysis, runs, ReportOptions{}, dir);
+  ASSERT_TRUE(written.ok()) << written.status();
+  const std::string gp = Slurp(dir + "/loss_vs_lr__n_layer_8.gp");
+  EXPECT_THAT(gp, HasSubstr("'inferred (skipped)'"));
+  EXPECT_THAT(gp, HasSubstr("'added by refinement'"));
+  // Only the curve with such points gets the extra markers.
+  EXPECT_THAT(Slurp(dir + "/loss_vs_lr__n_layer_2.gp"), testing::Not(HasSubstr("inferred")));
+  const auto json = nlohmann::json::parse(FormatJson(*analysis));
+  EXPECT_EQ(json["inferred"], 2);
+  EXPECT_EQ(json["refined"], 2);
+}
+
 TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
   const auto runs = StudyRuns();
   auto analysis = analysis::Analyze(runs);
@@ -168,7 +222,7 @@ TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
   EXPECT_EQ(rows[0],
             "id,lr,n_layer,qk_norm,seed,state,attempt,l0,final_train_loss,final_val_loss,"
             "final_val_ppl,diverged_step,steps_to_threshold,steps_done,wall_seconds,device,"
-            "device_kind,dtype,torch_version,tokenizer_sha256,probe_attn_entropy,"
+            "device_kind,dtype,torch_version,tokenizer_sha256,refine_round,probe_attn_entropy,"
             "probe_max_attn_logit");
   for (size_t i = 0; i < runs.size(); ++i) {
     auto fields = SplitCsvLine(rows[i + 1]);
@@ -197,7 +251,7 @@ TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
   EXPECT_EQ(cells.size(), 13u);
   EXPECT_THAT(cells, testing::Contains(",none,8,0.1,8.3,8.3,0,2,2,0,0,0,,4023.872394,never,,"
                                        "cuda/bfloat16/torch 2.1.0/tokenizer 9f86d081884c (2 runs),"
-                                       "1.5,1000"));
+                                       "0,0,1.5,1000"));
 
   const std::string md = Slurp(dir + "/report.md");
   EXPECT_THAT(md, HasSubstr("# study (partial)"));

@@ -9,7 +9,7 @@ namespace ablate::util {
 namespace {
 
 TEST(RunState, TerminalStatesAreExactlyTheFinishedOnes) {
-  for (auto s : {v1::SUCCEEDED, v1::DIVERGED, v1::FAILED, v1::CANCELLED}) {
+  for (auto s : {v1::SUCCEEDED, v1::DIVERGED, v1::FAILED, v1::CANCELLED, v1::SKIPPED}) {
     EXPECT_TRUE(IsTerminal(s)) << v1::RunState_Name(s);
   }
   for (auto s : {v1::RUN_STATE_UNSPECIFIED, v1::QUEUED, v1::LEASED, v1::RUNNING}) {
@@ -43,10 +43,11 @@ TEST(RunState, NamesAreTheLowerCaseProtoNamesAndRoundTrip) {
     EXPECT_EQ(RunStateFromName(name), s) << name;
     EXPECT_TRUE(seen.insert(name).second) << name;
   }
-  EXPECT_EQ(seen.size(), 7u);
+  EXPECT_EQ(seen.size(), 8u);
   EXPECT_EQ(RunStateFromName(""), v1::RUN_STATE_UNSPECIFIED);
   EXPECT_EQ(RunStateFromName("QUEUED"), v1::RUN_STATE_UNSPECIFIED);
-  EXPECT_EQ(RunStateFromName("skipped"), v1::RUN_STATE_UNSPECIFIED);
+  EXPECT_EQ(RunStateFromName("skipped"), v1::SKIPPED);  // migrations/0004_refinement.sql
+  EXPECT_EQ(RunStateFromName("pruned"), v1::RUN_STATE_UNSPECIFIED);
 }
 
 // Usable in constant expressions, so a switch or a static table can be built from them.

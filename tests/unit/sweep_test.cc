@@ -312,6 +312,106 @@ TEST(Rejections, EveryPathNamesFileLineAndField) {
   }
 }
 
+TEST(Refine, ParsesWithDefaultsAndMarksLogAxes) {
+  auto s = ParseSweep(Sweep("grid:\n"
+                            "  qk_norm: [none, layernorm]\n"
+                            "  lr: {logspace: {min: 1e-3, max: 1e-1, per_decade: 2}}\n"
+                            "  seed: [0, 1]\n"
+                            "refine: {axis: lr, until_ratio: 1.5, max_new_runs: 40}\n"
+                            "prune: {above_divergence: true}\n"),
+                      "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(s->refine.has_value());
+  EXPECT_EQ(s->refine->axis(), "lr");
+  EXPECT_THAT(s->refine->boundaries(),
+              ::testing::ElementsAre("max_stable", "max_good", "eta_dagger"));
+  EXPECT_DOUBLE_EQ(s->refine->until_ratio(), 1.5);
+  EXPECT_EQ(s->refine->max_new_runs(), 40);
+  EXPECT_TRUE(s->prune_above_divergence);
+  EXPECT_FALSE(s->grid[0].log_spaced);
+  EXPECT_TRUE(s->grid[1].log_spaced);
+
+  auto list = ParseSweep(Sweep("grid: {lr: [1e-3, 3e-3, 1e-2]}\n"
+                               "refine: {axis: lr, boundaries: [max_good], max_new_runs: 0}\n"),
+                         "s.yaml");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(list->grid[0].log_spaced);
+  EXPECT_THAT(list->refine->boundaries(), ::testing::ElementsAre("max_good"));
+  EXPECT_DOUBLE_EQ(list->refine->until_ratio(), 1.3);
+  auto plain = ParseSweep(Sweep("grid: {lr: [1e-3, 1e-2]}\n"), "s.yaml");
+  EXPECT_FALSE(plain->refine.has_value());
+  EXPECT_FALSE(plain->prune_above_divergence);
+}
+
+TEST(Refine, PruningPutsEverySeedOfAnLrBeforeTheNextLr) {
+  const std::string body =
+      "grid:\n  lr: [0.001, 0.01, 0.1]\n  seed: [0, 1]\norder: coarse_to_fine\n";
+  auto lrs_in_order = [](const std::string& yaml) {
+    std::vector<std::string> out;
+    auto s = ParseSweep(yaml, "s.yaml");
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return out;
+    auto runs = Expand(*s);
+    EXPECT_TRUE(runs.ok()) << runs.status();
+    if (!runs.ok()) return out;
+    for (const auto& r : *runs) {
+      out.push_back(r.grid_values().at("lr") + "/" + r.grid_values().at("seed"));
+    }
+    return out;
+  };
+  EXPECT_THAT(lrs_in_order(Sweep(body)),
+              ::testing::ElementsAre("0.001/0", "0.1/0", "0.01/0", "0.001/1", "0.1/1", "0.01/1"));
+  EXPECT_THAT(lrs_in_order(Sweep(body + "prune: {above_divergence: true}\n")),
+              ::testing::ElementsAre("0.001/0", "0.001/1", "0.1/0", "0.1/1", "0.01/0", "0.01/1"));
+}
+
+TEST(Refine, BadInputIsRefusedWithFileLineAndField) {
+  const std::string grid =
+      "grid:\n"
+      "  lr: {logspace: {min: 1e-3, max: 1e-1, per_decade: 2}}\n"
+      "  n_layer: [1, 2, 4]\n"
+      "  seed: [0, 1]\n"
+      "  beta2: {linspace: {min: 0.9, max: 0.99, num: 3}}\n";  // lines 3-7
+  struct Case {
+    std::string body;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"refine: {axis: n_layer, max_new_runs: 8}\n",
+       "s.yaml:8: refine.axis: grid.n_layer (line 5) is not a log-spaced decimal axis"},
+      {"refine: {axis: beta2, max_new_runs: 8}\n",
+       "s.yaml:8: refine.axis: grid.beta2 (line 7) is not a log-spaced decimal axis"},
+      {"refine: {axis: seed, max_new_runs: 8}\n",
+       "s.yaml:8: refine.axis: the seed axis cannot be refined"},
+      {"refine: {axis: warmup, max_new_runs: 8}\n",
+       "s.yaml:8: refine.axis: 'warmup' is not a grid axis"},
+      {"refine:\n  axis: lr\n  until_ratio: 1\n  max_new_runs: 8\n",
+       "s.yaml:10: refine.until_ratio: must be a finite number > 1"},
+      {"refine:\n  axis: lr\n  until_ratio: 0.5\n  max_new_runs: 8\n",
+       "s.yaml:10: refine.until_ratio: must be a finite number > 1"},
+      {"refine:\n  axis: lr\n  max_new_runs: -1\n", "s.yaml:10: refine.max_new_runs: must be >= 0"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  boundaries: [max_stable, eta_daggr]\n",
+       "s.yaml:11: refine.boundaries: unknown boundary 'eta_daggr': one of "
+       "max_stable|max_good|eta_dagger (did you mean 'eta_dagger'?)"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  boundaries: [max_good, max_good]\n",
+       "s.yaml:11: refine.boundaries: 'max_good' listed twice"},
+      {"refine: {axis: lr}\n", "s.yaml:8: refine.max_new_runs: missing"},
+      {"refine: {max_new_runs: 3}\n", "s.yaml:8: refine.axis: missing"},
+      {"refine: {axis: lr, max_new_runs: 3, untill_ratio: 2}\n",
+       "s.yaml:8: refine.untill_ratio: unknown key 'untill_ratio' (did you mean 'until_ratio'?)"},
+      {"prune: {above_divergence: maybe}\n",
+       "s.yaml:8: prune.above_divergence: 'maybe' is not true or false"},
+      {"prune: {above: true}\n", "s.yaml:8: prune.above: unknown key 'above'"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(ErrorOf(Sweep(grid + c.body)), HasSubstr(c.message)) << c.body;
+  }
+  EXPECT_THAT(ErrorOf(Sweep("grid: {n_layer: [1, 2]}\nprune: {above_divergence: true}\n")),
+              HasSubstr("s.yaml:4: prune.above_divergence: needs a learning-rate grid axis"));
+  EXPECT_THAT(ErrorOf(Sweep("grid: {lr: [0.1, 0.2, 0.3]}\nrefine: {axis: lr, max_new_runs: 1}\n")),
+              HasSubstr("s.yaml:4: refine.axis: grid.lr (line 3) is not a log-spaced"));
+}
+
 TEST(Rejections, MalformedDocumentsComeBackAsErrorsNotExceptions) {
   const std::vector<std::string> docs = {
       "",

@@ -43,4 +43,13 @@ bool LossTracker::Observe(int64_t step, double loss) {
   return state_.diverged;
 }
 
+bool LossTracker::ObserveValidation(int64_t step, double val_loss) {
+  if (state_.diverged) return true;
+  if (!std::isfinite(val_loss)) {
+    state_.diverged = true;
+    state_.diverged_step = step;
+  }
+  return state_.diverged;
+}
+
 }  // namespace ablate::train

@@ -30,6 +30,11 @@ class LossTracker {
   // consecutive steps after warmup. patience <= 0 turns the margin rule off.
   bool Observe(int64_t step, double loss);
 
+  // Records the validation loss evaluated at `step`. A non-finite one is a divergence (the model
+  // produces NaN/inf on held-out data even if the last training loss was finite), never a
+  // "finished" run whose loss silently reads as l0. Returns true when the run has diverged.
+  bool ObserveValidation(int64_t step, double val_loss);
+
   const LossTrackerState& state() const { return state_; }
   void set_state(const LossTrackerState& state) { state_ = state; }
 

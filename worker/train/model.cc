@@ -116,9 +116,11 @@ void GPTImpl::Initialize() {
   for (auto& [name, t] : named_) {
     if (t.dim() < 2) continue;  // norm gains stay 1, biases 0
     if (wortsman) {
-      // Wortsman et al. 2023 (as in OLMo's "mitchell" init): truncated normal with std
-      // 1/sqrt(fan_in) for every matrix, no depth scaling. Embeddings are stored (vocab, n_embd)
-      // like a Linear's (out, in), so size(1) gives them 1/sqrt(n_embd).
+      // Wortsman et al. 2023: truncated normal (at +-3 std) with std 1/sqrt(fan_in) for every
+      // matrix, and no depth scaling. This is NOT OLMo's "mitchell" init, which also divides the
+      // std of each block's output projections (attention out, MLP out) by sqrt(2 (layer + 1)).
+      // Embeddings are stored (vocab, n_embd) like a Linear's (out, in), so size(1) gives them
+      // 1/sqrt(n_embd).
       TruncNormal(t, 1.0 / std::sqrt(static_cast<double>(t.size(1))));
     } else if (name.ends_with("c_proj.weight")) {
       t.normal_(0.0, residual_std);
@@ -153,6 +155,10 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
   auto qkv = b.c_attn(x).split(c, 2);
   auto heads = [&](const torch::Tensor& z) { return z.view({batch, t, h, hd}).transpose(1, 2); };
   auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  if (probe != nullptr) {
+    probe->q_rms_pre = Rms(q);
+    probe->k_rms_pre = Rms(k);
+  }
   if (config_.qk_norm() != "none") {
     q = NormalizeHead(b.q_norm, q);
     k = NormalizeHead(b.k_norm, k);

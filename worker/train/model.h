@@ -21,6 +21,10 @@ struct LayerProbe {
   double max_attn_logit = 0;  // max of q.k/sqrt(d_h) over causal pairs, before any softcap
   double q_rms = 0;           // of q and k as they enter the dot product (after qk_norm, rope)
   double k_rms = 0;
+  // Of q and k as projected, before qk_norm and rope. After QK-norm q_rms mostly reports the
+  // norm's gain, so only these compare across variants (is the projection itself growing?).
+  double q_rms_pre = 0;
+  double k_rms_pre = 0;
   double kurtosis = 0;  // residual stream after the block: mean over tokens of m4/m2^2
 };
 struct ProbeRecord {

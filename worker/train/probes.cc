@@ -72,6 +72,8 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
     out[metric::LayerMetric(metric::kMaxAttnLogit, i)] = l.max_attn_logit;
     out[metric::LayerMetric(metric::kQRms, i)] = l.q_rms;
     out[metric::LayerMetric(metric::kKRms, i)] = l.k_rms;
+    out[metric::LayerMetric(metric::kQRmsPre, i)] = l.q_rms_pre;
+    out[metric::LayerMetric(metric::kKRmsPre, i)] = l.k_rms_pre;
     out[metric::LayerMetric(metric::kKurtosis, i)] = l.kurtosis;
     entropy_sum += l.attn_entropy;
     kurtosis_sum += l.kurtosis;

@@ -35,8 +35,8 @@ double GlobalNorm(const std::vector<torch::Tensor>& tensors);
 
 // Runs the model on `probe_x` in eval mode without autograd or any RNG draw and returns every
 // probe by its metric name: attn_entropy.l{i}, max_attn_logit.l{i}, q_rms.l{i}, k_rms.l{i},
-// kurtosis.l{i}, the aggregates attn_entropy (mean), max_attn_logit (max), kurtosis (mean),
-// param_norm and output_logit_max.
+// q_rms_pre.l{i}, k_rms_pre.l{i} (before qk_norm and rope), kurtosis.l{i}, the aggregates
+// attn_entropy (mean), max_attn_logit (max), kurtosis (mean), param_norm and output_logit_max.
 std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x);
 
 }  // namespace ablate::train

@@ -289,8 +289,11 @@ ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_
   ablate::v1::RunResult r;
   r.set_initial_loss(t.initial_loss);
   r.set_final_train_loss(t.ema);
-  // A run that never reached an evaluation reports l0, the value analysis assigns failures.
-  const double val = last_val_loss_ >= 0 ? last_val_loss_ : t.initial_loss;
+  // A run that never reached an evaluation reports l0, the value analysis assigns failures; a
+  // non-finite validation loss has already made the run diverged (ObserveValidation), and
+  // reports l0 too, since NaN cannot travel as a loss.
+  const double val =
+      std::isfinite(last_val_loss_) && last_val_loss_ >= 0 ? last_val_loss_ : t.initial_loss;
   r.set_final_val_loss(val);
   r.set_final_val_ppl(std::exp(val));
   r.set_min_val_loss(min_val_loss_ >= 0 ? min_val_loss_ : val);
@@ -334,9 +337,14 @@ absl::StatusOr<TrainResult> Run::Execute() {
     // does not report its checkpoint's step again.
     const bool report = !(resumed_ && s == start_step_);
     const bool final_step = s == steps;
+    bool val_diverged = false;
     if (report && (s % config_.eval_every() == 0 || final_step)) {
       last_val_loss_ = EvaluateLoss(*model_, val_batches_, bf16_);
-      min_val_loss_ = min_val_loss_ < 0 ? last_val_loss_ : std::min(min_val_loss_, last_val_loss_);
+      val_diverged = tracker_->ObserveValidation(s, last_val_loss_);
+      if (std::isfinite(last_val_loss_)) {
+        min_val_loss_ =
+            min_val_loss_ < 0 ? last_val_loss_ : std::min(min_val_loss_, last_val_loss_);
+      }
       Point(&points, s, metric::kValLoss, last_val_loss_);
       Point(&points, s, metric::kValPpl, std::exp(last_val_loss_));
     }
@@ -351,7 +359,7 @@ absl::StatusOr<TrainResult> Run::Execute() {
     if (save_torch_rng) torch_rng_before = at::detail::getDefaultCPUGenerator().get_state();
     const auto step_started = Clock::now();
     const double loss = TrainForward(final_step);
-    const bool diverged = report && tracker_->Observe(s, loss);
+    const bool diverged = report && (tracker_->Observe(s, loss) || val_diverged);
     double grad_norm = 0;
     if (!final_step && !diverged) grad_norm = ClipGradients(params_, config_.grad_clip());
     const double step_seconds = Seconds(step_started);

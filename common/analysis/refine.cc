@@ -1,0 +1,209 @@
+#include "common/analysis/refine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/sweep/config_fields.h"
+#include "common/sweep/sweep.h"
+
+namespace ablate::analysis {
+namespace {
+
+using ablate::v1::Run;
+
+std::string CurveLabel(const Options& o, const Curve& c) {
+  std::vector<std::string> parts;
+  if (!c.context.empty()) parts.push_back(c.context);
+  parts.push_back(absl::StrCat(o.variant_axis, "=", c.variant));
+  parts.push_back(absl::StrCat(o.moderator_axis, "=", c.moderator));
+  return absl::StrJoin(parts, ",");
+}
+
+bool Settled(const Curve& c) {
+  for (const auto& p : c.points) {
+    if (p.n_pending > 0) return false;
+  }
+  return true;
+}
+
+std::string SeedKey(const Run& r) {
+  auto it = r.grid_values().find("seed");
+  return it != r.grid_values().end() ? it->second : absl::StrCat(r.seed());
+}
+
+// A bracket to bisect and the curves whose seeds get the midpoint.
+struct Candidate {
+  Bracket bracket;
+  std::vector<const Curve*> curves;
+};
+
+}  // namespace
+
+bool IsBoundaryName(std::string_view name) {
+  return name == kMaxStable || name == kMaxGood || name == kEtaDagger;
+}
+
+absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
+                                          const ablate::v1::RefineStatus& rule, Options options) {
+  if (!(rule.until_ratio() > 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("refine.until_ratio must be > 1, not ", rule.until_ratio()));
+  }
+  for (const auto& b : rule.boundaries()) {
+    if (!IsBoundaryName(b)) {
+      return absl::InvalidArgumentError(absl::StrCat("refine.boundaries: unknown boundary '", b,
+                                                     "' (max_stable|max_good|eta_dagger)"));
+    }
+  }
+  options.lr_axis = rule.axis();
+  RefinePlan plan;
+  for (const auto& r : runs) plan.used += r.refine_round() > 0 ? 1 : 0;
+  absl::StatusOr<Analysis> analysed = Analyze(runs, options);
+  if (!analysed.ok()) return analysed.status();
+  const Analysis& a = *analysed;
+  auto wants = [&](std::string_view name) {
+    return std::find(rule.boundaries().begin(), rule.boundaries().end(), name) !=
+           rule.boundaries().end();
+  };
+
+  std::vector<Candidate> candidates;
+  for (const auto& c : a.curves) {
+    const std::string where = CurveLabel(options, c);
+    if (wants(kMaxStable) && c.max_stable_lr && c.max_stable_above) {
+      candidates.push_back(
+          {{std::string(kMaxStable), where, *c.max_stable_lr, *c.max_stable_above}, {&c}});
+    }
+    if (wants(kMaxGood) && c.max_good_lr && c.max_good_above) {
+      candidates.push_back(
+          {{std::string(kMaxGood), where, *c.max_good_lr, *c.max_good_above}, {&c}});
+    }
+  }
+  if (wants(kEtaDagger)) {
+    for (const auto& n : a.necessity) {
+      if (!n.bracket_lo || !n.bracket_hi) continue;
+      const Curve* base = a.FindCurve(n.context, n.baseline, n.moderator);
+      const Curve* treated = a.FindCurve(n.context, n.variant, n.moderator);
+      if (base == nullptr || treated == nullptr) continue;
+      std::vector<std::string> parts;
+      if (!n.context.empty()) parts.push_back(n.context);
+      parts.push_back(absl::StrCat(options.moderator_axis, "=", n.moderator));
+      parts.push_back(absl::StrCat(options.variant_axis, "=", n.variant));
+      candidates.push_back(
+          {{std::string(kEtaDagger), absl::StrJoin(parts, ","), *n.bracket_lo, *n.bracket_hi},
+           {base, treated}});
+    }
+  }
+  for (const auto& cand : candidates) plan.brackets.push_back(cand.bracket);
+
+  // Widest first, so a budget that cannot cover everything goes where the answer is vaguest;
+  // ties keep the curve order (stable sort), so every replica plans the same runs.
+  std::stable_sort(
+      candidates.begin(), candidates.end(),
+      [](const Candidate& x, const Candidate& y) { return x.bracket.ratio() > y.bracket.ratio(); });
+
+  std::map<int64_t, const Run*> by_id;
+  std::set<std::pair<std::string, int64_t>> existing;  // (cell, seed)
+  for (const auto& r : runs) {
+    by_id[r.id()] = &r;
+    existing.insert({r.cell(), r.seed()});
+  }
+  int left = rule.max_new_runs() - plan.used;
+  for (const auto& cand : candidates) {
+    const Bracket& b = cand.bracket;
+    if (!(b.lo > 0) || b.ratio() <= rule.until_ratio() * (1 + 1e-9)) continue;
+    bool settled = true;
+    for (const Curve* c : cand.curves) settled &= Settled(*c);
+    if (!settled) continue;
+    const std::string text = sweep::FormatDouble(std::sqrt(b.lo * b.hi));
+    double mid = 0;
+    // %.6g cannot separate LRs closer than 1e-6 relative: such a bracket is as narrow as the
+    // grid's text can say.
+    if (!absl::SimpleAtod(text, &mid) || !(mid > b.lo) || !(mid < b.hi)) continue;
+
+    std::vector<RefineRun> adds;
+    for (const Curve* c : cand.curves) {
+      const Point* lo = c->PointAt(b.lo);
+      const Point* hi = c->PointAt(b.hi);
+      int round = 1;
+      for (const Point* p : {lo, hi}) {
+        if (p == nullptr) continue;
+        for (int64_t id : p->run_ids) round = std::max(round, by_id.at(id)->refine_round() + 1);
+      }
+      // One template per seed: the seed's run at the lower end, else any run of the curve.
+      std::map<std::string, const Run*> templates;
+      for (const Point* p : {lo, hi}) {
+        if (p == nullptr) continue;
+        for (int64_t id : p->run_ids) templates.emplace(SeedKey(*by_id.at(id)), by_id.at(id));
+      }
+      for (const auto& p : c->points) {
+        for (int64_t id : p.run_ids) templates.emplace(SeedKey(*by_id.at(id)), by_id.at(id));
+      }
+      for (const auto& [seed, t] : templates) {
+        RefineRun add;
+        add.template_run_id = t->id();
+        add.axis_value = text;
+        add.grid_values = t->grid_values();
+        add.grid_values[rule.axis()] = text;
+        add.cell = sweep::CellKey(add.grid_values);
+        add.seed = t->seed();
+        add.round = round;
+        add.boundary = absl::StrCat(b.boundary, " ", b.where, ": (", sweep::FormatDouble(b.lo),
+                                    ", ", sweep::FormatDouble(b.hi), ")");
+        if (existing.count({add.cell, add.seed}) > 0) continue;
+        adds.push_back(std::move(add));
+      }
+    }
+    if (adds.empty()) continue;
+    if (static_cast<int>(adds.size()) > left) {
+      plan.budget_exhausted = true;
+      continue;
+    }
+    left -= static_cast<int>(adds.size());
+    for (auto& add : adds) {
+      existing.insert({add.cell, add.seed});
+      plan.runs.push_back(std::move(add));
+    }
+  }
+  return plan;
+}
+
+absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs, Options options) {
+  absl::StatusOr<Analysis> analysed = Analyze(runs, options);
+  if (!analysed.ok()) return analysed.status();
+  std::map<int64_t, const Run*> by_id;
+  for (const auto& r : runs) by_id[r.id()] = &r;
+  std::vector<PruneRun> out;
+  for (const auto& c : analysed->curves) {
+    std::set<std::string> seeds;
+    for (const auto& p : c.points) {
+      for (int64_t id : p.run_ids) seeds.insert(SeedKey(*by_id.at(id)));
+    }
+    const Point* wall = nullptr;
+    for (const auto& p : c.points) {
+      if (p.n_pending == 0 && p.n_failed == 0 && p.n_absent == 0 && p.n > 0 &&
+          p.n_diverged == p.n && p.n == static_cast<int>(seeds.size())) {
+        wall = &p;
+        break;
+      }
+    }
+    if (wall == nullptr) continue;
+    const std::string reason =
+        absl::StrCat("every seed (", seeds.size(), ") of ", CurveLabel(options, c), " diverged at ",
+                     options.lr_axis, "=", wall->lr_text);
+    for (const auto& p : c.points) {
+      if (!(p.lr > wall->lr)) continue;
+      for (int64_t id : p.run_ids) {
+        if (by_id.at(id)->state() == ablate::v1::QUEUED) out.push_back({id, reason});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace ablate::analysis

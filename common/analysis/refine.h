@@ -1,0 +1,75 @@
+// Adaptive refinement of the LR boundaries and pruning above divergence (issue #11): which runs
+// the server adds to a refining sweep, and which queued runs it skips. Pure functions over
+// ablate.v1.Run, computed with the same Analyze that `ablate report` uses, so the server refines
+// exactly the brackets the report prints (docs/report.md#refinement-and-pruning).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/statusor.h"
+#include "common/analysis/analysis.h"
+
+namespace ablate::analysis {
+
+// The boundary names a sweep's `refine.boundaries` may list.
+inline constexpr std::string_view kMaxStable = "max_stable";
+inline constexpr std::string_view kMaxGood = "max_good";
+inline constexpr std::string_view kEtaDagger = "eta_dagger";
+bool IsBoundaryName(std::string_view name);
+
+// One boundary of one curve (for η†: of a pair of curves) between two tried LRs.
+struct Bracket {
+  std::string boundary;  // max_stable | max_good | eta_dagger
+  std::string where;     // "qk_norm=none,n_layer=4" (η†: "n_layer=4,qk_norm=layernorm")
+  double lo = 0;
+  double hi = 0;
+  double ratio() const { return hi / lo; }
+};
+
+// A run refinement adds: a copy of `template_run_id`'s spec (same curve, same seed) at a new
+// value of the refined axis.
+struct RefineRun {
+  int64_t template_run_id = 0;
+  std::string axis_value;  // canonical text ("%.6g") of the midpoint, which round-trips
+  google::protobuf::Map<std::string, std::string> grid_values;  // the template's, axis replaced
+  std::string cell;                                             // sweep::CellKey(grid_values)
+  int64_t seed = 0;
+  int round = 0;         // 1 + the largest round of the runs at the bracket's ends
+  std::string boundary;  // the bracket it bisects, for the run's event
+};
+
+struct RefinePlan {
+  std::vector<RefineRun> runs;    // to add now (possibly none)
+  std::vector<Bracket> brackets;  // every closed bracket of the requested boundaries, as is
+  int used = 0;                   // runs refinement added before this plan
+  bool budget_exhausted = false;  // a bracket still wide enough did not fit max_new_runs
+};
+
+// Decides which midpoints to add. For every requested boundary of every curve (η†: of every pair
+// of curves) whose bracket (lo, hi) is wider than rule.until_ratio, and whose curves have no
+// run queued, leased or running (a boundary depends on every LR of its curve, so it is computed
+// only from settled curves; in particular both bracketing LRs have every seed finished), it adds
+// the geometric midpoint sqrt(lo hi) for every seed of the curve (η†: of both curves). Widest
+// brackets first; a bracket whose runs do not all fit the remaining budget (rule.max_new_runs
+// minus the runs with refine_round > 0) is not refined at all. Points that already exist (same
+// cell and seed) are never planned twice, so repeated calls on the same runs add nothing new.
+// `options.lr_axis` is replaced by rule.axis.
+absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<ablate::v1::Run>& runs,
+                                          const ablate::v1::RefineStatus& rule,
+                                          Options options = {});
+
+struct PruneRun {
+  int64_t run_id = 0;
+  std::string reason;  // "every seed (2) of qk_norm=none,n_layer=4 diverged at lr=0.1"
+};
+
+// The queued runs of each curve at LRs above the smallest LR at which every seed of the curve
+// diverged (skipped runs count as diverged). Leased and running runs are left alone.
+absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<ablate::v1::Run>& runs,
+                                                  Options options = {});
+
+}  // namespace ablate::analysis

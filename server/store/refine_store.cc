@@ -1,0 +1,168 @@
+#include "server/store/refine_store.h"
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/analysis/refine.h"
+#include "common/sweep/config_fields.h"
+#include "common/util/log.h"
+#include "server/store/channels.h"
+#include "server/store/pg_codec.h"
+
+namespace ablate::server {
+namespace {
+
+// Advisory lock class of the per-sweep refinement lock (the two-key form: it cannot collide with
+// the migrator's one-key lock). "ablr" in ASCII.
+constexpr int kRefineLockClass = 0x61626c72;
+
+// A planning error (e.g. a run set the analysis cannot read) must not block the Complete that
+// triggered it: the worker would retry it forever. It is logged and the sweep goes on unrefined.
+void LogPlanningError(int64_t sweep_id, const absl::Status& status) {
+  spdlog::warn("refine sweep={} error={}", sweep_id, status);
+}
+
+std::vector<v1::Run> LoadRuns(pqxx::work& tx, int64_t sweep_id) {
+  pqxx::result r =
+      pg::Exec(tx, absl::StrCat("SELECT ", pg::kRunColumns, " WHERE r.sweep_id = $1 ORDER BY r.id"),
+               sweep_id);
+  std::vector<v1::Run> runs;
+  runs.reserve(r.size());
+  for (const auto& row : r) {
+    auto run = pg::RunFromRow(row);
+    if (run.ok()) runs.push_back(*std::move(run));
+  }
+  return runs;
+}
+
+int Prune(pqxx::work& tx, int64_t sweep_id, std::vector<v1::Run>* runs) {
+  auto plan = analysis::PlanPruning(*runs);
+  if (!plan.ok()) {
+    LogPlanningError(sweep_id, plan.status());
+    return 0;
+  }
+  if (plan->empty()) return 0;
+  std::vector<int64_t> ids;
+  std::vector<std::string> reasons;
+  for (const auto& p : *plan) {
+    ids.push_back(p.run_id);
+    reasons.push_back(p.reason);
+  }
+  pqxx::result done =
+      pg::Exec(tx,
+               "WITH u AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)), "
+               "s AS (UPDATE runs r SET state = 'skipped', error = u.reason, finished_at = now() "
+               "  FROM u WHERE r.id = u.id AND r.sweep_id = $1 AND r.state = 'queued' "
+               "  AND NOT EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = r.id "
+               "    AND e.kind = 'requeued') "
+               "  RETURNING r.id, r.attempt, u.reason), "
+               "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+               "  SELECT id, 'skipped', attempt, reason FROM s) "
+               "SELECT id FROM s",
+               sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
+  std::map<int64_t, bool> skipped;
+  for (const auto& row : done) skipped[row[0].as<int64_t>()] = true;
+  for (auto& run : *runs) {
+    if (skipped.count(run.id()) > 0) run.set_state(v1::SKIPPED);
+  }
+  return static_cast<int>(done.size());
+}
+
+int Refine(pqxx::work& tx, int64_t sweep_id, const v1::RefineStatus& rule, int priority,
+           int max_attempts, const std::vector<v1::Run>& runs) {
+  auto plan = analysis::PlanRefinement(runs, rule);
+  if (!plan.ok()) {
+    LogPlanningError(sweep_id, plan.status());
+    return 0;
+  }
+  const auto* setting = sweep::FindSetting(rule.axis());
+  if (plan->runs.empty() || setting == nullptr) return 0;
+  int added = 0;
+  std::map<std::string, bool> devices;
+  for (const auto& add : plan->runs) {
+    pqxx::result t =
+        pg::Exec(tx, "SELECT spec::text FROM run_specs WHERE run_id = $1", add.template_run_id);
+    v1::RunSpec spec;
+    if (t.empty() || !pg::FromJson(t[0][0].as<std::string>(), &spec).ok()) {
+      LogPlanningError(sweep_id, absl::InternalError(absl::StrCat("no readable spec for run ",
+                                                                  add.template_run_id)));
+      continue;
+    }
+    spec.set_run_id(0);
+    spec.set_cell(add.cell);
+    *spec.mutable_grid_values() = add.grid_values;
+    // The text is canonical (%.6g), so the run trains with exactly the number its cell names.
+    sweep::SetSetting(spec.mutable_config(), setting, add.axis_value);
+    const std::string device = spec.config().device().empty() ? "auto" : spec.config().device();
+    pqxx::result ins = pg::Exec(
+        tx,
+        "WITH ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
+        "  max_attempts, total_steps, refine_round) "
+        "  SELECT $1, $2, $3, coalesce((SELECT max(order_index) + 1 FROM runs WHERE sweep_id = "
+        "$1), 0), $4, $5, $6, $7, $8 "
+        "  ON CONFLICT (sweep_id, cell, seed) DO NOTHING RETURNING id), "
+        "s AS (INSERT INTO run_specs (run_id, spec) SELECT id, $9::jsonb FROM ins), "
+        "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+        "  SELECT id, 'refined', 0, $10 FROM ins) "
+        "SELECT id FROM ins",
+        sweep_id, add.cell, add.seed, priority, device, max_attempts, spec.config().steps(),
+        add.round, pg::ToJson(spec),
+        absl::StrCat("added by refinement round ", add.round, ": ", add.boundary));
+    if (ins.empty()) continue;  // already there (the unique key): nothing to add
+    ++added;
+    devices[device] = true;
+  }
+  if (added > 0) {
+    // The Complete that got us here may have finished the sweep in this same transaction; no
+    // one has seen that yet, so making it active again is invisible outside.
+    pg::Exec(tx,
+             "UPDATE sweeps SET state = 'active', finished_at = NULL "
+             "WHERE id = $1 AND state = 'finished'",
+             sweep_id);
+    for (const auto& [device, unused] : devices) {
+      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), device);
+    }
+  }
+  return added;
+}
+
+}  // namespace
+
+absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t sweep_id) {
+  RefineOutcome out;
+  pqxx::result s = pg::Exec(tx,
+                            "SELECT refine::text, prune_above_divergence, state, priority, "
+                            "max_attempts FROM sweeps WHERE id = $1",
+                            sweep_id);
+  if (s.empty()) return out;
+  const bool refine = !s[0][0].is_null();
+  const bool prune = s[0][1].as<bool>();
+  if ((!refine && !prune) || s[0][2].as<std::string>() == "cancelled") return out;
+  v1::RefineStatus rule;
+  if (refine && !pg::FromJson(s[0][0].as<std::string>(), &rule).ok()) {
+    LogPlanningError(sweep_id, absl::InternalError("sweeps.refine is not a RefineStatus"));
+    return out;
+  }
+  pg::Exec(tx, "SELECT pg_advisory_xact_lock($1, $2)", kRefineLockClass,
+           static_cast<int>(sweep_id % 2147483647));
+  // Read after taking the lock: READ COMMITTED gives each statement a fresh snapshot, so this
+  // sees every completion that held the lock before us.
+  std::vector<v1::Run> runs = LoadRuns(tx, sweep_id);
+  if (runs.empty()) return out;
+  if (prune) out.skipped = Prune(tx, sweep_id, &runs);
+  if (refine) {
+    out.added = Refine(tx, sweep_id, rule, s[0][3].as<int>(), s[0][4].as<int>(), runs);
+  }
+  if (out.skipped > 0 && out.added == 0) {
+    pg::Exec(tx,
+             "UPDATE sweeps SET state = 'finished', finished_at = now() WHERE id = $1 "
+             "AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = $1 "
+             "AND state IN ('queued', 'leased', 'running'))",
+             sweep_id);
+  }
+  return out;
+}
+
+}  // namespace ablate::server

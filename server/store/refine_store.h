@@ -1,0 +1,35 @@
+// Refinement and pruning (issue #11; docs/architecture.md#the-run-state-machine): what happens
+// to a refining or pruning sweep when one of its runs finishes. Kept apart from the run state
+// machine (run_transitions) so that the one place which finishes a run only calls in here.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/store/pqxx_compat.h"
+
+namespace ablate::server {
+
+struct RefineOutcome {
+  int added = 0;    // runs refinement inserted
+  int skipped = 0;  // queued runs pruned (queued -> skipped)
+};
+
+// Call inside the transaction that moved a run of `sweep_id` to a terminal state, after that
+// update. Does nothing (one cheap read) unless the sweep has `refine:` or `prune:` and is not
+// cancelled. Otherwise it takes a per-sweep advisory lock, so the completions of one sweep's runs
+// decide one after another and each sees the others' committed results: two replicas finishing
+// runs at the same moment add each point once (the unique key (sweep, cell, seed) backs this
+// up). Then, with common/analysis deciding (the same code as `ablate report`):
+//   - prune: queued runs above an LR where every seed of their curve diverged -> skipped, with
+//     the reason as their error and a `skipped` event; a run the user requeued (a `requeued`
+//     event, e.g. `ablate retry --state skipped`) is never pruned again;
+//   - refine: the planned midpoints are inserted as queued runs (refine_round set, a `refined`
+//     event naming the bracket), the sweep made active again if the completion had finished it,
+//     and the queue channel notified.
+// A sweep left with nothing unfinished after pruning is finished here.
+absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t sweep_id);
+
+}  // namespace ablate::server

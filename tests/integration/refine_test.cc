@@ -1,0 +1,202 @@
+// Refinement and pruning (issue #11) through two real replicas on one database: runs are leased
+// and completed over gRPC with chosen results (the loss values decide the boundaries), so every
+// bracket and every skipped run is known in advance.
+#include <gmock/gmock.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tests/integration/harness.h"
+
+namespace ablate::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kData[] =
+    "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: "
+    "256}}\n"
+    "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100}\n";
+
+class RefineTest : public ServerFixture {
+ protected:
+  void SetUp() override {
+    ServerFixture::SetUp();
+    ASSERT_NE(StartReplica(options_), nullptr);
+  }
+
+  grpc::Status Complete(const v1::LeaseResponse& l, v1::RunState state, double loss,
+                        int replica = 0) {
+    v1::CompleteRequest req;
+    req.set_run_id(l.spec().run_id());
+    req.set_attempt(l.lease().attempt());
+    req.set_lease_token(LeaseToken(l.spec().run_id(), l.lease().attempt()));
+    req.set_state(state);
+    req.mutable_result()->set_initial_loss(8.0);
+    req.mutable_result()->set_diverged(state == v1::DIVERGED);
+    req.mutable_result()->set_final_val_loss(state == v1::DIVERGED ? 8.0 : loss);
+    req.mutable_result()->set_steps_done(100);
+    v1::CompleteResponse resp;
+    return WorkerStub(replica)->Complete(Ctx().get(), req, &resp);
+  }
+
+  // Leases every queued run now; key: "lr/seed".
+  std::map<std::string, v1::LeaseResponse> LeaseAll(int64_t worker, int replica = 0) {
+    std::map<std::string, v1::LeaseResponse> out;
+    for (;;) {
+      auto l = Lease(worker, 0, replica);
+      if (!l.has_run()) return out;
+      out[absl::StrCat(l.spec().grid_values().at("lr"), "/", l.spec().grid_values().at("seed"))] =
+          l;
+    }
+  }
+
+  std::vector<v1::Run> RunsAt(int64_t sweep, const std::string& lr) {
+    std::vector<v1::Run> out;
+    const auto got = GetSweep(sweep);
+    for (const auto& r : got.runs()) {
+      if (r.grid_values().at("lr") == lr) out.push_back(r);
+    }
+    return out;
+  }
+};
+
+TEST_F(RefineTest, BisectsTheMaxStableBracketOncePerPointAcrossReplicasUntilTheBudget) {
+  const std::string yaml = absl::StrCat(
+      "name: refine\n", kData,
+      "grid:\n  lr: {logspace: {min: 1.0e-3, max: 1.0e-1, per_decade: 1}}\n  seed: [0, 1]\n"
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w0 = Register("w0", "cpu", 0), w1 = Register("w1", "cpu", 1);
+  auto base = LeaseAll(w0);
+  ASSERT_EQ(base.size(), 6u);
+  // 0.001 and 0.01 train, 0.1 diverges: max stable LR 0.01, bracket (0.01, 0.1), ratio 10.
+  for (const std::string k : {"0.001/0", "0.001/1", "0.01/0", "0.01/1"}) {
+    ASSERT_TRUE(Complete(base.at(k), v1::SUCCEEDED, k.starts_with("0.001") ? 3.0 : 2.5).ok()) << k;
+    EXPECT_EQ(GetSweep(sweep).runs_size(), 6) << "nothing is added before the curve settles";
+  }
+  // The last two base runs complete at the same moment on the two replicas: whichever decides
+  // second sees both finished, and the midpoint is added for each seed exactly once.
+  std::atomic<int> ok{0};
+  std::vector<std::thread> racers;
+  for (int replica : {0, 1}) {
+    racers.emplace_back([&, replica] {
+      if (Complete(base.at(absl::StrCat("0.1/", replica)), v1::DIVERGED, 0, replica).ok()) ++ok;
+    });
+  }
+  for (auto& t : racers) t.join();
+  EXPECT_EQ(ok.load(), 2);
+  auto got = GetSweep(sweep);
+  EXPECT_EQ(got.sweep().state(), "active");
+  EXPECT_EQ(got.runs_size(), 8);
+  const auto mid = RunsAt(sweep, "0.0316228");  // sqrt(0.01 x 0.1) as %.6g
+  ASSERT_EQ(mid.size(), 2u);
+  for (const auto& r : mid) {
+    EXPECT_EQ(r.refine_round(), 1);
+    EXPECT_EQ(r.state(), v1::QUEUED);
+    EXPECT_EQ(r.cell(), "lr=0.0316228");
+    EXPECT_DOUBLE_EQ(r.config().lr(), 0.0316228);  // trains with exactly the text's number
+  }
+  EXPECT_EQ(got.sweep().counts().refined(), 2);
+  EXPECT_EQ(got.sweep().refine().new_runs(), 2);
+  EXPECT_EQ(got.sweep().refine().rounds(), 1);
+  EXPECT_EQ(got.sweep().refine().max_new_runs(), 4);
+  v1::ListRunEventsRequest ev;
+  ev.set_run_id(mid[0].id());
+  v1::ListRunEventsResponse events;
+  ASSERT_TRUE(SweepStub(1)->ListRunEvents(Ctx().get(), ev, &events).ok());
+  ASSERT_GE(events.events_size(), 1);
+  EXPECT_EQ(events.events(0).kind(), "refined");
+  EXPECT_THAT(events.events(0).message(),
+              HasSubstr("added by refinement round 1: max_stable qk_norm=none,n_layer=4: (0.01, "
+                        "0.1)"));
+
+  // Round 1 diverges on the other replica's worker: bracket (0.01, 0.0316228), ratio 3.16.
+  auto round1 = LeaseAll(w1, 1);
+  ASSERT_EQ(round1.size(), 2u);
+  EXPECT_EQ(round1.begin()->second.spec().config().lr(), 0.0316228);
+  for (const auto& [k, l] : round1) ASSERT_TRUE(Complete(l, v1::DIVERGED, 0, 1).ok()) << k;
+  const auto second = RunsAt(sweep, "0.0177828");
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[0].refine_round(), 2);
+  // Round 2 trains: bracket (0.0177828, 0.0316228) is 1.78 wide, but the budget (4) is spent.
+  for (const auto& [k, l] : LeaseAll(w0)) ASSERT_TRUE(Complete(l, v1::SUCCEEDED, 2.4).ok()) << k;
+  got = GetSweep(sweep);
+  EXPECT_EQ(got.runs_size(), 10);
+  EXPECT_EQ(got.sweep().state(), "finished");
+  EXPECT_EQ(got.sweep().refine().new_runs(), 4);
+  EXPECT_EQ(got.sweep().refine().rounds(), 2);
+  std::set<std::pair<std::string, int64_t>> keys;
+  for (const auto& r : got.runs()) keys.insert({r.cell(), r.seed()});
+  EXPECT_EQ(keys.size(), 10u);
+}
+
+TEST_F(RefineTest, PrunesAboveAnLrWhereEverySeedDivergedAndRetryRunsThemAfterAll) {
+  const std::string yaml = absl::StrCat("name: prune\n", kData,
+                                        "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0, 1]\n"
+                                        "order: coarse_to_fine\nprune: {above_divergence: true}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  // One run at a time, in queue order: LRs 0.001, 1, 0.01, 0.1, every seed of an LR together.
+  std::vector<std::string> order;
+  auto next = [&]() {
+    auto l = Lease(w, 0, static_cast<int>(order.size() % 2));
+    EXPECT_TRUE(l.has_run());
+    order.push_back(
+        absl::StrCat(l.spec().grid_values().at("lr"), "/", l.spec().grid_values().at("seed")));
+    return l;
+  };
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(next(), v1::SUCCEEDED, 3.0).ok());
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(Complete(next(), v1::DIVERGED, 0).ok());
+  // Seed 0 diverges at 0.01: not yet every seed, nothing skipped.
+  ASSERT_TRUE(Complete(next(), v1::DIVERGED, 0).ok());
+  for (const auto& r : RunsAt(sweep, "0.1")) EXPECT_EQ(r.state(), v1::QUEUED);
+  ASSERT_TRUE(Complete(next(), v1::DIVERGED, 0, 1).ok());
+  EXPECT_THAT(order,
+              ::testing::ElementsAre("0.001/0", "0.001/1", "1/0", "1/1", "0.01/0", "0.01/1"));
+  auto got = GetSweep(sweep);
+  EXPECT_EQ(got.sweep().state(), "finished");
+  EXPECT_EQ(got.sweep().counts().skipped(), 2);
+  const auto skipped = RunsAt(sweep, "0.1");
+  ASSERT_EQ(skipped.size(), 2u);
+  for (const auto& r : skipped) {
+    EXPECT_EQ(r.state(), v1::SKIPPED);
+    EXPECT_EQ(r.attempt(), 0);
+    EXPECT_THAT(r.error(), HasSubstr("every seed (2) of"));
+    EXPECT_THAT(r.error(), HasSubstr("diverged at lr=0.01"));
+  }
+  // ablate retry --state skipped: both run after all, and a divergence of one does not skip the
+  // other again.
+  v1::RetryRunsRequest retry;
+  retry.mutable_sweep()->set_id(sweep);
+  retry.add_states(v1::SKIPPED);
+  v1::RetryRunsResponse requeued;
+  ASSERT_TRUE(SweepStub(1)->RetryRuns(Ctx().get(), retry, &requeued).ok());
+  EXPECT_EQ(requeued.requeued(), 2);
+  auto l = Lease(w);
+  ASSERT_TRUE(l.has_run());
+  ASSERT_TRUE(Complete(l, v1::DIVERGED, 0).ok());
+  int queued = 0;
+  for (const auto& r : RunsAt(sweep, "0.1")) queued += r.state() == v1::QUEUED ? 1 : 0;
+  EXPECT_EQ(queued, 1);
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
+}
+
+TEST_F(RefineTest, SubmitRefusesARefineOnANonLogAxisWithFileAndLine) {
+  v1::SubmitSweepRequest req;
+  req.set_spec_yaml(absl::StrCat("name: bad\n", kData,
+                                 "grid:\n  lr: [0.001, 0.01]\n  n_layer: [1, 2]\n"
+                                 "refine: {axis: n_layer, max_new_runs: 8}\n"));
+  req.set_file_name("bad.yaml");
+  v1::SubmitSweepResponse resp;
+  auto st = SweepStub()->SubmitSweep(Ctx().get(), req, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("bad.yaml:7: refine.axis: grid.n_layer (line 6) is not a log-spaced"));
+}
+
+}  // namespace
+}  // namespace ablate::testing
