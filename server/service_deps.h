@@ -8,6 +8,7 @@
 #include "server/lease_broker.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/store/prepared_store.h"
 #include "server/store/queue_store.h"
 #include "server/store/sweep_store.h"
 #include "server/watch_hub.h"
@@ -25,6 +26,7 @@ struct ServiceDeps {
   BlobStore* blobs = nullptr;
   DatasetResolver* datasets = nullptr;
   ServerMetrics* metrics = nullptr;
+  PreparedStore* prepared = nullptr;
 };
 
 }  // namespace ablate::server

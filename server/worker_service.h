@@ -31,6 +31,16 @@ class WorkerServiceImpl final
                         v1::CompleteResponse* resp) override;
   grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
                        v1::ReleaseResponse* resp) override;
+  // Prepared once per fleet (server/store/prepared_store.h).
+  grpc::Status ClaimDataPrep(grpc::ServerContext* ctx, const v1::DataPrepClaimRequest* req,
+                             v1::DataPrepClaimResponse* resp) override;
+  grpc::Status PutPreparedFile(grpc::ServerContext* ctx,
+                               grpc::ServerReader<v1::PreparedFileChunk>* reader,
+                               v1::PreparedFileRef* resp) override;
+  grpc::Status PublishDataPrep(grpc::ServerContext* ctx, const v1::DataPrepPublishRequest* req,
+                               v1::DataPrepPublishResponse* resp) override;
+  grpc::Status GetPreparedFile(grpc::ServerContext* ctx, const v1::PreparedFileRequest* req,
+                               grpc::ServerWriter<v1::DataChunk>* writer) override;
 
  private:
   absl::Status Authorize(const grpc::ServerContextBase& ctx, const char* method);
