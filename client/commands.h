@@ -41,6 +41,19 @@ struct ReportArgs {
 int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics);
 int Report(Context& ctx, const ReportArgs& args);
 
+struct DataFetchArgs {
+  std::string dataset;   // a name from client/data_manifest.h, or empty with url
+  std::string url;       // any file over HTTP(S)
+  std::string sha256;    // with url: the expected hash (else trust on first use)
+  std::string name;      // with url: the file name under `to` (default: the URL's last segment)
+  std::string to;        // the data directory
+  std::string base_url;  // a mirror of the data set's files
+  int64_t low_speed_limit = 1024;  // bytes/s ...
+  int64_t low_speed_time = 30;     // ... for this many seconds: the download is stalled
+  bool quiet = false;
+};
+int DataFetch(const DataFetchArgs& args);  // no server
+
 // Shared by commands: a finished-or-not sweep with all its runs.
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);
 int Fail(const absl::Status& status);  // prints "ablate: <message>" and returns ExitCode

@@ -1,4 +1,5 @@
 // ablate: the command line for sweeps. Talks to ablate-server over gRPC; never links torch.
+#include <cstdlib>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -109,7 +110,46 @@ int main(int argc, char** argv) {
                      "Fail (exit 6) if any cell or comparison mixes device kinds, dtypes, torch "
                      "versions or tokenizers");
 
+  DataFetchArgs fetch;
+  if (const char* dir = std::getenv("ABLATE_DATA_DIR"); dir != nullptr && *dir != '\0') {
+    fetch.to = dir;
+  } else {
+    fetch.to = "data";
+  }
+  auto* c_data = app.add_subcommand("data", "Data sets for sweeps");
+  c_data->require_subcommand(1);
+  auto* c_fetch = c_data->add_subcommand(
+      "fetch", "Download a public corpus (tinystories) or any text file into the data directory");
+  c_fetch->add_option("dataset", fetch.dataset, "A known data set: tinystories");
+  c_fetch->add_option("--url", fetch.url, "Download this file instead (http or https)");
+  c_fetch->add_option("--sha256", fetch.sha256,
+                      "With --url: its expected SHA-256 (else the first download's is recorded)");
+  c_fetch->add_option("--name", fetch.name, "With --url: the file name to save as");
+  c_fetch->add_option("--to", fetch.to, "Data directory (env ABLATE_DATA_DIR; default ./data)")
+      ->capture_default_str();
+  c_fetch->add_option("--base-url", fetch.base_url,
+                      "Fetch a known data set's files from this mirror instead");
+  c_fetch
+      ->add_option("--low-speed-limit", fetch.low_speed_limit,
+                   "Bytes/s under which the transfer counts as stalled")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  c_fetch
+      ->add_option("--low-speed-time", fetch.low_speed_time,
+                   "Seconds under --low-speed-limit before a stalled download is abandoned "
+                   "(kept for a resume)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
+  c_fetch->add_flag("-q,--quiet", fetch.quiet, "No progress bar");
+
   CLI11_PARSE(app, argc, argv);
+  if (*c_fetch) {
+    if (fetch.dataset.empty() == fetch.url.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          "data fetch: give a data set name (tinystories) or --url URL, one of them"));
+    }
+    return DataFetch(fetch);
+  }
 
   Context ctx;
   ctx.json = output == "json";
