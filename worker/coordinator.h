@@ -38,6 +38,17 @@ class Coordinator {
   absl::Status Release(int64_t run_id, int32_t attempt, const std::string& lease_token,
                        const std::string& reason);
 
+  // Prepared once per fleet (worker/fleet_data.h).
+  absl::StatusOr<v1::DataPrepClaimResponse> ClaimDataPrep(const v1::DataPrepClaimRequest& request);
+  // Uploads the file at `path` under the claim; returns what the server stored.
+  absl::StatusOr<v1::PreparedFileRef> PutPreparedFile(const std::string& key,
+                                                      const std::string& claim_token,
+                                                      const std::string& role,
+                                                      const std::string& path);
+  absl::Status PublishDataPrep(const v1::DataPrepPublishRequest& request);
+  // Streams a published file into `path` (atomically) and checks its SHA-256.
+  absl::Status GetPreparedFile(const std::string& sha256, const std::string& path);
+
   // Ends a Lease long-poll in flight (shutdown).
   void CancelLongPoll();
   const std::string& server() const { return config_.server; }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/log.h"
 #include "common/util/status_macros.h"
+#include "worker/fleet_data.h"
 #include "worker/spool.h"
 #include "worker/train/trainer.h"
 
@@ -342,6 +343,15 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
   complete.set_attempt(attempt_);
   complete.set_lease_token(lease_token_);
   absl::Status fetched = FetchInputs(&spec, lease, &resume_path);
+  if (fetched.ok()) {
+    // The tokenizer and token files: this worker's cache, else the fleet's (worker/fleet_data.h).
+    FleetDataOptions fleet;
+    fleet.worker_id = worker_id_;
+    fleet.cache_dir = (fs::path(opts_.work_dir) / "cache").string();
+    fleet.run_id = run_id_;
+    fleet.should_stop = [this] { return ShouldStop(); };
+    fetched = EnsureFleetData(c_, spec.data(), fleet).status();
+  }
   absl::StatusOr<train::TrainResult> trained =
       fetched.ok() ? absl::StatusOr<train::TrainResult>(absl::CancelledError("not started"))
                    : absl::StatusOr<train::TrainResult>(fetched);

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +19,7 @@
 #include "worker/train/bpe_tokenizer.h"
 #include "worker/train/file_util.h"
 #include "worker/train/synthetic_corpus.h"
+#include "worker/train/trainer.h"
 
 namespace ablate::train {
 namespace {
@@ -172,43 +175,135 @@ std::string TokenizerCacheKey(int vocab, const std::vector<std::string>& source_
                                 absl::StrJoin(source_shas, ",")));
 }
 
-absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
-                                               const std::vector<std::string>& encode, int vocab,
-                                               const std::string& cache_dir) {
+namespace {
+
+absl::Status CheckVocab(int vocab) {
   if (vocab < 260 || vocab > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("tokenizer vocab ", vocab,
                      " out of range [260, 65535] (byte fallback needs 259 ids; "
                      "token files are uint16)"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DatasetLayout> PlanDataset(const std::vector<std::string>& tokenizer_sources,
+                                          const std::vector<std::string>& encode, int vocab,
+                                          const std::string& cache_dir) {
+  RETURN_IF_ERROR(CheckVocab(vocab));
+  // Hash each distinct file once: a run without val encodes its train text twice.
+  std::map<std::string, std::string> shas;
+  auto sha_of = [&](const std::string& path) -> absl::StatusOr<std::string> {
+    if (auto it = shas.find(path); it != shas.end()) return it->second;
+    ASSIGN_OR_RETURN(std::string sha, Sha256File(path));
+    shas.emplace(path, sha);
+    return sha;
+  };
   std::vector<std::string> source_shas;
   for (const std::string& source : tokenizer_sources) {
-    ASSIGN_OR_RETURN(std::string sha, Sha256File(source));
+    ASSIGN_OR_RETURN(std::string sha, sha_of(source));
     source_shas.push_back(std::move(sha));
   }
   ASSIGN_OR_RETURN(const std::string spm_version, SpmVersion());
-  PreparedDataset out;
+  DatasetLayout out;
   out.tokenizer_key = TokenizerCacheKey(vocab, source_shas, spm_version);
+  out.tokenizer_model = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".model");
+  out.tokenizer_vocab = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".vocab");
+  for (const std::string& text_path : encode) {
+    ASSIGN_OR_RETURN(std::string sha, sha_of(text_path));
+    out.token_paths.push_back(absl::StrCat(cache_dir, "/tokens/", out.tokenizer_key.substr(0, 16),
+                                           "-", sha.substr(0, 32), ".u16"));
+    out.text_sha256.push_back(std::move(sha));
+  }
+  return out;
+}
+
+absl::StatusOr<RunTexts> ResolveRunTexts(const v1::DataSpec& data, const std::string& cache_dir) {
+  RunTexts out;
+  ASSIGN_OR_RETURN(out.train_text, ResolveTextPath(data.train(), "train", cache_dir));
+  // Without a validation file the model is evaluated on (fixed batches of) the training text.
+  out.val_text = out.train_text;
+  if (!data.val().empty()) {
+    ASSIGN_OR_RETURN(out.val_text, ResolveTextPath(data.val(), "val", cache_dir));
+  }
+  const std::string& tokenizer = data.tokenizer().type();
+  if (!tokenizer.empty() && tokenizer != "bpe") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.tokenizer.type: '", tokenizer, "' is not supported (bpe)"));
+  }
+  out.vocab = data.tokenizer().vocab() > 0 ? data.tokenizer().vocab() : 4096;
+  return out;
+}
+
+absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
+                                               const std::vector<std::string>& encode, int vocab,
+                                               const std::string& cache_dir, PrepareStats* stats) {
+  PrepareStats local_stats;
+  if (stats == nullptr) stats = &local_stats;
+  ASSIGN_OR_RETURN(DatasetLayout layout, PlanDataset(tokenizer_sources, encode, vocab, cache_dir));
+  PreparedDataset out;
+  out.tokenizer_key = layout.tokenizer_key;
   RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokenizers"));
   RETURN_IF_ERROR(MakeDirs(cache_dir + "/tokens"));
-  out.tokenizer_model = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".model");
+  out.tokenizer_model = layout.tokenizer_model;
   if (!fs::exists(out.tokenizer_model)) {
+    const auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(TrainTokenizer(tokenizer_sources, vocab, out.tokenizer_model));
+    stats->trained_tokenizer = true;
+    stats->tokenizer_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   ASSIGN_OR_RETURN(out.vocab_size, BpeVocabSize(out.tokenizer_model));
-  for (const std::string& text_path : encode) {
+  for (size_t i = 0; i < encode.size(); ++i) {
     PreparedFile file;
-    file.text_path = text_path;
-    ASSIGN_OR_RETURN(file.text_sha256, Sha256File(text_path));
-    file.token_path = absl::StrCat(cache_dir, "/tokens/", out.tokenizer_key.substr(0, 16), "-",
-                                   file.text_sha256.substr(0, 32), ".u16");
+    file.text_path = encode[i];
+    file.text_sha256 = layout.text_sha256[i];
+    file.token_path = layout.token_paths[i];
     if (!fs::exists(file.token_path)) {
-      RETURN_IF_ERROR(EncodeFile(out.tokenizer_model, text_path, file.token_path));
+      const auto t0 = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(EncodeFile(out.tokenizer_model, file.text_path, file.token_path));
+      stats->encode_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      stats->encoded_bytes += static_cast<int64_t>(fs::file_size(file.text_path));
     }
     file.tokens = static_cast<int64_t>(fs::file_size(file.token_path)) / 2;
     out.files.push_back(std::move(file));
   }
   return out;
+}
+
+absl::StatusOr<DataPlan> PlanRunData(const v1::DataSpec& data, const std::string& cache_dir) {
+  ASSIGN_OR_RETURN(const RunTexts texts, ResolveRunTexts(data, cache_dir));
+  ASSIGN_OR_RETURN(
+      const DatasetLayout layout,
+      PlanDataset({texts.train_text}, {texts.train_text, texts.val_text}, texts.vocab, cache_dir));
+  DataPlan plan;
+  // The tokenizer key already covers format, vocab, input cap, SentencePiece version and the
+  // train text; the encoded texts complete what the token files depend on.
+  plan.key = Sha256Hex(absl::StrCat("ablate-prepared-v1|", layout.tokenizer_key, "|",
+                                    absl::StrJoin(layout.text_sha256, ",")));
+  plan.description =
+      absl::StrCat("bpe vocab ", texts.vocab, ", train ", layout.text_sha256[0].substr(0, 12),
+                   ", val ", layout.text_sha256[1].substr(0, 12));
+  plan.files = {{"tokenizer_vocab", layout.tokenizer_vocab},
+                {"tokens_train", layout.token_paths[0]},
+                {"tokens_val", layout.token_paths[1]},
+                // Last: a cache reader that sees the .model relies on the .vocab and, here, on
+                // the token files being there too.
+                {"tokenizer_model", layout.tokenizer_model}};
+  return plan;
+}
+
+absl::StatusOr<DataPrepTimes> PrepareRunData(const v1::DataSpec& data,
+                                             const std::string& cache_dir) {
+  ASSIGN_OR_RETURN(const RunTexts texts, ResolveRunTexts(data, cache_dir));
+  PrepareStats stats;
+  RETURN_IF_ERROR(PrepareDataset({texts.train_text}, {texts.train_text, texts.val_text},
+                                 texts.vocab, cache_dir, &stats)
+                      .status());
+  return DataPrepTimes{stats.tokenizer_seconds, stats.encoded_bytes, stats.encode_seconds};
 }
 
 TokenFile::TokenFile(const uint16_t* data, int64_t size, size_t bytes)
