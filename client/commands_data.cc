@@ -154,6 +154,7 @@ int DataFetch(const DataFetchArgs& args) {
           "data fetch: unknown data set \"", args.dataset,
           "\" (known: ", absl::StrJoin(known, ", "), "; or use --url URL [--sha256 HEX])")));
     }
+    if (!args.quiet) std::cerr << found->name << ": " << found->what << "\n";
     std::string base = args.base_url.empty() ? std::string(found->base_url) : args.base_url;
     if (!base.empty() && base.back() != '/') base += '/';
     for (const auto& f : found->files) {

@@ -25,7 +25,7 @@ struct ManifestDataset {
 inline const std::vector<ManifestDataset>& DataManifest() {
   static const std::vector<ManifestDataset> kManifest = {
       {"tinystories",
-       "TinyStories V2 (GPT-4 stories), Eldan & Li 2023, CDLA-Sharing-1.0: train (~2.2 GB) and "
+       "TinyStories V2 (GPT-4 stories), Eldan & Li 2023, CDLA-Sharing-1.0: train (~2 GB) and "
        "validation (~22 MB) text, one <|endoftext|> line after each story",
        "https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main/",
        {
