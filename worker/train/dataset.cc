@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -177,6 +178,34 @@ std::string TokenizerCacheKey(int vocab, const std::vector<std::string>& source_
 
 namespace {
 
+// A worker plans a run's data (worker/fleet_data.cc), then Train plans it again, run after run:
+// hashing a corpus of gigabytes each time would cost seconds per run. Digests are kept per
+// process by path, size and modification time, so a file changed in place is hashed again.
+absl::StatusOr<std::string> CachedSha256File(const std::string& path) {
+  struct Entry {
+    uintmax_t size;
+    fs::file_time_type mtime;
+    std::string sha;
+  };
+  static std::mutex mu;
+  static std::map<std::string, Entry> cache;
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  const fs::file_time_type mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
+  if (ec) return Sha256File(path);  // let it name the problem
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(path);
+        it != cache.end() && it->second.size == size && it->second.mtime == mtime) {
+      return it->second.sha;
+    }
+  }
+  ASSIGN_OR_RETURN(std::string sha, Sha256File(path));
+  std::lock_guard<std::mutex> lock(mu);
+  cache[path] = Entry{size, mtime, sha};
+  return sha;
+}
+
 absl::Status CheckVocab(int vocab) {
   if (vocab < 260 || vocab > 65535) {
     return absl::InvalidArgumentError(
@@ -197,7 +226,7 @@ absl::StatusOr<DatasetLayout> PlanDataset(const std::vector<std::string>& tokeni
   std::map<std::string, std::string> shas;
   auto sha_of = [&](const std::string& path) -> absl::StatusOr<std::string> {
     if (auto it = shas.find(path); it != shas.end()) return it->second;
-    ASSIGN_OR_RETURN(std::string sha, Sha256File(path));
+    ASSIGN_OR_RETURN(std::string sha, CachedSha256File(path));
     shas.emplace(path, sha);
     return sha;
   };
