@@ -4,7 +4,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -81,7 +83,9 @@ class ClaimRenewer {
 };
 
 absl::Status Download(Coordinator* c, const train::DataPlan& plan, const Resp& ready) {
+  std::set<std::string> done;  // a run without val names the train tokens twice
   for (const auto& [role, path] : plan.files) {
+    if (!done.insert(path).second) continue;
     const v1::PreparedFileRef* ref = nullptr;
     for (const auto& f : ready.files()) {
       if (f.role() == role) ref = &f;
@@ -126,10 +130,18 @@ absl::Status PrepareAndPublish(Coordinator* c, const v1::DataSpec& data,
   publish.set_key(plan.key);
   publish.set_claim_token(claim.claim_token());
   int64_t bytes = 0;
+  std::map<std::string, v1::PreparedFileRef> uploaded;  // by path: one upload per file
   for (const auto& [role, path] : plan.files) {
+    if (auto it = uploaded.find(path); it != uploaded.end()) {
+      v1::PreparedFileRef same = it->second;
+      same.set_role(role);
+      *publish.add_files() = std::move(same);
+      continue;
+    }
     ASSIGN_OR_RETURN(v1::PreparedFileRef ref,
                      c->PutPreparedFile(plan.key, claim.claim_token(), role, path));
     bytes += ref.size_bytes();
+    uploaded.emplace(path, ref);
     *publish.add_files() = std::move(ref);
   }
   RETURN_IF_ERROR(c->PublishDataPrep(publish));
