@@ -133,6 +133,16 @@ class DataFetch(unittest.TestCase):
         self.assertEqual([r["range"] for r in reqs[-2:]], ["bytes=1000-", None])
         self.assertIn("the server cannot resume; downloading from the start", p.stderr)
 
+    def test_complete_part_is_verified_and_kept(self):
+        # A run cut after the last byte left a whole part: the server answers 416 to the resume
+        # and verification decides.
+        with open(os.path.join(self.to, "corpus.txt.part"), "wb") as f:
+            f.write(self.files["corpus.txt"])
+        p = self.fetch("-q", "--url", f"{self.base}/ok/corpus.txt")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.read("corpus.txt"), self.files["corpus.txt"])
+        self.assertEqual(self.requests("/ok/corpus.txt")[-1]["status"], 416)
+
     def test_hash_mismatch_leaves_no_file(self):
         p = self.fetch("-q", "--url", f"{self.base}/ok/corpus.txt", "--sha256", "0" * 64)
         self.assertEqual(p.returncode, 1, p.stderr)
