@@ -16,6 +16,7 @@
 #include "worker/train/bpe_tokenizer.h"
 #include "worker/train/commands.h"
 #include "worker/train/dataset.h"
+#include "worker/train/file_util.h"
 #include "worker/train/loss_tracker.h"
 #include "worker/train/schedule.h"
 #include "worker/train/synthetic_corpus.h"
@@ -327,6 +328,37 @@ TEST_F(TrainerTest, DataPlanNamesWhatPreparationMakes) {
   auto bad = PlanRunData(data, cache);
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("data.tokenizer.type"), std::string::npos);
+}
+
+// Encoding is split across spm_encode processes on big texts: the token file must not depend on
+// how many (EOS markers and empty lines around chunk boundaries included).
+TEST_F(TrainerTest, ParallelEncodingGivesTheSameTokenFile) {
+  const std::string text = Path("text.txt");
+  {
+    std::ofstream out(text);
+    out << "<|endoftext|>\n\n" << SyntheticCorpus(300, 7) << "\n\n<|endoftext|>\n<|endoftext|>\n";
+  }
+  ASSERT_TRUE(TrainBpeModel(text, 400, Path("tok")).ok());
+  std::string one;
+  for (int processes : {1, 2, 5}) {
+    const std::string out = Path("tokens-" + std::to_string(processes) + ".u16");
+    auto s = EncodeTextFile(Path("tok.model"), text, out, processes);
+    ASSERT_TRUE(s.ok()) << processes << ": " << s;
+    auto bytes = ReadFile(out);
+    ASSERT_TRUE(bytes.ok());
+    if (processes == 1) {
+      one = *bytes;
+      EXPECT_GT(one.size(), 1000u);
+    } else {
+      EXPECT_EQ(*bytes, one) << processes << " processes";
+    }
+  }
+  // Nothing is left behind but the token files.
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name.starts_with("tokens-") || name.starts_with("tok") || name == "text.txt")
+        << name;
+  }
 }
 
 TEST_F(TrainerTest, DataPrepareRoundTrip) {

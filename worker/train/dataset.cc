@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -89,17 +91,74 @@ absl::Status TrainTokenizer(const std::vector<std::string>& sources, int vocab,
   return status;
 }
 
-// Lines are encoded by one spm_encode run over a copy of the text without the EOS marker lines
-// and empty lines; the ids come back one line per line, and the markers are re-inserted here.
-absl::Status EncodeFile(const std::string& model_path, const std::string& text_path,
-                        const std::string& token_path) {
-  const std::string lines_path = TempPathFor(token_path) + ".txt";
+// Each spm_encode process gets at least this much text: below it, starting a process costs more
+// than it saves.
+constexpr int64_t kMinBytesPerEncodeProcess = int64_t{8} << 20;
+constexpr int kMaxEncodeProcesses = 16;
+
+// Encodes one chunk of the lines file; `first_line` is the index of its first line in the whole
+// file, so each line's trailing EOS ids come from the right place.
+absl::Status EncodeChunk(const std::string& model_path, const std::string& lines_path,
+                         const std::vector<int64_t>& eos_count, size_t first_line,
+                         size_t line_count, const std::string& out_path) {
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  auto put = [&out](int id) {
+    // Little-endian uint16 whatever the host; vocab <= 65535 is checked by the caller.
+    const char bytes[2] = {static_cast<char>(id & 0xff), static_cast<char>((id >> 8) & 0xff)};
+    out.write(bytes, 2);
+  };
+  size_t line_index = 0;
+  absl::Status s = BpeEncodeLines(model_path, lines_path, [&](const std::vector<int>& ids) {
+    for (int id : ids) put(id);
+    if (line_index < line_count) {
+      for (int64_t i = 0; i < eos_count[first_line + line_index]; ++i) put(kEosId);
+    }
+    ++line_index;
+  });
+  if (s.ok() && line_index != line_count) {
+    s = absl::InternalError(
+        absl::StrCat("spm_encode returned ", line_index, " lines for ", line_count));
+  }
+  out.flush();
+  if (s.ok() && !out) s = absl::InternalError(absl::StrCat(out_path, ": write failed"));
+  return s;
+}
+
+}  // namespace
+
+// The text is copied without the EOS marker lines and empty lines into one lines file per
+// spm_encode process (cut at line boundaries, about equal in bytes); the ids come back one line
+// per line, and the markers are re-inserted here. SentencePiece encodes every line on its own,
+// so the token file is the same byte for byte whatever the number of processes.
+absl::Status EncodeTextFile(const std::string& model_path, const std::string& text_path,
+                            const std::string& token_path, int processes) {
+  std::error_code ec;
+  const auto text_bytes = static_cast<int64_t>(fs::file_size(text_path, ec));
+  if (ec) return absl::NotFoundError(absl::StrCat(text_path, ": cannot open"));
+  if (processes <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    processes = static_cast<int>(std::clamp<int64_t>(text_bytes / kMinBytesPerEncodeProcess, 1,
+                                                     std::min(cores, kMaxEncodeProcesses)));
+  }
+  const int64_t chunk_bytes = std::max<int64_t>(1, text_bytes / processes);
+  const std::string base = TempPathFor(token_path);
+  std::vector<std::string> chunk_paths;
+  std::vector<size_t> chunk_first;  // index of each chunk's first line
   int64_t leading_eos = 0;
   std::vector<int64_t> eos_count;
+  auto cleanup = [&] {
+    std::error_code ignored;
+    for (const auto& c : chunk_paths) {
+      fs::remove(c + ".txt", ignored);
+      fs::remove(c + ".u16", ignored);
+    }
+    fs::remove(base, ignored);
+  };
   {
     std::ifstream in(text_path, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat(text_path, ": cannot open"));
-    std::ofstream out(lines_path, std::ios::binary | std::ios::trunc);
+    std::ofstream out;
+    int64_t in_chunk = 0;
     std::string line;
     while (std::getline(in, line)) {
       if (line == kEndOfText) {
@@ -108,41 +167,69 @@ absl::Status EncodeFile(const std::string& model_path, const std::string& text_p
         } else {
           ++eos_count.back();
         }
-      } else if (!line.empty()) {
-        out << line << '\n';
-        eos_count.push_back(0);
+        continue;
       }
+      if (line.empty()) continue;
+      if (!out.is_open() ||
+          (in_chunk >= chunk_bytes && static_cast<int>(chunk_paths.size()) < processes)) {
+        if (out.is_open() && !out.flush()) break;
+        out.close();
+        chunk_paths.push_back(absl::StrCat(base, "-", chunk_paths.size()));
+        chunk_first.push_back(eos_count.size());
+        out.open(chunk_paths.back() + ".txt", std::ios::binary | std::ios::trunc);
+        in_chunk = 0;
+      }
+      out << line << '\n';
+      in_chunk += static_cast<int64_t>(line.size()) + 1;
+      eos_count.push_back(0);
     }
-    if (!out.flush()) return absl::InternalError(absl::StrCat(lines_path, ": write failed"));
-  }
-  const std::string tmp = TempPathFor(token_path);
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  auto put = [&out](int id) {
-    // Little-endian uint16 whatever the host; vocab <= 65535 is checked by the caller.
-    const char bytes[2] = {static_cast<char>(id & 0xff), static_cast<char>((id >> 8) & 0xff)};
-    out.write(bytes, 2);
-  };
-  for (int64_t i = 0; i < leading_eos; ++i) put(kEosId);
-  size_t line_index = 0;
-  absl::Status s = BpeEncodeLines(model_path, lines_path, [&](const std::vector<int>& ids) {
-    for (int id : ids) put(id);
-    if (line_index < eos_count.size()) {
-      for (int64_t i = 0; i < eos_count[line_index]; ++i) put(kEosId);
+    if (out.is_open() && !out.flush()) {
+      cleanup();
+      return absl::InternalError(absl::StrCat(chunk_paths.back(), ".txt: write failed"));
     }
-    ++line_index;
-  });
-  std::error_code ignored;
-  fs::remove(lines_path, ignored);
-  if (s.ok() && line_index != eos_count.size()) {
-    s = absl::InternalError(absl::StrCat("spm_encode returned ", line_index, " lines for ",
-                                         eos_count.size(), " in ", text_path));
   }
-  out.flush();
-  if (s.ok() && !out) s = absl::InternalError(absl::StrCat(tmp, ": write failed"));
-  out.close();
-  if (s.ok()) s = CommitFile(tmp, token_path);
-  fs::remove(tmp, ignored);
+  std::vector<absl::Status> results(chunk_paths.size());
+  {
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < chunk_paths.size(); ++k) {
+      const size_t first = chunk_first[k];
+      const size_t count =
+          (k + 1 < chunk_paths.size() ? chunk_first[k + 1] : eos_count.size()) - first;
+      threads.emplace_back([&, k, first, count] {
+        results[k] = EncodeChunk(model_path, chunk_paths[k] + ".txt", eos_count, first, count,
+                                 chunk_paths[k] + ".u16");
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (!results[k].ok()) {
+      cleanup();
+      return absl::Status(results[k].code(), absl::StrCat(text_path, ": ", results[k].message()));
+    }
+  }
+  absl::Status s;
+  {
+    std::ofstream out(base, std::ios::binary | std::ios::trunc);
+    const char eos[2] = {static_cast<char>(kEosId & 0xff), static_cast<char>(kEosId >> 8)};
+    for (int64_t i = 0; i < leading_eos; ++i) out.write(eos, 2);
+    for (const auto& c : chunk_paths) {
+      std::ifstream part(c + ".u16", std::ios::binary);
+      out << part.rdbuf();
+    }
+    out.flush();
+    if (!out) s = absl::InternalError(absl::StrCat(base, ": write failed"));
+  }
+  if (s.ok()) s = CommitFile(base, token_path);
+  cleanup();
   return s;
+}
+
+namespace {
+
+absl::Status EncodeFile(const std::string& model_path, const std::string& text_path,
+                        const std::string& token_path) {
+  return EncodeTextFile(model_path, text_path, token_path, 0);
 }
 
 }  // namespace

@@ -79,6 +79,12 @@ absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& t
                                                const std::string& cache_dir,
                                                PrepareStats* stats = nullptr);
 
+// Encodes `text_path` into the uint16 token file `token_path` (atomically) with `processes`
+// spm_encode processes in parallel (0: one per 8 MiB of text, at most one per core and 16). The
+// file is the same whatever the number of processes.
+absl::Status EncodeTextFile(const std::string& model_path, const std::string& text_path,
+                            const std::string& token_path, int processes);
+
 // A read-only memory map of a token file.
 class TokenFile {
  public:
