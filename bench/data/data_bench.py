@@ -13,6 +13,7 @@ corpus, and prints:
   /usr/bin/python3 bench/data/data_bench.py [--size-gb 1] [--vocab 4096] [--build DIR]
 """
 import argparse
+import datetime
 import glob
 import os
 import re
@@ -107,6 +108,13 @@ def main():
     for name, (secs, log, state) in results.items():
         shown = f"{secs:.1f} s" if secs is not None else "n/a"
         print(f"  {name}: run {state}, time from worker start to its first training step: {shown}")
+        stamps = re.findall(r"^(\S+) \w+ run \d+: (fetching data set|data key)", log, re.M)
+        fetch = [t for t, what in stamps if what == "fetching data set"]
+        key = [t for t, what in stamps if what == "data key"]
+        if fetch and key:
+            secs_text = (datetime.datetime.fromisoformat(key[0]) -
+                         datetime.datetime.fromisoformat(fetch[0])).total_seconds()
+            print(f"    fetched the text from the server (GetDataset) and hashed it: {secs_text:.1f} s")
         m = re.search(r"prepared in ([\d.]+)s \(tokenizer ([\d.]+)s; encoded ([\d.]+) MB in ([\d.]+)s, ([\d.]+) MB/s\)", log)
         if m:
             print(f"    prepared in {m.group(1)} s: tokenizer training {m.group(2)} s; "
