@@ -173,6 +173,23 @@ const char* FleetDataSourceName(FleetDataSource source) {
   return "?";
 }
 
+void CountFleetData(FleetDataSource source, SessionStats* stats) {
+  switch (source) {
+    case FleetDataSource::kCache:
+      ++stats->data_from_cache;
+      return;
+    case FleetDataSource::kDownloaded:
+      ++stats->data_downloaded;
+      return;
+    case FleetDataSource::kPrepared:
+      ++stats->data_prepared;
+      return;
+    case FleetDataSource::kLocalOnly:
+      ++stats->data_prepared_locally;
+      return;
+  }
+}
+
 absl::StatusOr<FleetDataSource> EnsureFleetData(Coordinator* c, const v1::DataSpec& data,
                                                 const FleetDataOptions& o) {
   ASSIGN_OR_RETURN(const train::DataPlan plan, train::PlanRunData(data, o.cache_dir));

@@ -12,6 +12,7 @@
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
 #include "worker/coordinator.h"
+#include "worker/run_session.h"
 
 namespace ablate::worker {
 
@@ -22,6 +23,8 @@ enum class FleetDataSource {
   kLocalOnly,   // prepared here; the server could not take part (old server, unreachable)
 };
 const char* FleetDataSourceName(FleetDataSource source);
+// Adds one to the stats counter of `source` (exported as ablate_worker_data_sets_total).
+void CountFleetData(FleetDataSource source, SessionStats* stats);
 
 struct FleetDataOptions {
   int64_t worker_id = 0;

@@ -350,7 +350,9 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
     fleet.cache_dir = (fs::path(opts_.work_dir) / "cache").string();
     fleet.run_id = run_id_;
     fleet.should_stop = [this] { return ShouldStop(); };
-    fetched = EnsureFleetData(c_, spec.data(), fleet).status();
+    auto source = EnsureFleetData(c_, spec.data(), fleet);
+    if (source.ok()) CountFleetData(*source, stats_);
+    fetched = source.status();
   }
   absl::StatusOr<train::TrainResult> trained =
       fetched.ok() ? absl::StatusOr<train::TrainResult>(absl::CancelledError("not started"))

@@ -30,6 +30,11 @@ struct SessionStats {
   std::atomic<double> tokens_per_second{0};
   std::atomic<double> step_seconds{0};
   std::atomic<int64_t> spooled_points{0};
+  // Runs whose tokenizer and token files came from each source (worker/fleet_data.h).
+  std::atomic<int64_t> data_from_cache{0};
+  std::atomic<int64_t> data_downloaded{0};
+  std::atomic<int64_t> data_prepared{0};
+  std::atomic<int64_t> data_prepared_locally{0};
 };
 
 enum class SessionEnd {

@@ -4,12 +4,14 @@ Run through ctest (tests/e2e/CMakeLists.txt), which provides the PostgreSQL and 
 """
 import collections
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
 from harness import SERVER, SRC, WORKER, Stack, wait_for, write_sweep  # noqa: E402
@@ -431,11 +433,19 @@ class FleetData(E2E):
                 f"grid:\n  seed: {seeds}\n")
         return write_sweep(self.stack.dir, name, body)
 
+    def data_sets(self, port):
+        """The worker's ablate_worker_data_sets_total by source."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return {m.group(1): float(m.group(2)) for m in re.finditer(
+            r'^ablate_worker_data_sets_total\{[^}]*source="(\w+)"[^}]*\} (\S+)$', text, re.M)}
+
     def test_second_worker_downloads_what_the_first_prepared(self):
         s = self.stack
         s.start_server()
-        s.start_worker("w1")
-        s.start_worker("w2")
+        ports = {w: harness_free_port() for w in ("w1", "w2")}
+        for w, port in ports.items():
+            s.start_worker(w, extra=("--metrics-listen", f"127.0.0.1:{port}"))
         wait_for(lambda: len(s.cli_json("workers")) == 2, 60, "both workers to register")
         self.sweep_id = s.submit(self.sweep("fleet-data", "[1, 2]"))
         runs = s.wait_sweep_done(self.sweep_id, 600)
@@ -449,6 +459,12 @@ class FleetData(E2E):
         self.assertIn("published to the fleet (4 files", logs[preparer])
         self.assertIn("downloaded prepared data from the fleet (4 files", logs[other])
         self.assertNotIn("prepared in", logs[other])
+        # The workers' /metrics say the same (sampled once a second).
+        wait_for(lambda: self.data_sets(ports[other]).get("downloaded") == 1, 30,
+                 "the downloader's data_sets counter")
+        self.assertEqual(self.data_sets(ports[other]).get("prepared"), 0)
+        self.assertEqual(self.data_sets(ports[preparer]).get("prepared"), 1)
+        self.assertEqual(self.data_sets(ports[preparer]).get("downloaded"), 0)
         # Both trained with the same tokenizer (the downloaded one is byte-identical).
         self.assertEqual(len({r["result"]["tokenizer_sha256"] for r in runs}), 1)
         # The server keeps the published files in its store; nothing else was claimed.
