@@ -52,6 +52,18 @@ int Report(Context& ctx, const ReportArgs& args);
 
 // login (verify = true: a call to the server must succeed first) and config init.
 int Setup(const ConnectionFlags& flags, bool verify);
+struct DataFetchArgs {
+  std::string dataset;   // a name from client/data_manifest.h, or empty with url
+  std::string url;       // any file over HTTP(S)
+  std::string sha256;    // with url: the expected hash (else trust on first use)
+  std::string name;      // with url: the file name under `to` (default: the URL's last segment)
+  std::string to;        // the data directory
+  std::string base_url;  // a mirror of the data set's files
+  int64_t low_speed_limit = 1024;  // bytes/s ...
+  int64_t low_speed_time = 30;     // ... for this many seconds: the download is stalled
+  bool quiet = false;
+};
+int DataFetch(const DataFetchArgs& args);  // no server
 
 // Shared by commands: a finished-or-not sweep with all its runs.
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);

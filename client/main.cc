@@ -1,4 +1,5 @@
 // ablate: the command line for sweeps. Talks to ablate-server over gRPC; never links torch.
+#include <cstdlib>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -141,6 +142,37 @@ int main(int argc, char** argv) {
   c_config->require_subcommand(1);
   auto* c_config_init = c_config->add_subcommand(
       "init", "Save --server, --token-file and --tls-ca to the config file without checking");
+  DataFetchArgs fetch;
+  if (const char* dir = std::getenv("ABLATE_DATA_DIR"); dir != nullptr && *dir != '\0') {
+    fetch.to = dir;
+  } else {
+    fetch.to = "data";
+  }
+  auto* c_data = app.add_subcommand("data", "Data sets for sweeps");
+  c_data->require_subcommand(1);
+  auto* c_fetch = c_data->add_subcommand(
+      "fetch", "Download a public corpus (tinystories) or any text file into the data directory");
+  c_fetch->add_option("dataset", fetch.dataset, "A known data set: tinystories");
+  c_fetch->add_option("--url", fetch.url, "Download this file instead (http or https)");
+  c_fetch->add_option("--sha256", fetch.sha256,
+                      "With --url: its expected SHA-256 (else the first download's is recorded)");
+  c_fetch->add_option("--name", fetch.name, "With --url: the file name to save as");
+  c_fetch->add_option("--to", fetch.to, "Data directory (env ABLATE_DATA_DIR; default ./data)")
+      ->capture_default_str();
+  c_fetch->add_option("--base-url", fetch.base_url,
+                      "Fetch a known data set's files from this mirror instead");
+  c_fetch
+      ->add_option("--low-speed-limit", fetch.low_speed_limit,
+                   "Bytes/s under which the transfer counts as stalled")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  c_fetch
+      ->add_option("--low-speed-time", fetch.low_speed_time,
+                   "Seconds under --low-speed-limit before a stalled download is abandoned "
+                   "(kept for a resume)")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
+  c_fetch->add_flag("-q,--quiet", fetch.quiet, "No progress bar");
 
   std::string shell;
   auto* c_completion = app.add_subcommand("completion", "Print a shell completion script");
@@ -152,6 +184,13 @@ int main(int argc, char** argv) {
   auto* c_version = ablate::cli_edge::AddVersion(app, "ablate");
 
   if (auto code = ablate::cli_edge::Parse(app, argc, argv, "ablate")) return *code;
+  if (*c_fetch) {
+    if (fetch.dataset.empty() == fetch.url.empty()) {
+      return ablate::cli_edge::UsageError(
+          *c_fetch, "give a data set name (tinystories) or --url URL, one of them");
+    }
+    return DataFetch(fetch);
+  }
 
   if (*c_version) {
     std::cout << ablate::cli_edge::VersionText("ablate") << "\n";

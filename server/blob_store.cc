@@ -31,11 +31,15 @@ absl::Status BlobStore::Init() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<BlobStore::Writer>> BlobStore::NewWriter(int64_t max_bytes) {
+absl::StatusOr<std::unique_ptr<BlobStore::Writer>> BlobStore::NewWriter(int64_t max_bytes,
+                                                                        std::string what,
+                                                                        std::string cap_flag) {
   static std::atomic<uint64_t> counter{0};
   auto w = std::unique_ptr<Writer>(new Writer());
   w->root_ = root_;
   w->max_bytes_ = max_bytes;
+  w->what_ = std::move(what);
+  w->cap_flag_ = std::move(cap_flag);
   w->tmp_path_ =
       (fs::path(root_) / "tmp" / absl::StrCat(getpid(), "-", counter.fetch_add(1), ".part"))
           .string();
@@ -59,9 +63,9 @@ absl::Status BlobStore::Writer::Append(const std::string& data) {
     out_.close();
     std::error_code ec;
     fs::remove(tmp_path_, ec);
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint: more than ", max_bytes_,
-                     " bytes uploaded; the server's --max-checkpoint-bytes is ", max_bytes_));
+    return absl::InvalidArgumentError(absl::StrCat(what_, ": more than ", max_bytes_,
+                                                   " bytes uploaded; the server's ", cap_flag_,
+                                                   " is ", max_bytes_));
   }
   out_.write(data.data(), static_cast<std::streamsize>(data.size()));
   if (!out_) return absl::UnavailableError("checkpoint store: write failed (disk full?)");
@@ -75,12 +79,12 @@ absl::Status BlobStore::Writer::Commit(const std::string& sha256, int64_t size_b
   if (!out_) return absl::UnavailableError("checkpoint store: write failed (disk full?)");
   if (size_ != size_bytes) {
     return absl::DataLossError(
-        absl::StrCat("checkpoint: received ", size_, " bytes, header announced ", size_bytes));
+        absl::StrCat(what_, ": received ", size_, " bytes, header announced ", size_bytes));
   }
   const std::string digest = hash_.HexDigest();
   if (digest != sha256) {
-    return absl::DataLossError(absl::StrCat("checkpoint: sha256 mismatch: received ", digest,
-                                            ", header announced ", sha256));
+    return absl::DataLossError(
+        absl::StrCat(what_, ": sha256 mismatch: received ", digest, ", header announced ", sha256));
   }
   const fs::path dir = fs::path(root_) / sha256.substr(0, 2);
   std::error_code ec;

@@ -31,7 +31,7 @@ class BlobStore {
 
    private:
     friend class BlobStore;
-    std::string tmp_path_, root_;
+    std::string tmp_path_, root_, what_, cap_flag_;
     std::ofstream out_;
     Sha256 hash_;
     int64_t size_ = 0;
@@ -40,8 +40,11 @@ class BlobStore {
   };
 
   // A writer that accepts at most `max_bytes` (--max-checkpoint-bytes); an upload is refused as
-  // it crosses the cap, not after it has filled the disk.
-  absl::StatusOr<std::unique_ptr<Writer>> NewWriter(int64_t max_bytes);
+  // it crosses the cap, not after it has filled the disk. `what` and `cap_flag` name the upload
+  // and the flag that sets the cap in its errors (prepared data files share the store).
+  absl::StatusOr<std::unique_ptr<Writer>> NewWriter(
+      int64_t max_bytes, std::string what = "checkpoint",
+      std::string cap_flag = "--max-checkpoint-bytes");
   // Path of an existing blob; NOT_FOUND otherwise.
   absl::StatusOr<std::string> PathOf(const std::string& sha256) const;
 

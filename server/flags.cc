@@ -52,6 +52,14 @@ void AddServeFlags(CLI::App* app, ServerOptions* o, std::string* auth_mode, bool
                   "Largest checkpoint upload accepted, bytes (refused while streaming)")
       ->envname("ABLATE_MAX_CHECKPOINT_BYTES")
       ->capture_default_str();
+  app->add_option("--max-prepared-bytes", o->max_prepared_bytes,
+                  "Largest prepared data file (tokenizer, token file) a worker may upload, bytes")
+      ->envname("ABLATE_MAX_PREPARED_BYTES")
+      ->capture_default_str();
+  app->add_option("--prepare-claim-seconds", o->prepare_claim_seconds,
+                  "How long a worker's claim to prepare a data set lasts unless renewed")
+      ->envname("ABLATE_PREPARE_CLAIM_SECONDS")
+      ->capture_default_str();
   app->add_option("--db-pool", o->db_pool_size, "PostgreSQL connections per server process")
       ->envname("ABLATE_DB_POOL")
       ->capture_default_str();

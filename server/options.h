@@ -28,6 +28,12 @@ struct ServerOptions {
   int max_concurrent_parses = 2;
   double parse_wait_seconds = 5;
   int64_t max_checkpoint_bytes = int64_t{4} << 30;  // a checkpoint upload larger is refused
+  // A prepared file (tokenizer or token file, PutPreparedFile) larger is refused. Token files are
+  // about half the size of their text (uint16 ids, ~4 bytes of text a token).
+  int64_t max_prepared_bytes = int64_t{16} << 30;
+  // How long a data-preparation claim lasts without renewal (the preparer renews it every third
+  // of this); a worker that died while preparing blocks others this long at most.
+  double prepare_claim_seconds = 120;
   int db_pool_size = 16;
   int executor_threads = 8;
   double reap_interval_seconds = 0;  // 0: lease_seconds / 4, at most 5 s

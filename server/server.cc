@@ -19,6 +19,7 @@
 #include "server/store/migrator.h"
 #include "server/store/notifier.h"
 #include "server/store/notify_batcher.h"
+#include "server/store/prepared_store.h"
 #include "server/store/queue_store.h"
 #include "server/store/run_transitions.h"
 #include "server/store/stats_store.h"
@@ -40,6 +41,7 @@ struct Server::Impl {
   std::unique_ptr<SweepStore> sweeps;
   std::unique_ptr<TokenStore> tokens;
   std::unique_ptr<StatsStore> stats;
+  std::unique_ptr<PreparedStore> prepared;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<LeaseBroker> broker;
   std::unique_ptr<WatchHub> hub;
@@ -85,6 +87,8 @@ absl::Status CheckRanges(const ServerOptions& o) {
            InRange("--max-grid", o.max_grid, int64_t{1}, int64_t{10000000}),
            InRange("--max-message-bytes", o.max_message_bytes, 4096, 1 << 30),
            InRange("--max-checkpoint-bytes", o.max_checkpoint_bytes, int64_t{1}, int64_t{1} << 40),
+           InRange("--max-prepared-bytes", o.max_prepared_bytes, int64_t{1}, int64_t{1} << 40),
+           InRange("--prepare-claim-seconds", o.prepare_claim_seconds, 1.0, 86400.0),
            InRange("--db-pool", o.db_pool_size, 1, 1000),
            InRange("--threads", o.executor_threads, 1, 1024),
            InRange("max_spec_bytes", o.max_spec_bytes, 1, 1 << 30),
@@ -146,6 +150,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->sweeps = std::make_unique<SweepStore>(impl->db.get(), o.lease_seconds);
   impl->tokens = std::make_unique<TokenStore>(impl->db.get());
   impl->stats = std::make_unique<StatsStore>(impl->db.get(), o.lease_seconds);
+  impl->prepared = std::make_unique<PreparedStore>(impl->db.get(), o.prepare_claim_seconds);
   impl->executor = std::make_unique<Executor>(o.executor_threads);
   impl->broker = std::make_unique<LeaseBroker>(impl->runs.get(), impl->executor.get(),
                                                o.max_long_poll_seconds);
@@ -169,6 +174,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   deps.blobs = impl->blobs.get();
   deps.datasets = impl->datasets.get();
   deps.metrics = impl->metrics.get();
+  deps.prepared = impl->prepared.get();
   impl->worker_service = std::make_unique<WorkerServiceImpl>(deps);
   impl->sweep_service = std::make_unique<SweepServiceImpl>(deps);
 

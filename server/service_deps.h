@@ -8,6 +8,7 @@
 #include "server/lease_broker.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/store/prepared_store.h"
 #include "server/store/queue_store.h"
 #include "server/store/run_transitions.h"
 #include "server/store/sweep_store.h"
@@ -27,6 +28,7 @@ struct ServiceDeps {
   BlobStore* blobs = nullptr;
   DatasetResolver* datasets = nullptr;
   ServerMetrics* metrics = nullptr;
+  PreparedStore* prepared = nullptr;
 };
 
 }  // namespace ablate::server

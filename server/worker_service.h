@@ -37,6 +37,16 @@ class WorkerServiceImpl final
                           v1::LogReportResponse* resp) override;
   grpc::Status Deregister(grpc::ServerContext* ctx, const v1::CliDeregisterRequest* req,
                           v1::CliDeregisterResponse* resp) override;
+  // Prepared once per fleet (server/store/prepared_store.h).
+  grpc::Status ClaimDataPrep(grpc::ServerContext* ctx, const v1::DataPrepClaimRequest* req,
+                             v1::DataPrepClaimResponse* resp) override;
+  grpc::Status PutPreparedFile(grpc::ServerContext* ctx,
+                               grpc::ServerReader<v1::PreparedFileChunk>* reader,
+                               v1::PreparedFileRef* resp) override;
+  grpc::Status PublishDataPrep(grpc::ServerContext* ctx, const v1::DataPrepPublishRequest* req,
+                               v1::DataPrepPublishResponse* resp) override;
+  grpc::Status GetPreparedFile(grpc::ServerContext* ctx, const v1::PreparedFileRequest* req,
+                               grpc::ServerWriter<v1::DataChunk>* writer) override;
 
  private:
   ServiceDeps d_;

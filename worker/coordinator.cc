@@ -245,4 +245,75 @@ absl::Status Coordinator::Deregister(int64_t worker_id) {
   return rpc::ToAbsl(stub_->Deregister(&ctx, req, &resp), "deregister", config_.server, "worker");
 }
 
+absl::StatusOr<v1::DataPrepClaimResponse> Coordinator::ClaimDataPrep(
+    const v1::DataPrepClaimRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, kCallDeadlineSeconds);
+  v1::DataPrepClaimResponse resp;
+  auto s = rpc::ToAbsl(stub_->ClaimDataPrep(&ctx, request, &resp), "claim data preparation",
+                       config_.server, "worker");
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const std::string& key,
+                                                                 const std::string& claim_token,
+                                                                 const std::string& role,
+                                                                 const std::string& path) {
+  auto sha = Sha256File(path);
+  if (!sha.ok()) return sha.status();
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(path, ": ", ec.message()));
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 3600);
+  v1::PreparedFileRef resp;
+  auto writer = stub_->PutPreparedFile(&ctx, &resp);
+  v1::PreparedFileChunk header;
+  header.set_key(key);
+  header.set_claim_token(claim_token);
+  header.mutable_ref()->set_role(role);
+  header.mutable_ref()->set_sha256(*sha);
+  header.mutable_ref()->set_size_bytes(static_cast<int64_t>(size));
+  bool ok = writer->Write(header);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buf(kChunkBytes);
+  while (ok && in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (in.gcount() == 0) break;
+    v1::PreparedFileChunk chunk;
+    chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
+    ok = writer->Write(chunk);
+  }
+  writer->WritesDone();
+  auto s = rpc::ToAbsl(writer->Finish(), "upload prepared file", config_.server, "worker");
+  if (!s.ok()) return s;
+  return resp;
+}
+
+absl::Status Coordinator::PublishDataPrep(const v1::DataPrepPublishRequest& request) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, kCallDeadlineSeconds);
+  v1::DataPrepPublishResponse resp;
+  return rpc::ToAbsl(stub_->PublishDataPrep(&ctx, request, &resp), "publish prepared data",
+                     config_.server, "worker");
+}
+
+absl::Status Coordinator::GetPreparedFile(const std::string& sha256, const std::string& path) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, 3600);
+  v1::PreparedFileRequest req;
+  req.set_sha256(sha256);
+  auto reader = stub_->GetPreparedFile(&ctx, req);
+  v1::DataChunk chunk;
+  auto s = DownloadTo(reader.get(), &chunk, path, sha256, "prepared file");
+  auto fin = rpc::ToAbsl(reader->Finish(), "download prepared file", config_.server, "worker");
+  if (!fin.ok()) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+    return fin;
+  }
+  return s;
+}
+
 }  // namespace ablate::worker

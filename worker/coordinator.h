@@ -45,6 +45,17 @@ class Coordinator : public RunCoordinator {
   // Tells the server this worker is stopping cleanly, so it shows offline at once.
   absl::Status Deregister(int64_t worker_id);
 
+  // Prepared once per fleet (worker/fleet_data.h).
+  absl::StatusOr<v1::DataPrepClaimResponse> ClaimDataPrep(const v1::DataPrepClaimRequest& request);
+  // Uploads the file at `path` under the claim; returns what the server stored.
+  absl::StatusOr<v1::PreparedFileRef> PutPreparedFile(const std::string& key,
+                                                      const std::string& claim_token,
+                                                      const std::string& role,
+                                                      const std::string& path);
+  absl::Status PublishDataPrep(const v1::DataPrepPublishRequest& request);
+  // Streams a published file into `path` (atomically) and checks its SHA-256.
+  absl::Status GetPreparedFile(const std::string& sha256, const std::string& path);
+
   // Ends a Lease long-poll in flight (shutdown).
   void CancelLongPoll();
   const std::string& server() const { return config_.server; }

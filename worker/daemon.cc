@@ -14,6 +14,7 @@
 #include "common/util/log.h"
 #include "common/util/net.h"
 #include "worker/coordinator.h"
+#include "worker/fleet_data.h"
 #include "worker/run_session.h"
 #include "worker/train/trainer.h"
 #include "worker/worker_metrics.h"
@@ -154,6 +155,20 @@ int RunDaemon(const DaemonOptions& options) {
   sopts.heartbeat_seconds = HeartbeatSeconds(reg->lease_seconds());
   sopts.shutdown = &g_shutdown;
   sopts.train = train::Train;
+  SessionStats* stats_for_data = &stats;
+  sopts.prepare_data = [c, worker_id, &options, stats_for_data](
+                           const v1::DataSpec& data, int64_t run_id,
+                           const std::function<bool()>& should_stop) -> absl::Status {
+    FleetDataOptions fleet;
+    fleet.worker_id = worker_id;
+    fleet.cache_dir = (std::filesystem::path(options.work_dir) / "cache").string();
+    fleet.run_id = run_id;
+    fleet.should_stop = should_stop;
+    auto source = EnsureFleetData(c, data, fleet);
+    if (!source.ok()) return source.status();
+    CountFleetData(*source, stats_for_data);
+    return absl::OkStatus();
+  };
   spdlog::info("registered as worker {} (lease {}s)", worker_id, reg->lease_seconds());
 
   int runs = 0;

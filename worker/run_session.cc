@@ -374,6 +374,10 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
   v1::RunSpec spec = lease.spec();
   std::string resume_path;
   RETURN_IF_ERROR(FetchInputs(&spec, lease, &resume_path));
+  if (opts_.prepare_data) {
+    // The tokenizer and token files: this worker's cache, else the fleet's (worker/fleet_data.h).
+    RETURN_IF_ERROR(opts_.prepare_data(spec.data(), run_id_, [this] { return ShouldStop(); }));
+  }
   if (ShouldStop()) return absl::CancelledError("not started");
   if (!opts_.train) return absl::InternalError("the session was given no trainer");
   std::thread sender([this] { SenderLoop(); });

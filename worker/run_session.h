@@ -41,6 +41,11 @@ struct SessionOptions {
   double heartbeat_seconds = 10;
   const std::atomic<bool>* shutdown = nullptr;  // SIGTERM/SIGINT: checkpoint, hand back, stop
   TrainFn train;
+  // Makes the run's tokenizer and token files ready in the cache before training (the daemon:
+  // worker/fleet_data.h, this worker's cache else the fleet's). Unset: Train prepares them.
+  std::function<absl::Status(const v1::DataSpec& data, int64_t run_id,
+                             const std::function<bool()>& should_stop)>
+      prepare_data;
 };
 
 // Live figures of the session, read by the worker's /metrics and heartbeats.
@@ -50,6 +55,11 @@ struct SessionStats {
   std::atomic<double> tokens_per_second{0};
   std::atomic<double> step_seconds{0};
   std::atomic<int64_t> spooled_points{0};
+  // Runs whose tokenizer and token files came from each source (worker/fleet_data.h).
+  std::atomic<int64_t> data_from_cache{0};
+  std::atomic<int64_t> data_downloaded{0};
+  std::atomic<int64_t> data_prepared{0};
+  std::atomic<int64_t> data_prepared_locally{0};
 };
 
 enum class SessionEnd {

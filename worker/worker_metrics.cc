@@ -2,8 +2,11 @@
 
 #include <chrono>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
@@ -50,9 +53,33 @@ void WorkerMetrics::Loop(WorkerIdentity id, const SessionStats* stats) {
   auto& spooled =
       gauge("ablate_worker_spooled_points", "Metric points not yet stored by the server").Add(who);
   auto& current = gauge("ablate_worker_current_run", "The run being trained (1)");
+  // Where each run's tokenizer and token files came from: what shows a fleet preparing a corpus
+  // once and downloading it everywhere else.
+  auto& data_sets = prometheus::BuildCounter()
+                        .Name("ablate_worker_data_sets_total")
+                        .Help("Runs whose tokenizer and token files came from each source")
+                        .Register(*registry_);
+  struct Source {
+    const std::atomic<int64_t>* count;
+    prometheus::Counter* counter;
+    int64_t shown = 0;
+  };
+  std::vector<Source> sources;
+  for (const auto& [name, count] :
+       {std::pair<const char*, const std::atomic<int64_t>*>{"cache", &stats->data_from_cache},
+        {"downloaded", &stats->data_downloaded},
+        {"prepared", &stats->data_prepared},
+        {"prepared_locally", &stats->data_prepared_locally}}) {
+    sources.push_back({count, &data_sets.Add({{"worker", id.worker}, {"source", name}})});
+  }
   prometheus::Gauge* current_run = nullptr;
   int64_t shown_run = 0;
   while (!stop_) {
+    for (Source& s : sources) {
+      const int64_t now = s.count->load();
+      if (now > s.shown) s.counter->Increment(static_cast<double>(now - s.shown));
+      s.shown = now;
+    }
     const int64_t run = stats->run_id;
     busy.Set(run != 0 ? 1 : 0);
     step_s.Set(stats->step_seconds);

@@ -22,7 +22,7 @@ RUN apt-get update \
         build-essential cmake pkg-config git ca-certificates curl unzip \
         libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev libssl-dev \
         libpqxx-dev prometheus-cpp-dev \
-        libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev \
+        libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libspdlog-dev libcurl4-openssl-dev \
     && rm -rf /var/lib/apt/lists/*
 # The "-with-deps" archive bundles the CUDA runtime, cuBLAS and cuDNN libraries LibTorch was
 # built against, so the runtime image needs only the driver that `--gpus all` injects.

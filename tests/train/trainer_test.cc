@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/sweep/sweep.h"
+#include "common/util/file.h"
 #include "common/util/sha256.h"
 #include "tests/train/tiny_spec.h"
 #include "worker/train/bpe_tokenizer.h"
@@ -319,6 +320,83 @@ TEST(SyntheticCorpusTest, DeterministicAndParsed) {
   EXPECT_EQ(ParseSyntheticPath("synthetic:0"), std::nullopt);
   EXPECT_EQ(ParseSyntheticPath("synthetic:x"), std::nullopt);
   EXPECT_EQ(ParseSyntheticPath("data.txt"), std::nullopt);
+}
+
+// The fleet shares exactly the files Train reads: PlanRunData names them without making them,
+// PrepareRunData makes them there, and the key changes with anything they depend on.
+TEST_F(TrainerTest, DataPlanNamesWhatPreparationMakes) {
+  const std::string train = Path("train.txt");
+  const std::string val = Path("val.txt");
+  std::ofstream(train) << SyntheticCorpus(200, 3);
+  std::ofstream(val) << SyntheticCorpus(40, 4);
+  v1::DataSpec data;
+  data.set_train(train);
+  data.set_val(val);
+  data.mutable_tokenizer()->set_type("bpe");
+  data.mutable_tokenizer()->set_vocab(400);
+  const std::string cache = Path("cache");
+  auto plan = PlanRunData(data, cache);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->key.size(), 64u);
+  ASSERT_EQ(plan->files.size(), 4u);
+  EXPECT_EQ(plan->files.back().first, "tokenizer_model") << "the model is installed last";
+  for (const auto& [role, path] : plan->files) EXPECT_FALSE(fs::exists(path)) << role;
+
+  auto times = PrepareRunData(data, cache);
+  ASSERT_TRUE(times.ok()) << times.status();
+  EXPECT_GT(times->tokenizer_seconds, 0);
+  EXPECT_EQ(times->encoded_bytes, static_cast<int64_t>(fs::file_size(train) + fs::file_size(val)));
+  for (const auto& [role, path] : plan->files) EXPECT_TRUE(fs::exists(path)) << role;
+  // Cached now: nothing is made again.
+  auto again = PrepareRunData(data, cache);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->tokenizer_seconds, 0);
+  EXPECT_EQ(again->encoded_bytes, 0);
+
+  // Same texts elsewhere: same key (it names content, not paths); other vocab or text: another.
+  auto elsewhere = PlanRunData(data, Path("other-cache"));
+  ASSERT_TRUE(elsewhere.ok());
+  EXPECT_EQ(elsewhere->key, plan->key);
+  data.mutable_tokenizer()->set_vocab(500);
+  EXPECT_NE(PlanRunData(data, cache)->key, plan->key);
+  data.mutable_tokenizer()->set_vocab(400);
+  data.set_val(train);
+  EXPECT_NE(PlanRunData(data, cache)->key, plan->key);
+  data.mutable_tokenizer()->set_type("wordpiece");
+  auto bad = PlanRunData(data, cache);
+  EXPECT_FALSE(bad.ok());
+  EXPECT_NE(std::string(bad.status().message()).find("data.tokenizer.type"), std::string::npos);
+}
+
+// Encoding is split across spm_encode processes on big texts: the token file must not depend on
+// how many (EOS markers and empty lines around chunk boundaries included).
+TEST_F(TrainerTest, ParallelEncodingGivesTheSameTokenFile) {
+  const std::string text = Path("text.txt");
+  {
+    std::ofstream out(text);
+    out << "<|endoftext|>\n\n" << SyntheticCorpus(300, 7) << "\n\n<|endoftext|>\n<|endoftext|>\n";
+  }
+  ASSERT_TRUE(TrainBpeModel(text, 400, Path("tok")).ok());
+  std::string one;
+  for (int processes : {1, 2, 5}) {
+    const std::string out = Path("tokens-" + std::to_string(processes) + ".u16");
+    auto s = EncodeTextFile(Path("tok.model"), text, out, processes);
+    ASSERT_TRUE(s.ok()) << processes << ": " << s;
+    auto bytes = util::ReadFile(out);
+    ASSERT_TRUE(bytes.ok());
+    if (processes == 1) {
+      one = *bytes;
+      EXPECT_GT(one.size(), 1000u);
+    } else {
+      EXPECT_EQ(*bytes, one) << processes << " processes";
+    }
+  }
+  // Nothing is left behind but the token files.
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    EXPECT_TRUE(name.starts_with("tokens-") || name.starts_with("tok") || name == "text.txt")
+        << name;
+  }
 }
 
 TEST_F(TrainerTest, DataPrepareRoundTrip) {

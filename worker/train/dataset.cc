@@ -5,10 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +22,7 @@
 #include "common/util/status_macros.h"
 #include "worker/train/bpe_tokenizer.h"
 #include "worker/train/synthetic_corpus.h"
+#include "worker/train/trainer.h"
 
 namespace ablate::train {
 namespace {
@@ -85,17 +91,74 @@ absl::Status TrainTokenizer(const std::vector<std::string>& sources, int vocab,
   return status;
 }
 
-// Lines are encoded by one spm_encode run over a copy of the text without the EOS marker lines
-// and empty lines; the ids come back one line per line, and the markers are re-inserted here.
-absl::Status EncodeFile(const std::string& model_path, const std::string& text_path,
-                        const std::string& token_path) {
-  const std::string lines_path = util::TempPathFor(token_path) + ".txt";
+// Each spm_encode process gets at least this much text: below it, starting a process costs more
+// than it saves.
+constexpr int64_t kMinBytesPerEncodeProcess = int64_t{8} << 20;
+constexpr int kMaxEncodeProcesses = 16;
+
+// Encodes one chunk of the lines file; `first_line` is the index of its first line in the whole
+// file, so each line's trailing EOS ids come from the right place.
+absl::Status EncodeChunk(const std::string& model_path, const std::string& lines_path,
+                         const std::vector<int64_t>& eos_count, size_t first_line,
+                         size_t line_count, const std::string& out_path) {
+  std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
+  auto put = [&out](int id) {
+    // Little-endian uint16 whatever the host; vocab <= 65535 is checked by the caller.
+    const char bytes[2] = {static_cast<char>(id & 0xff), static_cast<char>((id >> 8) & 0xff)};
+    out.write(bytes, 2);
+  };
+  size_t line_index = 0;
+  absl::Status s = BpeEncodeLines(model_path, lines_path, [&](const std::vector<int>& ids) {
+    for (int id : ids) put(id);
+    if (line_index < line_count) {
+      for (int64_t i = 0; i < eos_count[first_line + line_index]; ++i) put(kEosId);
+    }
+    ++line_index;
+  });
+  if (s.ok() && line_index != line_count) {
+    s = absl::InternalError(
+        absl::StrCat("spm_encode returned ", line_index, " lines for ", line_count));
+  }
+  out.flush();
+  if (s.ok() && !out) s = absl::InternalError(absl::StrCat(out_path, ": write failed"));
+  return s;
+}
+
+}  // namespace
+
+// The text is copied without the EOS marker lines and empty lines into one lines file per
+// spm_encode process (cut at line boundaries, about equal in bytes); the ids come back one line
+// per line, and the markers are re-inserted here. SentencePiece encodes every line on its own,
+// so the token file is the same byte for byte whatever the number of processes.
+absl::Status EncodeTextFile(const std::string& model_path, const std::string& text_path,
+                            const std::string& token_path, int processes) {
+  std::error_code ec;
+  const auto text_bytes = static_cast<int64_t>(fs::file_size(text_path, ec));
+  if (ec) return absl::NotFoundError(absl::StrCat(text_path, ": cannot open"));
+  if (processes <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    processes = static_cast<int>(std::clamp<int64_t>(text_bytes / kMinBytesPerEncodeProcess, 1,
+                                                     std::min(cores, kMaxEncodeProcesses)));
+  }
+  const int64_t chunk_bytes = std::max<int64_t>(1, text_bytes / processes);
+  const std::string base = util::TempPathFor(token_path);
+  std::vector<std::string> chunk_paths;
+  std::vector<size_t> chunk_first;  // index of each chunk's first line
   int64_t leading_eos = 0;
   std::vector<int64_t> eos_count;
+  auto cleanup = [&] {
+    std::error_code ignored;
+    for (const auto& c : chunk_paths) {
+      fs::remove(c + ".txt", ignored);
+      fs::remove(c + ".u16", ignored);
+    }
+    fs::remove(base, ignored);
+  };
   {
     std::ifstream in(text_path, std::ios::binary);
     if (!in) return absl::NotFoundError(absl::StrCat(text_path, ": cannot open"));
-    std::ofstream out(lines_path, std::ios::binary | std::ios::trunc);
+    std::ofstream out;
+    int64_t in_chunk = 0;
     std::string line;
     while (std::getline(in, line)) {
       if (line == kEndOfText) {
@@ -104,41 +167,69 @@ absl::Status EncodeFile(const std::string& model_path, const std::string& text_p
         } else {
           ++eos_count.back();
         }
-      } else if (!line.empty()) {
-        out << line << '\n';
-        eos_count.push_back(0);
+        continue;
       }
+      if (line.empty()) continue;
+      if (!out.is_open() ||
+          (in_chunk >= chunk_bytes && static_cast<int>(chunk_paths.size()) < processes)) {
+        if (out.is_open() && !out.flush()) break;
+        out.close();
+        chunk_paths.push_back(absl::StrCat(base, "-", chunk_paths.size()));
+        chunk_first.push_back(eos_count.size());
+        out.open(chunk_paths.back() + ".txt", std::ios::binary | std::ios::trunc);
+        in_chunk = 0;
+      }
+      out << line << '\n';
+      in_chunk += static_cast<int64_t>(line.size()) + 1;
+      eos_count.push_back(0);
     }
-    if (!out.flush()) return absl::InternalError(absl::StrCat(lines_path, ": write failed"));
-  }
-  const std::string tmp = util::TempPathFor(token_path);
-  std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  auto put = [&out](int id) {
-    // Little-endian uint16 whatever the host; vocab <= 65535 is checked by the caller.
-    const char bytes[2] = {static_cast<char>(id & 0xff), static_cast<char>((id >> 8) & 0xff)};
-    out.write(bytes, 2);
-  };
-  for (int64_t i = 0; i < leading_eos; ++i) put(kEosId);
-  size_t line_index = 0;
-  absl::Status s = BpeEncodeLines(model_path, lines_path, [&](const std::vector<int>& ids) {
-    for (int id : ids) put(id);
-    if (line_index < eos_count.size()) {
-      for (int64_t i = 0; i < eos_count[line_index]; ++i) put(kEosId);
+    if (out.is_open() && !out.flush()) {
+      cleanup();
+      return absl::InternalError(absl::StrCat(chunk_paths.back(), ".txt: write failed"));
     }
-    ++line_index;
-  });
-  std::error_code ignored;
-  fs::remove(lines_path, ignored);
-  if (s.ok() && line_index != eos_count.size()) {
-    s = absl::InternalError(absl::StrCat("spm_encode returned ", line_index, " lines for ",
-                                         eos_count.size(), " in ", text_path));
   }
-  out.flush();
-  if (s.ok() && !out) s = absl::InternalError(absl::StrCat(tmp, ": write failed"));
-  out.close();
-  if (s.ok()) s = util::CommitFile(tmp, token_path);
-  fs::remove(tmp, ignored);
+  std::vector<absl::Status> results(chunk_paths.size());
+  {
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < chunk_paths.size(); ++k) {
+      const size_t first = chunk_first[k];
+      const size_t count =
+          (k + 1 < chunk_paths.size() ? chunk_first[k + 1] : eos_count.size()) - first;
+      threads.emplace_back([&, k, first, count] {
+        results[k] = EncodeChunk(model_path, chunk_paths[k] + ".txt", eos_count, first, count,
+                                 chunk_paths[k] + ".u16");
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    if (!results[k].ok()) {
+      cleanup();
+      return absl::Status(results[k].code(), absl::StrCat(text_path, ": ", results[k].message()));
+    }
+  }
+  absl::Status s;
+  {
+    std::ofstream out(base, std::ios::binary | std::ios::trunc);
+    const char eos[2] = {static_cast<char>(kEosId & 0xff), static_cast<char>(kEosId >> 8)};
+    for (int64_t i = 0; i < leading_eos; ++i) out.write(eos, 2);
+    for (const auto& c : chunk_paths) {
+      std::ifstream part(c + ".u16", std::ios::binary);
+      out << part.rdbuf();
+    }
+    out.flush();
+    if (!out) s = absl::InternalError(absl::StrCat(base, ": write failed"));
+  }
+  if (s.ok()) s = util::CommitFile(base, token_path);
+  cleanup();
   return s;
+}
+
+namespace {
+
+absl::Status EncodeFile(const std::string& model_path, const std::string& text_path,
+                        const std::string& token_path) {
+  return EncodeTextFile(model_path, text_path, token_path, 0);
 }
 
 }  // namespace
@@ -173,43 +264,163 @@ std::string TokenizerCacheKey(int vocab, const std::vector<std::string>& source_
                                 absl::StrJoin(source_shas, ",")));
 }
 
-absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
-                                               const std::vector<std::string>& encode, int vocab,
-                                               const std::string& cache_dir) {
+namespace {
+
+// A worker plans a run's data (worker/fleet_data.cc), then Train plans it again, run after run:
+// hashing a corpus of gigabytes each time would cost seconds per run. Digests are kept per
+// process by path, size and modification time, so a file changed in place is hashed again.
+absl::StatusOr<std::string> CachedSha256File(const std::string& path) {
+  struct Entry {
+    uintmax_t size;
+    fs::file_time_type mtime;
+    std::string sha;
+  };
+  static std::mutex mu;
+  static std::map<std::string, Entry> cache;
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  const fs::file_time_type mtime = ec ? fs::file_time_type{} : fs::last_write_time(path, ec);
+  if (ec) return Sha256File(path);  // let it name the problem
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = cache.find(path);
+        it != cache.end() && it->second.size == size && it->second.mtime == mtime) {
+      return it->second.sha;
+    }
+  }
+  ASSIGN_OR_RETURN(std::string sha, Sha256File(path));
+  std::lock_guard<std::mutex> lock(mu);
+  cache[path] = Entry{size, mtime, sha};
+  return sha;
+}
+
+absl::Status CheckVocab(int vocab) {
   if (vocab < 260 || vocab > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("tokenizer vocab ", vocab,
                      " out of range [260, 65535] (byte fallback needs 259 ids; "
                      "token files are uint16)"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DatasetLayout> PlanDataset(const std::vector<std::string>& tokenizer_sources,
+                                          const std::vector<std::string>& encode, int vocab,
+                                          const std::string& cache_dir) {
+  RETURN_IF_ERROR(CheckVocab(vocab));
+  // Hash each distinct file once: a run without val encodes its train text twice.
+  std::map<std::string, std::string> shas;
+  auto sha_of = [&](const std::string& path) -> absl::StatusOr<std::string> {
+    if (auto it = shas.find(path); it != shas.end()) return it->second;
+    ASSIGN_OR_RETURN(std::string sha, CachedSha256File(path));
+    shas.emplace(path, sha);
+    return sha;
+  };
   std::vector<std::string> source_shas;
   for (const std::string& source : tokenizer_sources) {
-    ASSIGN_OR_RETURN(std::string sha, Sha256File(source));
+    ASSIGN_OR_RETURN(std::string sha, sha_of(source));
     source_shas.push_back(std::move(sha));
   }
   ASSIGN_OR_RETURN(const std::string spm_version, SpmVersion());
-  PreparedDataset out;
+  DatasetLayout out;
   out.tokenizer_key = TokenizerCacheKey(vocab, source_shas, spm_version);
+  out.tokenizer_model = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".model");
+  out.tokenizer_vocab = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".vocab");
+  for (const std::string& text_path : encode) {
+    ASSIGN_OR_RETURN(std::string sha, sha_of(text_path));
+    out.token_paths.push_back(absl::StrCat(cache_dir, "/tokens/", out.tokenizer_key.substr(0, 16),
+                                           "-", sha.substr(0, 32), ".u16"));
+    out.text_sha256.push_back(std::move(sha));
+  }
+  return out;
+}
+
+absl::StatusOr<RunTexts> ResolveRunTexts(const v1::DataSpec& data, const std::string& cache_dir) {
+  RunTexts out;
+  ASSIGN_OR_RETURN(out.train_text, ResolveTextPath(data.train(), "train", cache_dir));
+  // Without a validation file the model is evaluated on (fixed batches of) the training text.
+  out.val_text = out.train_text;
+  if (!data.val().empty()) {
+    ASSIGN_OR_RETURN(out.val_text, ResolveTextPath(data.val(), "val", cache_dir));
+  }
+  const std::string& tokenizer = data.tokenizer().type();
+  if (!tokenizer.empty() && tokenizer != "bpe") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("data.tokenizer.type: '", tokenizer, "' is not supported (bpe)"));
+  }
+  out.vocab = data.tokenizer().vocab() > 0 ? data.tokenizer().vocab() : 4096;
+  return out;
+}
+
+absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
+                                               const std::vector<std::string>& encode, int vocab,
+                                               const std::string& cache_dir, PrepareStats* stats) {
+  PrepareStats local_stats;
+  if (stats == nullptr) stats = &local_stats;
+  ASSIGN_OR_RETURN(DatasetLayout layout, PlanDataset(tokenizer_sources, encode, vocab, cache_dir));
+  PreparedDataset out;
+  out.tokenizer_key = layout.tokenizer_key;
   RETURN_IF_ERROR(util::MakeDirs(cache_dir + "/tokenizers"));
   RETURN_IF_ERROR(util::MakeDirs(cache_dir + "/tokens"));
-  out.tokenizer_model = absl::StrCat(cache_dir, "/tokenizers/", out.tokenizer_key, ".model");
+  out.tokenizer_model = layout.tokenizer_model;
   if (!fs::exists(out.tokenizer_model)) {
+    const auto t0 = std::chrono::steady_clock::now();
     RETURN_IF_ERROR(TrainTokenizer(tokenizer_sources, vocab, out.tokenizer_model));
+    stats->trained_tokenizer = true;
+    stats->tokenizer_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   ASSIGN_OR_RETURN(out.vocab_size, BpeVocabSize(out.tokenizer_model));
-  for (const std::string& text_path : encode) {
+  for (size_t i = 0; i < encode.size(); ++i) {
     PreparedFile file;
-    file.text_path = text_path;
-    ASSIGN_OR_RETURN(file.text_sha256, Sha256File(text_path));
-    file.token_path = absl::StrCat(cache_dir, "/tokens/", out.tokenizer_key.substr(0, 16), "-",
-                                   file.text_sha256.substr(0, 32), ".u16");
+    file.text_path = encode[i];
+    file.text_sha256 = layout.text_sha256[i];
+    file.token_path = layout.token_paths[i];
     if (!fs::exists(file.token_path)) {
-      RETURN_IF_ERROR(EncodeFile(out.tokenizer_model, text_path, file.token_path));
+      const auto t0 = std::chrono::steady_clock::now();
+      RETURN_IF_ERROR(EncodeFile(out.tokenizer_model, file.text_path, file.token_path));
+      stats->encode_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      stats->encoded_bytes += static_cast<int64_t>(fs::file_size(file.text_path));
     }
     file.tokens = static_cast<int64_t>(fs::file_size(file.token_path)) / 2;
     out.files.push_back(std::move(file));
   }
   return out;
+}
+
+absl::StatusOr<DataPlan> PlanRunData(const v1::DataSpec& data, const std::string& cache_dir) {
+  ASSIGN_OR_RETURN(const RunTexts texts, ResolveRunTexts(data, cache_dir));
+  ASSIGN_OR_RETURN(
+      const DatasetLayout layout,
+      PlanDataset({texts.train_text}, {texts.train_text, texts.val_text}, texts.vocab, cache_dir));
+  DataPlan plan;
+  // The tokenizer key already covers format, vocab, input cap, SentencePiece version and the
+  // train text; the encoded texts complete what the token files depend on.
+  plan.key = Sha256Hex(absl::StrCat("ablate-prepared-v1|", layout.tokenizer_key, "|",
+                                    absl::StrJoin(layout.text_sha256, ",")));
+  plan.description =
+      absl::StrCat("bpe vocab ", texts.vocab, ", train ", layout.text_sha256[0].substr(0, 12),
+                   ", val ", layout.text_sha256[1].substr(0, 12));
+  plan.files = {{"tokenizer_vocab", layout.tokenizer_vocab},
+                {"tokens_train", layout.token_paths[0]},
+                {"tokens_val", layout.token_paths[1]},
+                // Last: a cache reader that sees the .model relies on the .vocab and, here, on
+                // the token files being there too.
+                {"tokenizer_model", layout.tokenizer_model}};
+  return plan;
+}
+
+absl::StatusOr<DataPrepTimes> PrepareRunData(const v1::DataSpec& data,
+                                             const std::string& cache_dir) {
+  ASSIGN_OR_RETURN(const RunTexts texts, ResolveRunTexts(data, cache_dir));
+  PrepareStats stats;
+  RETURN_IF_ERROR(PrepareDataset({texts.train_text}, {texts.train_text, texts.val_text},
+                                 texts.vocab, cache_dir, &stats)
+                      .status());
+  return DataPrepTimes{stats.tokenizer_seconds, stats.encoded_bytes, stats.encode_seconds};
 }
 
 TokenFile::TokenFile(const uint16_t* data, int64_t size, size_t bytes)

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
 
 namespace ablate::train {
@@ -34,6 +35,37 @@ struct PreparedDataset {
   std::vector<PreparedFile> files;  // in the order of `encode`
 };
 
+// Where PrepareDataset finds or puts its outputs, computed without making anything (the source
+// texts are hashed): what a worker looks for in its cache, or fetches from its fleet.
+struct DatasetLayout {
+  std::string tokenizer_key;
+  std::string tokenizer_model;           // <cache>/tokenizers/<key>.model
+  std::string tokenizer_vocab;           // <cache>/tokenizers/<key>.vocab
+  std::vector<std::string> text_sha256;  // per file of `encode`
+  std::vector<std::string> token_paths;  // per file of `encode`
+};
+absl::StatusOr<DatasetLayout> PlanDataset(const std::vector<std::string>& tokenizer_sources,
+                                          const std::vector<std::string>& encode, int vocab,
+                                          const std::string& cache_dir);
+
+// What one PrepareDataset call did, for logs and the data benchmark.
+struct PrepareStats {
+  bool trained_tokenizer = false;
+  double tokenizer_seconds = 0;  // training it, when it was not cached
+  int64_t encoded_bytes = 0;     // text bytes encoded (files whose tokens were not cached)
+  double encode_seconds = 0;
+};
+
+// A run's data: the text behind data.train and data.val (val is the train text when unset) and
+// the vocabulary size. Refuses a tokenizer type other than bpe, naming the field.
+struct RunTexts {
+  std::string train_text;
+  std::string val_text;
+  int vocab = 0;
+};
+absl::StatusOr<RunTexts> ResolveRunTexts(const ablate::v1::DataSpec& data,
+                                         const std::string& cache_dir);
+
 // The cache key of a tokenizer: format version, vocab, input cap, SentencePiece version and the
 // SHA-256 of each source text.
 std::string TokenizerCacheKey(int vocab, const std::vector<std::string>& source_shas,
@@ -44,7 +76,14 @@ std::string TokenizerCacheKey(int vocab, const std::vector<std::string>& source_
 // own (SentencePiece's dummy prefix keeps the word boundary between lines).
 absl::StatusOr<PreparedDataset> PrepareDataset(const std::vector<std::string>& tokenizer_sources,
                                                const std::vector<std::string>& encode, int vocab,
-                                               const std::string& cache_dir);
+                                               const std::string& cache_dir,
+                                               PrepareStats* stats = nullptr);
+
+// Encodes `text_path` into the uint16 token file `token_path` (atomically) with `processes`
+// spm_encode processes in parallel (0: one per 8 MiB of text, at most one per core and 16). The
+// file is the same whatever the number of processes.
+absl::Status EncodeTextFile(const std::string& model_path, const std::string& text_path,
+                            const std::string& token_path, int processes);
 
 // A read-only memory map of a token file.
 class TokenFile {

@@ -164,21 +164,10 @@ absl::Status Run::Setup() {
         "dtype: bfloat16 needs a CUDA or CPU device; this run resolved to mps (use float32)");
   }
 
-  ASSIGN_OR_RETURN(std::string train_text,
-                   ResolveTextPath(spec_.data().train(), "train", cache_dir));
-  // Without a validation file the model is evaluated on (fixed batches of) the training text.
-  std::string val_text = train_text;
-  if (!spec_.data().val().empty()) {
-    ASSIGN_OR_RETURN(val_text, ResolveTextPath(spec_.data().val(), "val", cache_dir));
-  }
-  const std::string& tokenizer = spec_.data().tokenizer().type();
-  if (!tokenizer.empty() && tokenizer != "bpe") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.tokenizer.type: '", tokenizer, "' is not supported (bpe)"));
-  }
-  const int vocab = spec_.data().tokenizer().vocab() > 0 ? spec_.data().tokenizer().vocab() : 4096;
+  ASSIGN_OR_RETURN(const RunTexts texts, ResolveRunTexts(spec_.data(), cache_dir));
   ASSIGN_OR_RETURN(PreparedDataset data,
-                   PrepareDataset({train_text}, {train_text, val_text}, vocab, cache_dir));
+                   PrepareDataset({texts.train_text}, {texts.train_text, texts.val_text},
+                                  texts.vocab, cache_dir));
   ASSIGN_OR_RETURN(tokenizer_sha256_, Sha256File(data.tokenizer_model));
   ASSIGN_OR_RETURN(TokenFile train_tokens, TokenFile::Open(data.files[0].token_path));
   ASSIGN_OR_RETURN(TokenFile val_tokens, TokenFile::Open(data.files[1].token_path));

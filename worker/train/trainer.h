@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
@@ -62,6 +63,30 @@ struct DeviceInfo {
 // The device `requested` (auto|cpu|cuda|mps) resolves to on this machine; an error when a
 // specific device is asked for and absent.
 absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested);
+
+// The files Train reads for a run's data (tokenizer and token files in the cache), located
+// without making them: what a worker shares with its fleet (worker/fleet_data.h). `key` names
+// them across machines: the same key means byte-identical files.
+struct DataPlan {
+  std::string key;          // 64 hex digits
+  std::string description;  // "bpe vocab 4096, train 1a2b3c4d5e6f, val ..."
+  // (role, path in the cache), in the order to install them: the tokenizer model last, since
+  // its presence tells a reader the rest is there.
+  std::vector<std::pair<std::string, std::string>> files;
+};
+// `data` as Train sees it (local file paths or synthetic:N; synthetic text is generated into
+// the cache). Hashes the texts.
+absl::StatusOr<DataPlan> PlanRunData(const ablate::v1::DataSpec& data,
+                                     const std::string& cache_dir);
+
+struct DataPrepTimes {
+  double tokenizer_seconds = 0;  // 0 when the tokenizer was cached
+  int64_t encoded_bytes = 0;     // text bytes encoded (0 when every token file was cached)
+  double encode_seconds = 0;
+};
+// Makes what PlanRunData names (trains the tokenizer, encodes the texts), as Train would.
+absl::StatusOr<DataPrepTimes> PrepareRunData(const ablate::v1::DataSpec& data,
+                                             const std::string& cache_dir);
 
 // The newest checkpoint Train wrote under out_dir/checkpoints, or "" if there is none: what a
 // rerun with the same out_dir passes as TrainOptions::resume_from.

@@ -1,0 +1,187 @@
+#include "server/store/prepared_store.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/sha256.h"
+
+namespace ablate::server {
+namespace {
+
+using Resp = v1::DataPrepClaimResponse;
+
+// The same words whichever part did not match (token, expiry, state), as for lease fencing.
+absl::Status ClaimLost(const std::string& key) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("claim lost: data key ", key.substr(0, 16),
+                   " is no longer being prepared under this claim (it expired and another "
+                   "worker took it over, or it was published or abandoned)"));
+}
+
+absl::StatusOr<Resp> NewClaim(pqxx::work& tx, const std::string& key, int64_t worker_id,
+                              double seconds, bool take_over, const std::string& description) {
+  auto token = RandomHex(32);
+  if (!token.ok()) return token.status();
+  pqxx::result r;
+  if (take_over) {
+    r = pg::Exec(tx,
+                 "UPDATE prepared_data SET worker_id = $2, claim_token_sha256 = $3, "
+                 "claim_expires_at = now() + make_interval(secs => $4), claims = claims + 1 "
+                 "WHERE key = $1 AND state = 'preparing' "
+                 "RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8",
+                 key, worker_id, Sha256Hex(*token), seconds);
+  } else {
+    r = pg::Exec(tx,
+                 "INSERT INTO prepared_data (key, state, description, worker_id, "
+                 "claim_token_sha256, claim_expires_at) VALUES ($1, 'preparing', $5, $2, $3, "
+                 "now() + make_interval(secs => $4)) ON CONFLICT (key) DO NOTHING "
+                 "RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8",
+                 key, worker_id, Sha256Hex(*token), seconds, description);
+  }
+  if (r.empty()) return absl::AbortedError("raced");  // someone else inserted: look again
+  Resp out;
+  out.set_state(Resp::CLAIMED);
+  out.set_claim_token(*token);
+  out.set_claim_expires_at(r[0][0].as<double>());
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req) {
+  return db_->Tx<Resp>("claim data preparation", [&](pqxx::work& tx) -> absl::StatusOr<Resp> {
+    if (pg::Exec(tx, "SELECT 1 FROM workers WHERE id = $1", req.worker_id()).empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("worker_id ", req.worker_id(), " is not registered (call Register first)"));
+    }
+    // Two tries: a concurrent first claim makes our INSERT find the row, which we then read.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      pqxx::result r = pg::Exec(
+          tx,
+          "SELECT p.state, p.claim_token_sha256, p.claim_expires_at < now(), "
+          "COALESCE(EXTRACT(EPOCH FROM p.claim_expires_at)::float8, 0), COALESCE(w.name, '') "
+          "FROM prepared_data p LEFT JOIN workers w ON w.id = p.worker_id "
+          "WHERE p.key = $1 FOR UPDATE OF p",
+          req.key());
+      if (r.empty()) {
+        if (!req.claim_token().empty()) return ClaimLost(req.key());
+        auto claimed =
+            NewClaim(tx, req.key(), req.worker_id(), claim_seconds_, false, req.description());
+        if (absl::IsAborted(claimed.status())) continue;
+        return claimed;
+      }
+      const auto state = r[0][0].as<std::string>();
+      if (state == "ready") {
+        Resp out;
+        out.set_state(Resp::READY);
+        for (const auto& row :
+             pg::Exec(tx,
+                      "SELECT role, sha256, size_bytes FROM prepared_files WHERE key = $1 "
+                      "ORDER BY role",
+                      req.key())) {
+          auto* f = out.add_files();
+          f->set_role(row[0].as<std::string>());
+          f->set_sha256(row[1].as<std::string>());
+          f->set_size_bytes(row[2].as<int64_t>());
+        }
+        return out;
+      }
+      const bool expired = r[0][2].is_null() || r[0][2].as<bool>();
+      if (!req.claim_token().empty()) {
+        if (r[0][1].as<std::string>() != Sha256Hex(req.claim_token())) return ClaimLost(req.key());
+        pqxx::result renewed = pg::Exec(
+            tx,
+            "UPDATE prepared_data SET claim_expires_at = now() + make_interval(secs => $2) "
+            "WHERE key = $1 RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8",
+            req.key(), claim_seconds_);
+        Resp out;
+        out.set_state(Resp::CLAIMED);
+        out.set_claim_token(req.claim_token());
+        out.set_claim_expires_at(renewed[0][0].as<double>());
+        return out;
+      }
+      if (!expired) {
+        Resp out;
+        out.set_state(Resp::PREPARING);
+        out.set_preparer(r[0][4].as<std::string>());
+        out.set_claim_expires_at(r[0][3].as<double>());
+        return out;
+      }
+      return NewClaim(tx, req.key(), req.worker_id(), claim_seconds_, true, req.description());
+    }
+    return absl::UnavailableError("claim data preparation: the claim row kept changing; retry");
+  });
+}
+
+absl::Status PreparedStore::CheckClaim(const std::string& key, const std::string& claim_token) {
+  return db_
+      ->Tx<bool>("check data claim",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = pg::Exec(tx,
+                                             "SELECT 1 FROM prepared_data WHERE key = $1 AND "
+                                             "state = 'preparing' AND claim_token_sha256 = $2 "
+                                             "AND claim_expires_at >= now()",
+                                             key, Sha256Hex(claim_token));
+                   if (r.empty()) return ClaimLost(key);
+                   return true;
+                 })
+      .status();
+}
+
+absl::Status PreparedStore::Publish(const std::string& key, const std::string& claim_token,
+                                    const std::vector<v1::PreparedFileRef>& files,
+                                    const std::function<absl::Status()>& check_files) {
+  return db_
+      ->Tx<bool>("publish prepared data",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = pg::Exec(tx,
+                                             "SELECT state, claim_token_sha256 FROM prepared_data "
+                                             "WHERE key = $1 FOR UPDATE",
+                                             key);
+                   // An expired claim nobody took over may still publish: the files are as good.
+                   if (r.empty() || r[0][1].as<std::string>() != Sha256Hex(claim_token)) {
+                     return ClaimLost(key);
+                   }
+                   if (r[0][0].as<std::string>() == "ready") return true;  // a retried publish
+                   if (auto s = check_files(); !s.ok()) return s;
+                   for (const auto& f : files) {
+                     pg::Exec(tx,
+                              "INSERT INTO prepared_files (key, role, sha256, size_bytes) "
+                              "VALUES ($1, $2, $3, $4)",
+                              key, f.role(), f.sha256(), f.size_bytes());
+                   }
+                   pg::Exec(tx,
+                            "UPDATE prepared_data SET state = 'ready', ready_at = now(), "
+                            "claim_expires_at = NULL WHERE key = $1",
+                            key);
+                   return true;
+                 })
+      .status();
+}
+
+absl::Status PreparedStore::Abandon(const std::string& key, const std::string& claim_token) {
+  return db_
+      ->Tx<bool>("abandon data claim",
+                 [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+                   pqxx::result r = pg::Exec(tx,
+                                             "DELETE FROM prepared_data WHERE key = $1 AND "
+                                             "state = 'preparing' AND claim_token_sha256 = $2 "
+                                             "RETURNING 1",
+                                             key, Sha256Hex(claim_token));
+                   if (r.empty()) return ClaimLost(key);
+                   return true;
+                 })
+      .status();
+}
+
+absl::StatusOr<bool> PreparedStore::IsPublishedFile(const std::string& sha256) {
+  return db_->Tx<bool>("get prepared file", [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+    return !pg::Exec(tx,
+                     "SELECT 1 FROM prepared_files f JOIN prepared_data p USING (key) "
+                     "WHERE f.sha256 = $1 AND p.state = 'ready' LIMIT 1",
+                     sha256)
+                .empty();
+  });
+}
+
+}  // namespace ablate::server

@@ -1,0 +1,275 @@
+// Data prepared once per fleet over real gRPC + PostgreSQL: one worker claims a data key, a
+// second finds it being prepared and waits, the first uploads and publishes, the second
+// downloads the same bytes; an expired claim is taken over and the old holder fenced off; an
+// abandoned claim frees the key; sizes and inputs are checked.
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/util/sha256.h"
+#include "pqxx/pqxx"
+#include "server/store/pqxx_compat.h"
+#include "tests/integration/harness.h"
+
+namespace ablate::testing {
+namespace {
+
+using Resp = v1::DataPrepClaimResponse;
+
+constexpr int64_t kCap = 1 << 20;
+
+class PreparedTest : public ServerFixture {
+ protected:
+  void Configure(server::ServerOptions* o) override {
+    o->max_prepared_bytes = kCap;
+    o->prepare_claim_seconds = 60;
+  }
+
+  grpc::Status Claim(int64_t worker, const std::string& key, Resp* resp,
+                     const std::string& token = "") {
+    v1::DataPrepClaimRequest req;
+    req.set_worker_id(worker);
+    req.set_key(key);
+    req.set_description("vocab 4096 on test text");
+    req.set_claim_token(token);
+    return WorkerStub()->ClaimDataPrep(Ctx().get(), req, resp);
+  }
+
+  grpc::Status Put(const std::string& key, const std::string& token, const std::string& role,
+                   const std::string& data, v1::PreparedFileRef* stored,
+                   int64_t announced_size = -1) {
+    auto ctx = Ctx();
+    auto writer = WorkerStub()->PutPreparedFile(ctx.get(), stored);
+    v1::PreparedFileChunk header;
+    header.set_key(key);
+    header.set_claim_token(token);
+    header.mutable_ref()->set_role(role);
+    header.mutable_ref()->set_sha256(Sha256Hex(data));
+    header.mutable_ref()->set_size_bytes(announced_size >= 0 ? announced_size
+                                                             : static_cast<int64_t>(data.size()));
+    writer->Write(header);
+    for (size_t off = 0; off < data.size(); off += 65536) {
+      v1::PreparedFileChunk c;
+      c.set_data(data.substr(off, 65536));
+      if (!writer->Write(c)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  grpc::Status Publish(const std::string& key, const std::string& token,
+                       const std::vector<v1::PreparedFileRef>& files, bool abandon = false) {
+    v1::DataPrepPublishRequest req;
+    req.set_key(key);
+    req.set_claim_token(token);
+    req.set_abandon(abandon);
+    for (const auto& f : files) *req.add_files() = f;
+    v1::DataPrepPublishResponse resp;
+    return WorkerStub()->PublishDataPrep(Ctx().get(), req, &resp);
+  }
+
+  grpc::Status Get(const std::string& sha, std::string* out) {
+    auto ctx = Ctx();
+    v1::PreparedFileRequest req;
+    req.set_sha256(sha);
+    auto reader = WorkerStub()->GetPreparedFile(ctx.get(), req);
+    v1::DataChunk chunk;
+    out->clear();
+    while (reader->Read(&chunk)) *out += chunk.data();
+    return reader->Finish();
+  }
+
+  void ExpireClaim(const std::string& key) {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    server::pg::Exec(tx,
+                     "UPDATE prepared_data SET claim_expires_at = now() - interval '1 second' "
+                     "WHERE key = $1",
+                     key);
+    tx.commit();
+  }
+
+  // A prepared data set: what a worker's cache would hold.
+  std::map<std::string, std::string> Files() {
+    return {{"tokenizer_model", std::string(5000, 'm') + "model"},
+            {"tokenizer_vocab", "<unk>\t0\n<s>\t0\n</s>\t0\n"},
+            {"tokens_train", std::string(300000, '\x01') + "train"},
+            {"tokens_val", std::string(70000, '\x02') + "val"}};
+  }
+};
+
+TEST_F(PreparedTest, OneClaimsTheOtherWaitsThenDownloads) {
+  const int64_t w1 = Register("prep-1");
+  const int64_t w2 = Register("prep-2");
+  const std::string key = Sha256Hex("data key 1");
+
+  Resp first;
+  ASSERT_TRUE(Claim(w1, key, &first).ok());
+  ASSERT_EQ(first.state(), Resp::CLAIMED);
+  ASSERT_EQ(first.claim_token().size(), 64u);
+
+  Resp second;
+  ASSERT_TRUE(Claim(w2, key, &second).ok());
+  EXPECT_EQ(second.state(), Resp::PREPARING);
+  EXPECT_EQ(second.preparer(), "prep-1");
+  EXPECT_GT(second.claim_expires_at(), 0);
+  EXPECT_TRUE(second.claim_token().empty());
+
+  // The second worker waits as a worker does: asks again until the key is ready, then downloads.
+  std::map<std::string, std::string> downloaded;
+  int preparing_answers = 0;
+  std::thread waiter([&] {
+    for (int i = 0; i < 600; ++i) {
+      Resp r;
+      auto s = Claim(w2, key, &r);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      ASSERT_NE(r.state(), Resp::CLAIMED) << "the waiting worker must never prepare";
+      if (r.state() == Resp::READY) {
+        for (const auto& f : r.files()) {
+          std::string data;
+          auto g = Get(f.sha256(), &data);
+          ASSERT_TRUE(g.ok()) << g.error_message();
+          downloaded[f.role()] = data;
+        }
+        return;
+      }
+      ++preparing_answers;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+
+  // The preparer renews its claim (same token) while it works.
+  Resp renewed;
+  ASSERT_TRUE(Claim(w1, key, &renewed, first.claim_token()).ok());
+  EXPECT_EQ(renewed.state(), Resp::CLAIMED);
+  EXPECT_EQ(renewed.claim_token(), first.claim_token());
+  EXPECT_GE(renewed.claim_expires_at(), first.claim_expires_at());
+
+  std::vector<v1::PreparedFileRef> refs;
+  for (const auto& [role, data] : Files()) {
+    v1::PreparedFileRef stored;
+    auto s = Put(key, first.claim_token(), role, data, &stored);
+    ASSERT_TRUE(s.ok()) << role << ": " << s.error_message();
+    EXPECT_EQ(stored.sha256(), Sha256Hex(data));
+    refs.push_back(stored);
+  }
+  // Not ready until published: the waiter is still waiting.
+  std::string data;
+  EXPECT_EQ(Get(refs[0].sha256(), &data).error_code(), grpc::StatusCode::NOT_FOUND);
+  auto p = Publish(key, first.claim_token(), refs);
+  ASSERT_TRUE(p.ok()) << p.error_message();
+  waiter.join();
+  EXPECT_GT(preparing_answers, 0);
+  EXPECT_EQ(downloaded, Files());
+
+  // A repeated publish (reply lost) is accepted; a third worker gets READY at once.
+  EXPECT_TRUE(Publish(key, first.claim_token(), refs).ok());
+  Resp third;
+  ASSERT_TRUE(Claim(Register("prep-3"), key, &third).ok());
+  EXPECT_EQ(third.state(), Resp::READY);
+  EXPECT_EQ(third.files_size(), 4);
+}
+
+TEST_F(PreparedTest, ExpiredClaimIsTakenOverAndTheOldHolderFenced) {
+  const int64_t w1 = Register("dead-preparer");
+  const int64_t w2 = Register("next-preparer");
+  const std::string key = Sha256Hex("data key 2");
+  Resp first;
+  ASSERT_TRUE(Claim(w1, key, &first).ok());
+  ASSERT_EQ(first.state(), Resp::CLAIMED);
+  ExpireClaim(key);
+  Resp second;
+  ASSERT_TRUE(Claim(w2, key, &second).ok());
+  ASSERT_EQ(second.state(), Resp::CLAIMED);
+  EXPECT_NE(second.claim_token(), first.claim_token());
+
+  // The first holder can neither renew, upload nor publish any more.
+  Resp r;
+  auto renew = Claim(w1, key, &r, first.claim_token());
+  EXPECT_EQ(renew.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(renew.error_message().find("claim lost"), std::string::npos);
+  v1::PreparedFileRef stored;
+  EXPECT_EQ(Put(key, first.claim_token(), "tokens_train", "x", &stored).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  // The new holder can upload; the old one cannot publish even a complete set.
+  std::vector<v1::PreparedFileRef> refs;
+  for (const auto& [role, data] : Files()) {
+    ASSERT_TRUE(Put(key, second.claim_token(), role, data, &stored).ok());
+    refs.push_back(stored);
+  }
+  auto stale = Publish(key, first.claim_token(), refs);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(stale.error_message().find("claim lost"), std::string::npos);
+  EXPECT_TRUE(Publish(key, second.claim_token(), refs).ok());
+}
+
+TEST_F(PreparedTest, AbandonedClaimFreesTheKey) {
+  const int64_t w1 = Register("failing-preparer");
+  const int64_t w2 = Register("other");
+  const std::string key = Sha256Hex("data key 3");
+  Resp first;
+  ASSERT_TRUE(Claim(w1, key, &first).ok());
+  ASSERT_TRUE(Publish(key, first.claim_token(), {}, /*abandon=*/true).ok());
+  Resp second;
+  ASSERT_TRUE(Claim(w2, key, &second).ok());
+  EXPECT_EQ(second.state(), Resp::CLAIMED);
+}
+
+TEST_F(PreparedTest, InputsAndSizesAreChecked) {
+  const int64_t w1 = Register("checked");
+  Resp r;
+  {
+    // WorkerService: a user token may not claim, upload or download.
+    v1::DataPrepClaimRequest req;
+    req.set_worker_id(w1);
+    req.set_key(Sha256Hex("k"));
+    auto s = WorkerStub()->ClaimDataPrep(Ctx(Token(server::Role::kUser, "u")).get(), req, &r);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  auto bad = Claim(w1, "not-a-key", &r);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("key must be 64 lower-case hex digits"), std::string::npos);
+  auto unregistered = Claim(987654, Sha256Hex("k"), &r);
+  EXPECT_EQ(unregistered.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(unregistered.error_message().find("worker_id 987654 is not registered"),
+            std::string::npos);
+
+  const std::string key = Sha256Hex("data key 4");
+  Resp claim;
+  ASSERT_TRUE(Claim(w1, key, &claim).ok());
+  v1::PreparedFileRef stored;
+  // Over the cap, announced honestly or not: refused while streaming.
+  const std::string big(kCap + 1, 'b');
+  auto over = Put(key, claim.claim_token(), "tokens_train", big, &stored);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(over.error_message().find("--max-prepared-bytes"), std::string::npos);
+  auto lying = Put(key, claim.claim_token(), "tokens_train", big, &stored, 10);
+  EXPECT_EQ(lying.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(lying.error_message().find("--max-prepared-bytes"), std::string::npos);
+  // Publishing needs the required roles, each uploaded with its size.
+  std::vector<v1::PreparedFileRef> refs;
+  for (const auto& [role, data] : Files()) {
+    if (role == "tokenizer_vocab") continue;
+    ASSERT_TRUE(Put(key, claim.claim_token(), role, data, &stored).ok());
+    refs.push_back(stored);
+  }
+  auto missing = Publish(key, claim.claim_token(), refs);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(missing.error_message().find("no file with role \"tokenizer_vocab\""),
+            std::string::npos);
+  v1::PreparedFileRef ghost;
+  ghost.set_role("tokenizer_vocab");
+  ghost.set_sha256(Sha256Hex("never uploaded"));
+  ghost.set_size_bytes(14);
+  refs.push_back(ghost);
+  auto not_uploaded = Publish(key, claim.claim_token(), refs);
+  EXPECT_EQ(not_uploaded.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(not_uploaded.error_message().find("was not uploaded"), std::string::npos);
+  // Only published files are served: an uploaded but unpublished blob is not.
+  std::string data;
+  EXPECT_EQ(Get(refs[0].sha256(), &data).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace ablate::testing
