@@ -1,7 +1,7 @@
 // A 200-step training run against the loss curve the trainer produced before the speed work of
 // issue 13 (tests/train/data/loss_curve_200.txt, written by this test's --write mode on commit
 // 2c24e39). Faster kernels may sum in another order, so the curves agree to fp32 noise, not bit
-// for bit; a wrong gradient, a dropped term or a broken optimizer moves them by far more.
+// for bit.
 //
 //   train_loss_curve_test [--write FILE]   (--write: record the current trainer's curve)
 #include <torch/torch.h>
@@ -28,10 +28,11 @@ using ablate::train::Batch;
 
 constexpr int kSteps = 200;
 constexpr int64_t kVocab = 512;
-// Per-step tolerance on the train loss, relative. Measured between the fused and the unfused
-// kernels: see docs/trainer.md (Benchmark); the first steps differ by ~1e-7, the drift of
-// 200 chaotic fp32 updates stays well below this, and a real bug costs > 1e-2.
-constexpr double kTolerance = 2e-3;
+// Per-step tolerance on the train loss, relative. The fused kernels of issue 13 (kernels.h) stay
+// within 2.5e-7 of the recorded curve on the machine that recorded it; the margin is for other
+// BLAS builds and CPUs, whose GEMMs sum in yet another order, and the drift of 200 chaotic fp32
+// updates.
+constexpr double kTolerance = 1e-3;
 
 ablate::v1::RunConfig Config() {
   ablate::v1::RunConfig c;
