@@ -77,65 +77,6 @@ class LmHeadCrossEntropyFunction : public torch::autograd::Function<LmHeadCrossE
   }
 };
 
-// Runs fn(b, h, i) for every (batch, head) pair, whole pairs per thread. The tensors fn touches
-// are detached: grad mode is thread-local and OpenMP's workers do not inherit the caller's, so an
-// out= op on a tensor that requires grad would be refused there.
-template <typename Fn>
-void ForEachHead(int64_t batch, int64_t heads, const Fn& fn) {
-  at::parallel_for(0, batch * heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) fn(i / heads, i % heads, i);
-  });
-}
-
-// (B, T, H, hd) -> the (T, hd) matrix of one (batch, head), a strided view (row stride T's).
-at::Tensor HeadOf(const at::Tensor& x, int64_t b, int64_t h) { return x.select(0, b).select(1, h); }
-
-class CausalAttentionFunction : public torch::autograd::Function<CausalAttentionFunction> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q_in, const at::Tensor& k_in,
-                            const at::Tensor& v_in, double scale, const at::Tensor& bias) {
-    const auto q = q_in.detach(), k = k_in.detach(), v = v_in.detach();
-    const int64_t batch = q.size(0), t = q.size(1), heads = q.size(2), hd = q.size(3);
-    auto y = at::empty({batch, t, heads, hd}, q.options());
-    auto probs = at::empty({batch, heads, t, t}, q.options());
-    ForEachHead(batch, heads, [&](int64_t b, int64_t h, int64_t) {
-      auto scores = at::empty({t, t}, q.options());
-      at::addmm_out(scores, bias, HeadOf(q, b, h), HeadOf(k, b, h).t(), 1, scale);
-      auto p = probs.select(0, b).select(0, h);
-      at::_softmax_out(p, scores, 1, false);
-      auto yh = HeadOf(y, b, h);
-      at::mm_out(yh, p, HeadOf(v, b, h));
-    });
-    ctx->save_for_backward({q, k, v, probs});
-    ctx->saved_data["scale"] = scale;
-    return y.view({batch, t, heads * hd});
-  }
-
-  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &probs = saved[3];
-    const double scale = ctx->saved_data["scale"].toDouble();
-    const int64_t batch = q.size(0), t = q.size(1), heads = q.size(2), hd = q.size(3);
-    const auto dy = grads[0].detach().contiguous().view({batch, t, heads, hd});
-    auto dq = at::empty({batch, t, heads, hd}, q.options());
-    auto dk = at::empty_like(dq), dv = at::empty_like(dq);
-    ForEachHead(batch, heads, [&](int64_t b, int64_t h, int64_t) {
-      const auto p = probs.select(0, b).select(0, h);
-      const auto dyh = HeadOf(dy, b, h);
-      auto dp = at::mm(dyh, HeadOf(v, b, h).t());
-      auto dvh = HeadOf(dv, b, h);
-      at::mm_out(dvh, p.t(), dyh);
-      auto ds = at::empty({t, t}, q.options());
-      at::_softmax_backward_data_out(ds, dp, p, 1, at::kFloat);
-      ds.mul_(scale);
-      auto dqh = HeadOf(dq, b, h), dkh = HeadOf(dk, b, h);
-      at::mm_out(dqh, ds, HeadOf(k, b, h));
-      at::mm_out(dkh, ds.t(), HeadOf(q, b, h));
-    });
-    return {dq, dk, dv, at::Tensor(), at::Tensor()};
-  }
-};
-
 }  // namespace
 
 at::Tensor LmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& weight,
@@ -144,11 +85,6 @@ at::Tensor LmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& weight,
     return LmHeadCrossEntropyFunction::apply(x, weight, targets);
   }
   return LmHeadLoss(x, weight, targets, /*grad=*/false).loss;
-}
-
-at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           double scale, const at::Tensor& causal_bias) {
-  return CausalAttentionFunction::apply(q, k, v, scale, causal_bias);
 }
 
 void AdamWUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, float decay,

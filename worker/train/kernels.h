@@ -16,19 +16,9 @@ namespace ablate::train {
 at::Tensor LmHeadCrossEntropy(const at::Tensor& x, const at::Tensor& weight,
                               const at::Tensor& targets);
 
-// Causal softmax attention for q, k, v of shape (B, T, H, hd) (any strides with the last one 1,
-// e.g. views into the fused qkv projection): softmax(scale · q kᵀ + causal_bias) v, returned as
-// (B, T, H·hd), heads side by side. Each thread takes whole (batch, head) pairs and runs their
-// small GEMMs and softmax on its own, reading q, k, v in place and writing y in place: no
-// transposed copies and no per-(batch, head) GEMM split across threads. causal_bias (T, T) holds
-// 0 on and below the diagonal and -inf above it. No dropout, no probes: the caller keeps the
-// unfused path for those.
-at::Tensor CausalAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                           double scale, const at::Tensor& causal_bias);
-
 // One AdamW update of a contiguous CPU float tensor in a single pass over p, g, m and v (threaded
-// over elements), with torch.optim.AdamW's arithmetic in its order: p *= decay; m = β1 m + (1-β1) g;
-// v = β2 v + (1-β2) g²; p += step · m / (√v / bias2_sqrt + eps).
+// over elements), with torch.optim.AdamW's arithmetic in its order: p *= decay; m = β1 m + (1-β1)
+// g; v = β2 v + (1-β2) g²; p += step · m / (√v / bias2_sqrt + eps).
 void AdamWUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, float decay,
                  float beta1, float beta2, float step, float bias2_sqrt, float eps);
 

@@ -163,17 +163,6 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
     k = ApplyRope(k);
   }
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  if (probe == nullptr && config_.attn_softcap() == 0 && q.device().is_cpu() &&
-      q.scalar_type() == torch::kFloat && (config_.dropout() == 0 || !is_training())) {
-    // The common training step: one kernel per (batch, head), threaded over heads (kernels.h).
-    auto per_head = [](const torch::Tensor& z) {
-      auto y = z.transpose(1, 2);  // (B, T, H, hd), a view
-      return y.stride(-1) == 1 ? y : y.contiguous();
-    };
-    auto bias = causal_bias_.slice(0, 0, t).slice(1, 0, t);
-    auto y = CausalAttention(per_head(q), per_head(k), per_head(v), scale, bias);
-    return b.attn_proj(y);
-  }
   auto mask = causal_mask_.slice(0, 0, t).slice(1, 0, t);
   torch::Tensor att;
   if (config_.attn_softcap() > 0) {
