@@ -1,13 +1,16 @@
-// Trainer throughput on CPU: tokens/s, ms/step, MFU against the measured torch::mm peak, the
-// Python reference's tokens/s on the same config, and the cost of probes and metric output.
+// Trainer throughput on CPU: tokens/s, ms/step, MFU against the measured torch::mm peak,
+// karpathy/nanoGPT's tokens/s on the same config (its own model.py, from the checkout named by
+// NANOGPT_DIR, run by nanogpt_bench.py), and the cost of probes and metric output.
 //
-//   trainer_bench [--threads N] [--steps K] [--rounds R] [--no-python] [--profile TRACE.json]
+//   NANOGPT_DIR=... trainer_bench [--threads N] [--steps K] [--rounds R] [--no-python]
+//                                 [--profile TRACE.json]
 // Config (issue 3): 4 layers, 4 heads, n_embd 256, block 256, batch 16, vocab 4096, fp32.
 // Step times are the best of R rounds of K steps (the least disturbed by other load).
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,12 +24,19 @@
 #include "worker/train/metrics_log.h"
 #include "worker/train/model.h"
 #include "worker/train/probes.h"
+#include "worker/train/step.h"
 
 namespace {
 
 using ablate::train::AdamW;
 using ablate::train::GPT;
 using Clock = std::chrono::steady_clock;
+
+// The 1-minute load average: figures from a shared machine mean little without it.
+double Load() {
+  double load[1] = {0};
+  return getloadavg(load, 1) == 1 ? load[0] : NAN;
+}
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -84,27 +94,20 @@ int main(int argc, char** argv) {
   auto x = torch::randint(vocab, {batch, t}, torch::kInt64);
   auto y = torch::randint(vocab, {batch, t}, torch::kInt64);
 
+  // The trainer's own step code (trainer.cc): forward and backward, clipping at 1.0, AdamW.
+  const std::vector<ablate::train::Batch> batches = {{x, y}};
   auto step = [&] {
-    auto loss = model->Loss(model->forward(x), y);
-    loss.backward();
-    const double norm = ablate::train::GlobalNorm([&] {
-      std::vector<torch::Tensor> g;
-      for (auto& p : params) g.push_back(p.grad());
-      return g;
-    }());
-    if (norm > 1.0) {
-      torch::NoGradGuard no_grad;
-      for (auto& p : params) p.grad().mul_(1.0 / (norm + 1e-6));
-    }
+    const double loss = ablate::train::AccumulateGradients(model, batches, false, true);
+    ablate::train::ClipGradients(params, 1.0);
     opt.Step(6e-4);
     for (auto& p : params) p.mutable_grad() = torch::Tensor();
-    return loss.item<double>();
+    return loss;
   };
 
   std::printf(
       "trainer_bench: 4 layers, 4 heads, n_embd 256, block 256, batch 16, vocab 4096, "
-      "fp32, CPU, %d threads, torch %s\n",
-      threads, ablate::train::TorchVersion().c_str());
+      "fp32, CPU, %d threads, torch %s, load average %.2f\n",
+      threads, ablate::train::TorchVersion().c_str(), Load());
   double peak = MatmulPeakFlops();
   for (int i = 0; i < 2; ++i) step();  // warm-up: allocator, BLIS buffers
   if (!profile.empty()) {
@@ -120,30 +123,41 @@ int main(int argc, char** argv) {
     }
     return best;
   };
-  double best = best_step();
-  // On a shared machine the load drifts: alternate C++ and Python rounds and keep the best of
-  // each, so neither side profits from a quiet spell the other missed.
-  double py = 0;
+  // On a shared machine the load drifts: alternate C++ and nanoGPT rounds and keep the best of
+  // each, so neither side profits from a quiet spell the other missed. The child inherits
+  // BLIS_NUM_THREADS from ConfigureThreads and sets torch's threads to the same count.
+  const char* nanogpt_dir = std::getenv("NANOGPT_DIR");
+  if (python && (nanogpt_dir == nullptr ||
+                 !std::filesystem::exists(std::filesystem::path(nanogpt_dir) / "model.py"))) {
+    std::printf("nanoGPT: set NANOGPT_DIR to a karpathy/nanoGPT checkout to compare with it\n");
+    python = false;
+  }
   const char* src = std::getenv("ABLATE_SOURCE_DIR");
   const std::string dir = src != nullptr ? std::string(src) : std::string(ABLATE_SOURCE_DIR);
-  const std::string cmd = "/usr/bin/python3 " + dir + "/bench/trainer/python_reference_bench.py " +
+  const std::string cmd = "/usr/bin/python3 " + dir + "/bench/trainer/nanogpt_bench.py " +
                           std::to_string(threads) + " " + std::to_string(steps);
+  const double tokens = static_cast<double>(batch * t);
+  double best = 1e30, py = 0;
   for (int round = 0; round < rounds; ++round) {
-    if (round > 0) best = std::min(best, best_step());
+    const double round_best = best_step();
+    best = std::min(best, round_best);
     peak = std::max(peak, MatmulPeakFlops());
-    if (!python) continue;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (p == nullptr) continue;
-    char line[256];
     double round_py = 0;
-    while (std::fgets(line, sizeof line, p) != nullptr) {
-      std::sscanf(line, "python_tokens_per_second %lf", &round_py);
+    if (python) {
+      if (FILE* p = popen(cmd.c_str(), "r"); p != nullptr) {
+        char line[256];
+        while (std::fgets(line, sizeof line, p) != nullptr) {
+          std::sscanf(line, "nanogpt_tokens_per_second %lf", &round_py);
+        }
+        pclose(p);
+      }
+      py = std::max(py, round_py);
     }
-    pclose(p);
-    py = std::max(py, round_py);
+    std::printf("round %d: ablate %.0f tokens/s, nanoGPT %.0f tokens/s, load average %.2f\n",
+                round + 1, tokens / round_best, round_py, Load());
   }
-  if (python && py <= 0) std::printf("python reference: could not run %s\n", cmd.c_str());
-  const double tokens_per_s = static_cast<double>(batch * t) / best;
+  if (python && py <= 0) std::printf("nanoGPT: could not run %s\n", cmd.c_str());
+  const double tokens_per_s = tokens / best;
   const double flops_per_token =
       6.0 * static_cast<double>(n_params) +
       12.0 * c.n_layer() * c.n_head() * (c.n_embd() / c.n_head()) * static_cast<double>(t);
@@ -176,12 +190,14 @@ int main(int argc, char** argv) {
   }
   std::filesystem::remove(log_path);
   if (py > 0) {
-    std::printf("python reference tokens/s   %.0f\n", py);
-    std::printf("C++ / Python                %.2fx\n", tokens_per_s / py);
+    std::printf("nanoGPT tokens/s            %.0f (MFU %.1f %%)\n", py,
+                100 * flops_per_token * py / peak);
+    std::printf("ablate / nanoGPT            %.2fx\n", tokens_per_s / py);
   }
 
   std::printf("probe pass                  %.1f ms = %.2f %% of step time at probe_every=50\n",
               probe_best * 1e3, 100 * probe_best / (50 * best));
+  std::printf("load average at the end      %.2f\n", Load());
 
   return 0;
 }

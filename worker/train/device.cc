@@ -4,6 +4,10 @@
 #include <torch/version.h>
 #include <unistd.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -79,6 +83,12 @@ void ConfigureThreads(int threads) {
       threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   setenv("BLIS_NUM_THREADS", std::to_string(n).c_str(), /*overwrite=*/1);
   torch::set_num_threads(n);
+#if defined(__GLIBC__)
+  // 32 MiB is the largest mmap threshold glibc accepts; without a trim threshold it would hand
+  // the top of the heap back after each step and fault it in again on the next.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 std::string TorchVersion() { return TORCH_VERSION; }

@@ -40,6 +40,11 @@ class GPTImpl : public torch::nn::Module {
   // idx (B, T) int64 -> logits (B, T, vocab).
   torch::Tensor forward(const torch::Tensor& idx, ProbeRecord* probes = nullptr);
 
+  // Loss(forward(idx), targets). In float32 on the CPU without z_loss, the lm head and the cross
+  // entropy run as one chunked kernel (LmHeadCrossEntropy in kernels.h) that never holds the
+  // full logits.
+  torch::Tensor ForwardLoss(const torch::Tensor& idx, const torch::Tensor& targets);
+
   // Mean cross entropy over all positions, plus z_loss * mean(logsumexp(logits)^2) when set.
   torch::Tensor Loss(const torch::Tensor& logits, const torch::Tensor& targets) const;
 
@@ -69,6 +74,8 @@ class GPTImpl : public torch::nn::Module {
   torch::Tensor NormalizeHead(const Norm& norm, const torch::Tensor& x) const;
   torch::Tensor ApplyRope(const torch::Tensor& x) const;
   torch::Tensor Attention(const Block& block, const torch::Tensor& x, LayerProbe* probe);
+  // The residual stream after ln_f, (B, T, n_embd): everything but the lm head.
+  torch::Tensor Hidden(const torch::Tensor& idx, ProbeRecord* probes);
   void Initialize();
 
   ablate::v1::RunConfig config_;

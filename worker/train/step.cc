@@ -18,7 +18,7 @@ double AccumulateGradients(GPT& model, const std::vector<Batch>& micro_batches, 
     torch::Tensor loss;
     {
       ScopedAutocast autocast(b.x.device(), bf16);
-      loss = model->Loss(model->forward(b.x), b.y);
+      loss = model->ForwardLoss(b.x, b.y);
     }
     if (backward) (loss / count).backward();
     total = total.defined() ? total + loss.detach() : loss.detach();
@@ -33,7 +33,7 @@ double EvaluateLoss(GPT& model, const std::vector<Batch>& batches, bool bf16) {
   double sum = 0;
   for (const Batch& b : batches) {
     ScopedAutocast autocast(b.x.device(), bf16);
-    sum += model->Loss(model->forward(b.x), b.y).item<double>();
+    sum += model->ForwardLoss(b.x, b.y).item<double>();
   }
   if (was_training) model->train();
   return sum / static_cast<double>(std::max<size_t>(1, batches.size()));
