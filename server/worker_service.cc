@@ -321,131 +321,131 @@ grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
 grpc::Status WorkerServiceImpl::ClaimDataPrep(grpc::ServerContext* ctx,
                                               const v1::DataPrepClaimRequest* req,
                                               v1::DataPrepClaimResponse* resp) {
-  RpcTimer timer(d_.metrics, "ClaimDataPrep");
-  if (auto a = Authorize(*ctx, "WorkerService.ClaimDataPrep"); !a.ok()) return ToGrpc(a);
-  if (auto s = CheckKey("key", req->key()); !s.ok()) return ToGrpc(s);
-  if (auto s = util::CheckText("description", req->description(), 512); !s.ok()) return ToGrpc(s);
-  if (!req->claim_token().empty()) {
-    if (auto s = CheckKey("claim_token", req->claim_token()); !s.ok()) return ToGrpc(s);
-  }
-  auto r = d_.prepared->Claim(*req);
-  if (!r.ok()) return ToGrpc(r.status());
-  if (r->state() == v1::DataPrepClaimResponse::CLAIMED && req->claim_token().empty()) {
-    spdlog::info("data prep claimed key={} worker_id={} description={}", req->key().substr(0, 16),
-                 req->worker_id(), util::LogQuote(req->description()));
-  }
-  *resp = *std::move(r);
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "ClaimDataPrep", [&](const Caller&) -> absl::Status {
+    if (auto s = CheckKey("key", req->key()); !s.ok()) return s;
+    if (auto s = util::CheckText("description", req->description(), 512); !s.ok()) return s;
+    if (!req->claim_token().empty()) {
+      if (auto s = CheckKey("claim_token", req->claim_token()); !s.ok()) return s;
+    }
+    auto r = d_.prepared->Claim(*req);
+    if (!r.ok()) return r.status();
+    if (r->state() == v1::DataPrepClaimResponse::CLAIMED && req->claim_token().empty()) {
+      spdlog::info("data prep claimed key={} worker_id={} description={}", req->key().substr(0, 16),
+                   req->worker_id(), util::LogQuote(req->description()));
+    }
+    *resp = *std::move(r);
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status WorkerServiceImpl::PutPreparedFile(grpc::ServerContext* ctx,
                                                 grpc::ServerReader<v1::PreparedFileChunk>* reader,
                                                 v1::PreparedFileRef* resp) {
-  RpcTimer timer(d_.metrics, "PutPreparedFile");
-  if (auto a = Authorize(*ctx, "WorkerService.PutPreparedFile"); !a.ok()) return ToGrpc(a);
-  v1::PreparedFileChunk header;
-  if (!reader->Read(&header)) {
-    return ToGrpc(absl::InvalidArgumentError("prepared file: empty stream (no header chunk)"));
-  }
-  const int64_t cap = d_.options->max_prepared_bytes;
-  if (auto s = CheckKey("key", header.key()); !s.ok()) return ToGrpc(s);
-  if (auto s = CheckKey("claim_token", header.claim_token()); !s.ok()) return ToGrpc(s);
-  if (auto s = CheckRef("ref", header.ref(), cap); !s.ok()) return ToGrpc(s);
-  const v1::PreparedFileRef ref = header.ref();
-  const std::string key = header.key();
-  const std::string claim_token = header.claim_token();
-  // Refuse a lost claim before it uploads gigabytes; checked again before the blob is kept.
-  if (auto s = d_.prepared->CheckClaim(key, claim_token); !s.ok()) return ToGrpc(s);
-  auto writer = d_.blobs->NewWriter(cap, "prepared file", "--max-prepared-bytes");
-  if (!writer.ok()) return ToGrpc(writer.status());
-  v1::PreparedFileChunk chunk = std::move(header);
-  do {
-    if (auto s = (*writer)->Append(chunk.data()); !s.ok()) return ToGrpc(s);
-  } while (reader->Read(&chunk));
-  if (auto s = d_.prepared->CheckClaim(key, claim_token); !s.ok()) return ToGrpc(s);
-  if (auto s = (*writer)->Commit(ref.sha256(), ref.size_bytes()); !s.ok()) return ToGrpc(s);
-  *resp = ref;
-  return grpc::Status::OK;
+  return guard_.Run(*ctx, "PutPreparedFile", [&](const Caller&) -> absl::Status {
+    v1::PreparedFileChunk header;
+    if (!reader->Read(&header)) {
+      return absl::InvalidArgumentError("prepared file: empty stream (no header chunk)");
+    }
+    const int64_t cap = d_.options->max_prepared_bytes;
+    if (auto s = CheckKey("key", header.key()); !s.ok()) return s;
+    if (auto s = CheckKey("claim_token", header.claim_token()); !s.ok()) return s;
+    if (auto s = CheckRef("ref", header.ref(), cap); !s.ok()) return s;
+    const v1::PreparedFileRef ref = header.ref();
+    const std::string key = header.key();
+    const std::string claim_token = header.claim_token();
+    // Refuse a lost claim before it uploads gigabytes; checked again before the blob is kept.
+    if (auto s = d_.prepared->CheckClaim(key, claim_token); !s.ok()) return s;
+    auto writer = d_.blobs->NewWriter(cap, "prepared file", "--max-prepared-bytes");
+    if (!writer.ok()) return writer.status();
+    v1::PreparedFileChunk chunk = std::move(header);
+    do {
+      if (auto s = (*writer)->Append(chunk.data()); !s.ok()) return s;
+    } while (reader->Read(&chunk));
+    if (auto s = d_.prepared->CheckClaim(key, claim_token); !s.ok()) return s;
+    if (auto s = (*writer)->Commit(ref.sha256(), ref.size_bytes()); !s.ok()) return s;
+    *resp = ref;
+    return absl::OkStatus();
+  });
 }
 
 grpc::Status WorkerServiceImpl::PublishDataPrep(grpc::ServerContext* ctx,
                                                 const v1::DataPrepPublishRequest* req,
                                                 v1::DataPrepPublishResponse* /*resp*/) {
-  RpcTimer timer(d_.metrics, "PublishDataPrep");
-  if (auto a = Authorize(*ctx, "WorkerService.PublishDataPrep"); !a.ok()) return ToGrpc(a);
-  if (auto s = CheckKey("key", req->key()); !s.ok()) return ToGrpc(s);
-  if (auto s = CheckKey("claim_token", req->claim_token()); !s.ok()) return ToGrpc(s);
-  if (req->abandon()) {
-    spdlog::info("data prep abandoned key={}", req->key().substr(0, 16));
-    return ToGrpc(d_.prepared->Abandon(req->key(), req->claim_token()));
-  }
-  if (req->files_size() > kMaxPreparedFiles) {
-    return ToGrpc(absl::InvalidArgumentError(
-        absl::StrCat("files: ", req->files_size(), " files; a prepared data set has at most ",
-                     kMaxPreparedFiles)));
-  }
-  std::vector<v1::PreparedFileRef> files;
-  std::set<std::string> roles;
-  for (int i = 0; i < req->files_size(); ++i) {
-    const std::string field = absl::StrCat("files[", i, "]");
-    if (auto s = CheckRef(field, req->files(i), d_.options->max_prepared_bytes); !s.ok()) {
-      return ToGrpc(s);
+  return guard_.Run(*ctx, "PublishDataPrep", [&](const Caller&) -> absl::Status {
+    if (auto s = CheckKey("key", req->key()); !s.ok()) return s;
+    if (auto s = CheckKey("claim_token", req->claim_token()); !s.ok()) return s;
+    if (req->abandon()) {
+      spdlog::info("data prep abandoned key={}", req->key().substr(0, 16));
+      return d_.prepared->Abandon(req->key(), req->claim_token());
     }
-    if (!roles.insert(req->files(i).role()).second) {
-      return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat(field, ".role \"", req->files(i).role(), "\" appears twice")));
+    if (req->files_size() > kMaxPreparedFiles) {
+      return absl::InvalidArgumentError(absl::StrCat("files: ", req->files_size(),
+                                                     " files; a prepared data set has at most ",
+                                                     kMaxPreparedFiles));
     }
-    files.push_back(req->files(i));
-  }
-  for (const char* role : kRequiredRoles) {
-    if (!roles.contains(role)) {
-      return ToGrpc(absl::InvalidArgumentError(
-          absl::StrCat("files: no file with role \"", role, "\" (a prepared data set needs ",
-                       "tokenizer_model, tokenizer_vocab and tokens_train)")));
+    std::vector<v1::PreparedFileRef> files;
+    std::set<std::string> roles;
+    for (int i = 0; i < req->files_size(); ++i) {
+      const std::string field = absl::StrCat("files[", i, "]");
+      if (auto s = CheckRef(field, req->files(i), d_.options->max_prepared_bytes); !s.ok()) {
+        return s;
+      }
+      if (!roles.insert(req->files(i).role()).second) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".role \"", req->files(i).role(), "\" appears twice"));
+      }
+      files.push_back(req->files(i));
     }
-  }
-  auto s = d_.prepared->Publish(req->key(), req->claim_token(), files, [&]() -> absl::Status {
-    for (size_t i = 0; i < files.size(); ++i) {
-      auto path = d_.blobs->PathOf(files[i].sha256());
-      std::error_code ec;
-      if (!path.ok() ||
-          static_cast<int64_t>(std::filesystem::file_size(*path, ec)) != files[i].size_bytes() ||
-          ec) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("files[", i, "] (", files[i].role(), ", sha256 ", files[i].sha256(),
-                         ") was not uploaded with that size; PutPreparedFile it first"));
+    for (const char* role : kRequiredRoles) {
+      if (!roles.contains(role)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("files: no file with role \"", role, "\" (a prepared data set needs ",
+                         "tokenizer_model, tokenizer_vocab and tokens_train)"));
       }
     }
-    return absl::OkStatus();
+    auto s = d_.prepared->Publish(req->key(), req->claim_token(), files, [&]() -> absl::Status {
+      for (size_t i = 0; i < files.size(); ++i) {
+        auto path = d_.blobs->PathOf(files[i].sha256());
+        std::error_code ec;
+        if (!path.ok() ||
+            static_cast<int64_t>(std::filesystem::file_size(*path, ec)) != files[i].size_bytes() ||
+            ec) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("files[", i, "] (", files[i].role(), ", sha256 ", files[i].sha256(),
+                           ") was not uploaded with that size; PutPreparedFile it first"));
+        }
+      }
+      return absl::OkStatus();
+    });
+    if (s.ok())
+      spdlog::info("data prep published key={} files={}", req->key().substr(0, 16), files.size());
+    return s;
   });
-  if (s.ok())
-    spdlog::info("data prep published key={} files={}", req->key().substr(0, 16), files.size());
-  return ToGrpc(s);
 }
 
 grpc::Status WorkerServiceImpl::GetPreparedFile(grpc::ServerContext* ctx,
                                                 const v1::PreparedFileRequest* req,
                                                 grpc::ServerWriter<v1::DataChunk>* writer) {
-  RpcTimer timer(d_.metrics, "GetPreparedFile");
-  if (auto a = Authorize(*ctx, "WorkerService.GetPreparedFile"); !a.ok()) return ToGrpc(a);
-  if (auto s = CheckKey("sha256", req->sha256()); !s.ok()) return ToGrpc(s);
-  // Only published files: the store also holds checkpoints, which only their run's lease may
-  // read (GetCheckpoint).
-  auto published = d_.prepared->IsPublishedFile(req->sha256());
-  if (!published.ok()) return ToGrpc(published.status());
-  if (!*published) {
-    return ToGrpc(
-        absl::NotFoundError(absl::StrCat("no published prepared file has sha256 ", req->sha256())));
-  }
-  auto path = d_.blobs->PathOf(req->sha256());
-  if (!path.ok()) return ToGrpc(path.status());
-  auto s = StreamFile(*path, kChunkBytes, [&](std::string&& data, int64_t total) {
-    v1::DataChunk chunk;
-    chunk.set_total_bytes(total);
-    chunk.set_data(std::move(data));
-    return writer->Write(chunk);
+  return guard_.Run(*ctx, "GetPreparedFile", [&](const Caller&) -> absl::Status {
+    if (auto s = CheckKey("sha256", req->sha256()); !s.ok()) return s;
+    // Only published files: the store also holds checkpoints, which only their run's lease may
+    // read (GetCheckpoint).
+    auto published = d_.prepared->IsPublishedFile(req->sha256());
+    if (!published.ok()) return published.status();
+    if (!*published) {
+      return absl::NotFoundError(
+          absl::StrCat("no published prepared file has sha256 ", req->sha256()));
+    }
+    auto path = d_.blobs->PathOf(req->sha256());
+    if (!path.ok()) return path.status();
+    auto s = StreamFile(*path, kChunkBytes, [&](std::string&& data, int64_t total) {
+      v1::DataChunk chunk;
+      chunk.set_total_bytes(total);
+      chunk.set_data(std::move(data));
+      return writer->Write(chunk);
+    });
+    return s;
   });
-  return ToGrpc(s);
 }
 
 }  // namespace ablate::server
