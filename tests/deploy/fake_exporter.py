@@ -83,10 +83,12 @@ def render():
             for probe, value in (("attn_entropy", 2.5), ("kurtosis", 3.2), ("grad_norm", 0.8),
                                  ("param_norm", 120.0), ("output_logit_max", 9.0), ("lr", lr)):
                 gauge("ablate_run_probe", value, sweep=sweep, probe=probe, **r)
-    for r in RUNS[-2:] if sweep_active else ():  # the last two stand for runs refinement added
-        gauge("ablate_run_refine_round", 1, sweep=SWEEP, **r)
+    for sweep, runs in SWEEP_RUNS.items() if sweep_active else ():
+        for r in runs[-2:]:  # the last two stand for runs refinement added
+            gauge("ablate_run_refine_round", 1, sweep=sweep, **r)
     if sweep_active:
-        gauge("ablate_sweep_refined_runs", 2, sweep=SWEEP)
+        for sweep in SWEEP_RUNS:
+            gauge("ablate_sweep_refined_runs", 2, sweep=sweep)
         gauge("ablate_sweep_progress_ratio", round(min(1.0, t / 600), 4), sweep=SWEEP)
         gauge("ablate_sweep_eta_seconds", max(0.0, 600 - t), sweep=SWEEP)
         # No run of this sweep has finished yet: the server exports -1 (unknown).

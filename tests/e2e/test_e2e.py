@@ -413,7 +413,9 @@ class Observability(E2E):
             [sys.executable, os.path.join(SRC, "tests", "deploy", "dashboards_live_test.py"),
              f"127.0.0.1:{s.metrics_port}", f"127.0.0.1:{worker_metrics}", "--",
              "--sweep", "e2e-obs", "--run", str(run["id"]), "--var", "qk_norm=none",
-             "--lookback", "600"],
+             "--lookback", "600",
+             # This sweep has no refine: (e2e.Refinement covers it), so no run has a round.
+             "--optional", "ablate_run_refine_round"],
             capture_output=True, text=True, timeout=600)
         self.assertEqual(live.returncode, 0, live.stdout + live.stderr)
         s.cli("cancel", str(self.sweep_id))
@@ -895,7 +897,8 @@ class WatchTerminal(E2E):
         s.start_worker("a-worker-with-a-rather-long-name")
         self.sweep_id = s.submit(sweep_file(s, "e2e-watch-with-a-long-sweep-name",
                                             {"qk_norm": "[none]", "lr": "[1.0e-3, 2.0e-3]",
-                                             "n_layer": "[1]"}, steps=400, ckpt=400, eval_every=200))
+                                             "n_layer": "[1]"}, steps=3000, ckpt=1500,
+                                            eval_every=1000))
         watch = [CLI, "--server", s.server_addr, "--token", s.user_token, "watch", str(self.sweep_id),
                  "--interval", "0.2"]
         rc, out, err = watch_on_a_pty(watch, {})
