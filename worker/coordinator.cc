@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/file.h"
 #include "common/util/sha256.h"
+#include "common/util/status_macros.h"
 
 namespace ablate::worker {
 namespace {
@@ -128,14 +129,46 @@ absl::Status Coordinator::ReportMetrics(int64_t run_id, int32_t attempt,
                      "worker");
 }
 
-absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
-                                        const std::string& lease_token, int64_t step,
-                                        const std::string& path, v1::CheckpointRef* stored) {
+namespace {
+
+// A file about to be uploaded: what its header announces.
+struct FileDigest {
+  std::string sha256;
+  int64_t size_bytes = 0;
+};
+
+absl::StatusOr<FileDigest> DigestOf(const std::string& path) {
   auto sha = Sha256File(path);
   if (!sha.ok()) return sha.status();
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return absl::NotFoundError(absl::StrCat(path, ": ", ec.message()));
+  return FileDigest{*std::move(sha), static_cast<int64_t>(size)};
+}
+
+// Client-streaming upload: the header chunk, then the file in kChunkBytes pieces, then
+// WritesDone. A refused write ends it early; Finish() says why.
+template <typename Chunk, typename Writer>
+void SendFile(Writer& writer, const Chunk& header, const std::string& path) {
+  bool ok = writer.Write(header);
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> buf(kChunkBytes);
+  while (ok && in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (in.gcount() == 0) break;
+    Chunk chunk;
+    chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
+    ok = writer.Write(chunk);
+  }
+  writer.WritesDone();
+}
+
+}  // namespace
+
+absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
+                                        const std::string& lease_token, int64_t step,
+                                        const std::string& path, v1::CheckpointRef* stored) {
+  ASSIGN_OR_RETURN(const FileDigest file, DigestOf(path));
   grpc::ClientContext ctx;
   Prepare(&ctx, 600);
   v1::PutCheckpointResponse resp;
@@ -145,19 +178,9 @@ absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
   header.set_attempt(attempt);
   header.set_lease_token(lease_token);
   header.mutable_ref()->set_step(step);
-  header.mutable_ref()->set_sha256(*sha);
-  header.mutable_ref()->set_size_bytes(static_cast<int64_t>(size));
-  bool ok = writer->Write(header);
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> buf(kChunkBytes);
-  while (ok && in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (in.gcount() == 0) break;
-    v1::CheckpointChunk chunk;
-    chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
-    ok = writer->Write(chunk);
-  }
-  writer->WritesDone();
+  header.mutable_ref()->set_sha256(file.sha256);
+  header.mutable_ref()->set_size_bytes(file.size_bytes);
+  SendFile(*writer, header, path);
   absl::Status s = rpc::ToAbsl(writer->Finish(), "upload checkpoint", config_.server, "worker");
   if (s.ok() && stored != nullptr) *stored = header.ref();
   return s;
@@ -260,11 +283,7 @@ absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const std::stri
                                                                  const std::string& claim_token,
                                                                  const std::string& role,
                                                                  const std::string& path) {
-  auto sha = Sha256File(path);
-  if (!sha.ok()) return sha.status();
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) return absl::NotFoundError(absl::StrCat(path, ": ", ec.message()));
+  ASSIGN_OR_RETURN(const FileDigest file, DigestOf(path));
   grpc::ClientContext ctx;
   Prepare(&ctx, 3600);
   v1::PreparedFileRef resp;
@@ -273,19 +292,9 @@ absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const std::stri
   header.set_key(key);
   header.set_claim_token(claim_token);
   header.mutable_ref()->set_role(role);
-  header.mutable_ref()->set_sha256(*sha);
-  header.mutable_ref()->set_size_bytes(static_cast<int64_t>(size));
-  bool ok = writer->Write(header);
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> buf(kChunkBytes);
-  while (ok && in) {
-    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (in.gcount() == 0) break;
-    v1::PreparedFileChunk chunk;
-    chunk.set_data(buf.data(), static_cast<size_t>(in.gcount()));
-    ok = writer->Write(chunk);
-  }
-  writer->WritesDone();
+  header.mutable_ref()->set_sha256(file.sha256);
+  header.mutable_ref()->set_size_bytes(file.size_bytes);
+  SendFile(*writer, header, path);
   auto s = rpc::ToAbsl(writer->Finish(), "upload prepared file", config_.server, "worker");
   if (!s.ok()) return s;
   return resp;
