@@ -19,11 +19,6 @@ std::string DescribeDevice(const torch::Device& device);
 // Kind, name, memory and torch version of a resolved device (ProbeDevice's answer).
 DeviceInfo DescribeDeviceInfo(const torch::Device& device);
 
-// Sets torch's intra-op threads and BLIS_NUM_THREADS (0 = all cores). BLIS reads its variable
-// once, at its first call, so this must run before the first matrix multiply of the process;
-// later calls change torch's thread count only.
-void ConfigureThreads(int threads);
-
 std::string TorchVersion();
 
 }  // namespace ablate::train

@@ -60,6 +60,14 @@ struct DeviceInfo {
 // specific device is asked for and absent.
 absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested);
 
+// Sets torch's intra-op threads for the calling thread and BLIS_NUM_THREADS (0 = all cores).
+// BLIS reads its variable once, at its first call, for the whole process: the first value
+// before the first matrix multiply is the one every later call (and thread) gets, so a process
+// that trains several runs at once calls this with one run's share before any of them starts.
+// Train calls it too (torch's count is per thread under OpenMP); it leaves the environment alone
+// when the value is already set, so concurrent runs with the same share never write it.
+void ConfigureThreads(int threads);
+
 // The newest checkpoint Train wrote under out_dir/checkpoints, or "" if there is none: what a
 // rerun with the same out_dir passes as TrainOptions::resume_from.
 std::string NewestCheckpoint(const std::string& out_dir);
