@@ -35,6 +35,8 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="worker training threads (0: all cores)")
     ap.add_argument("--compare-slots", action="store_true",
                     help="one worker --slots 2 --threads 2 against two workers --threads 1")
+    ap.add_argument("--two-workers-first", action="store_true",
+                    help="with --compare-slots: run the two-worker configuration first")
     args = ap.parse_args()
     os.environ["ABLATE_BINARY_DIR"] = os.path.abspath(args.build)
     os.environ["ABLATE_SOURCE_DIR"] = SRC
@@ -120,9 +122,12 @@ def timed_sweep(harness, args, workers):
 def compare_slots(harness, args):
     configs = [("1 worker, --slots 2 --threads 2", [("slots-worker", 2, ("--slots", "2"))]),
                ("2 workers, --threads 1 each", [("worker-a", 1, ()), ("worker-b", 1, ())])]
+    if args.two_workers_first:
+        configs.reverse()
     load_before = os.getloadavg()
     rows = []
     for label, workers in configs:
+        load = os.getloadavg()[0]
         wall, runs = timed_sweep(harness, args, workers)
         tokens = sum(run_tokens(r) for r in runs)
         per_run = sorted(float(r.get("result", {}).get("tokens_per_second", 0)) for r in runs
@@ -131,15 +136,17 @@ def compare_slots(harness, args):
         for r in runs:
             states[r["state"]] = states.get(r["state"], 0) + 1
         rows.append((label, len(runs), wall, 3600 * len(runs) / wall, tokens / wall,
-                     statistics.median(per_run) if per_run else 0, states))
+                     statistics.median(per_run) if per_run else 0, states, load, os.getloadavg()[0]))
     load_after = os.getloadavg()
     print(f"worker_bench --compare-slots: {os.path.basename(args.sweep)} on {os.cpu_count()} CPU cores; "
           f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} before, "
           f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} after")
-    print(f"  {'configuration':34} {'runs':>5} {'wall s':>8} {'runs/hour':>10} {'tokens/s':>10} {'median run tok/s':>17}")
-    for label, n, wall, rph, tps, med, states in rows:
-        print(f"  {label:34} {n:5d} {wall:8.1f} {rph:10.1f} {tps:10.0f} {med:17.0f}  {states}")
-    print(f"  slots / two workers: runs/hour x{rows[0][3] / rows[1][3]:.3f}, tokens/s x{rows[0][4] / rows[1][4]:.3f}")
+    print(f"  {'configuration':34} {'runs':>5} {'wall s':>8} {'runs/hour':>10} {'tokens/s':>10} "
+          f"{'median run tok/s':>17} {'load 1m':>13}")
+    for label, n, wall, rph, tps, med, states, l0, l1 in rows:
+        print(f"  {label:34} {n:5d} {wall:8.1f} {rph:10.1f} {tps:10.0f} {med:17.0f} {l0:5.2f}->{l1:5.2f}  {states}")
+    slots, two = (rows[1], rows[0]) if args.two_workers_first else (rows[0], rows[1])
+    print(f"  slots / two workers: runs/hour x{slots[3] / two[3]:.3f}, tokens/s x{slots[4] / two[4]:.3f}")
     print("  (CPU only: GPU slot figures, one CUDA stream per slot, are not measured here)")
 
 
