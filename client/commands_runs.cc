@@ -3,6 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/render.h"
 #include "common/sweep/sweep.h"
@@ -188,6 +189,17 @@ int Logs(Context& ctx, int64_t run, bool follow) {
   return 0;
 }
 
+namespace {
+
+// The runs a worker holds: "12", "12,13" with --slots, "-" when idle. A server from before
+// held_run_ids sends only current_run_id.
+std::string HeldRuns(const v1::Worker& w) {
+  if (w.held_run_ids_size() > 0) return absl::StrJoin(w.held_run_ids(), ",");
+  return w.current_run_id() > 0 ? std::to_string(w.current_run_id()) : "-";
+}
+
+}  // namespace
+
 int Workers(Context& ctx, bool include_offline) {
   v1::ListWorkersRequest req;
   req.set_include_offline(include_offline);
@@ -197,15 +209,14 @@ int Workers(Context& ctx, bool include_offline) {
     for (const auto& w : resp->workers()) std::cout << ToJson(w) << "\n";
     return 0;
   }
-  Table t({"ID", "NAME", "STATE", "DEVICE", "CORES", "RUN", "DONE", "SEEN"});
+  Table t({"ID", "NAME", "STATE", "DEVICE", "CORES", "RUNS", "DONE", "SEEN"});
   for (const auto& w : resp->workers()) {
     const auto& i = w.info();
     t.Add(
         {std::to_string(w.id()), i.name(), w.state(),
          absl::StrCat(i.device_kind(), i.device_name().empty() ? "" : " (" + i.device_name() + ")"),
-         std::to_string(i.cpu_cores()),
-         w.current_run_id() > 0 ? std::to_string(w.current_run_id()) : "-",
-         std::to_string(w.runs_completed()), TimeAgo(w.last_seen_at())});
+         std::to_string(i.cpu_cores()), HeldRuns(w), std::to_string(w.runs_completed()),
+         TimeAgo(w.last_seen_at())});
   }
   if (t.empty()) {
     std::cout << "no workers" << (include_offline ? "" : " online") << "; start one with "

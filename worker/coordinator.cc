@@ -22,7 +22,8 @@ constexpr size_t kChunkBytes = 1 << 20;
 template <typename Reader, typename Message>
 absl::Status DownloadTo(Reader* reader, Message* chunk, const std::string& path,
                         const std::string& want_sha256, std::string_view what) {
-  const std::string tmp = path + ".part";
+  // A name of its own: with --slots two runs may fetch the same data set at once.
+  const std::string tmp = util::TempPathFor(path);
   if (auto s = util::MakeDirs(std::filesystem::path(path).parent_path().string()); !s.ok()) {
     return s;
   }

@@ -4,9 +4,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <filesystem>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/backoff.h"
@@ -16,6 +19,7 @@
 #include "worker/coordinator.h"
 #include "worker/fleet_data.h"
 #include "worker/run_session.h"
+#include "worker/slots.h"
 #include "worker/train/trainer.h"
 #include "worker/worker_metrics.h"
 
@@ -74,6 +78,9 @@ absl::Status CheckDaemonOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-runs must be >= 0 (0: never stop; got ", o.max_runs, ")"));
   }
+  if (auto per_slot = ThreadsPerSlot(o.threads, o.slots, 1); !per_slot.ok()) {
+    return per_slot.status();
+  }
   if (!o.name.empty()) return util::CheckName("--name", o.name);
   return absl::OkStatus();
 }
@@ -114,12 +121,18 @@ int RunDaemon(const DaemonOptions& options) {
   }
   Coordinator* c = coordinator->get();
 
-  SessionStats stats;
+  // Checked by CheckDaemonOptions.
+  const int threads_per_slot =
+      *ThreadsPerSlot(options.threads, options.slots, int(std::thread::hardware_concurrency()));
+  // BLIS takes its thread count from the environment once, at its first call, for the whole
+  // process: set it to one slot's share before any slot trains.
+  train::ConfigureThreads(threads_per_slot);
+  std::vector<SessionStats> stats(static_cast<size_t>(options.slots));
   std::unique_ptr<WorkerMetrics> metrics;
   if (!options.metrics_listen.empty()) {
     auto m = WorkerMetrics::Start(
         options.metrics_listen,
-        {info.name(), info.device_kind(), info.device_name(), info.torch_version()}, &stats);
+        {info.name(), info.device_kind(), info.device_name(), info.torch_version()}, stats);
     if (!m.ok()) {
       spdlog::error("{}", m.status().message());
       return 2;
@@ -151,14 +164,19 @@ int RunDaemon(const DaemonOptions& options) {
   SessionOptions sopts;
   sopts.work_dir = options.work_dir;
   sopts.device = options.device;
-  sopts.threads = options.threads;
+  sopts.threads = threads_per_slot;
   sopts.heartbeat_seconds = HeartbeatSeconds(reg->lease_seconds());
   sopts.shutdown = &g_shutdown;
   sopts.train = train::Train;
-  SessionStats* stats_for_data = &stats;
-  sopts.prepare_data = [c, worker_id, &options, stats_for_data](
+  // Counted on the first slot's stats (the metrics sum every slot's). One preparation at a time
+  // in this process: a second slot asking for the same data then finds it in the local cache
+  // instead of racing the first on the same files.
+  SessionStats* stats_for_data = &stats[0];
+  auto prepare_mu = std::make_shared<std::mutex>();
+  sopts.prepare_data = [c, worker_id, &options, stats_for_data, prepare_mu](
                            const v1::DataSpec& data, int64_t run_id,
                            const std::function<bool()>& should_stop) -> absl::Status {
+    std::lock_guard<std::mutex> lock(*prepare_mu);
     FleetDataOptions fleet;
     fleet.worker_id = worker_id;
     fleet.cache_dir = (std::filesystem::path(options.work_dir) / "cache").string();
@@ -169,12 +187,51 @@ int RunDaemon(const DaemonOptions& options) {
     CountFleetData(*source, stats_for_data);
     return absl::OkStatus();
   };
-  spdlog::info("registered as worker {} (lease {}s)", worker_id, reg->lease_seconds());
+  spdlog::info("registered as worker {} (lease {}s){}", worker_id, reg->lease_seconds(),
+               options.slots > 1
+                   ? absl::StrCat(", ", options.slots, " slots of ", threads_per_slot, " thread(s)")
+                   : "");
 
-  int runs = 0;
+  // Each slot trains one leased run on its own thread (its own Session: lease, heartbeat, spool,
+  // checkpoints); this thread only leases, whenever a slot is free.
+  std::mutex mu;
+  std::condition_variable slot_freed;
+  SlotScheduler slots(options.slots, options.max_runs);
+  std::vector<std::thread> slot_threads(static_cast<size_t>(options.slots));
+  std::vector<Clock::time_point> last_end(static_cast<size_t>(options.slots));
+  auto run_in_slot = [&](int slot, int64_t worker, v1::LeaseResponse lease) {
+    SessionOutcome out = RunSession(c, worker, lease, sopts, &stats[static_cast<size_t>(slot)]);
+    const double wall = out.train_seconds + out.overhead_seconds;
+    Clock::time_point& last = last_end[static_cast<size_t>(slot)];
+    std::string gap;
+    if (last != Clock::time_point{} && out.train_started != Clock::time_point{}) {
+      gap = absl::StrCat(
+          ", dispatch gap ",
+          std::chrono::duration<double, std::milli>(out.train_started - last).count(), " ms");
+    }
+    spdlog::info("run {}: {} — train {:.2f}s, worker overhead {:.3f}s ({:.2f}%){}{}",
+                 lease.spec().run_id(), out.detail, out.train_seconds, out.overhead_seconds,
+                 wall > 0 ? 100.0 * out.overhead_seconds / wall : 0.0, gap,
+                 options.slots > 1 ? absl::StrCat(" [slot ", slot, "]") : "");
+    last = out.ended;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      slots.Release(slot);
+    }
+    slot_freed.notify_all();
+  };
+
+  int exit_code = 0;
   util::Backoff backoff(util::kDaemonBackoff);
-  Clock::time_point last_end{};
-  while (!g_shutdown && (options.max_runs == 0 || runs < options.max_runs)) {
+  while (!g_shutdown) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      // Polled so that a signal ends the wait too.
+      while (!g_shutdown && !slots.WantLease() && !slots.Done()) {
+        slot_freed.wait_for(lock, std::chrono::milliseconds(100));
+      }
+      if (g_shutdown || slots.Done()) break;
+    }
     auto lease = c->Lease(worker_id, options.lease_wait_seconds);
     if (!lease.ok()) {
       if (g_shutdown) break;
@@ -185,9 +242,13 @@ int RunDaemon(const DaemonOptions& options) {
       }
       if (!rpc::IsTransient(lease.status())) {
         spdlog::error("{}", lease.status().message());
-        return absl::IsUnauthenticated(lease.status()) || absl::IsPermissionDenied(lease.status())
-                   ? 3
-                   : 1;
+        exit_code =
+            absl::IsUnauthenticated(lease.status()) || absl::IsPermissionDenied(lease.status()) ? 3
+                                                                                                : 1;
+        // The runs held keep training to their end; nothing new is leased.
+        std::lock_guard<std::mutex> lock(mu);
+        slots.StopLeasing();
+        continue;
       }
       const auto wait = backoff.Next();
       LogRetry(lease.status(), wait);
@@ -196,30 +257,32 @@ int RunDaemon(const DaemonOptions& options) {
     }
     backoff.Reset();
     if (!lease->has_run()) {
-      if (options.exit_when_idle) break;
+      if (options.exit_when_idle) {
+        std::lock_guard<std::mutex> lock(mu);
+        slots.StopLeasing();
+      }
       continue;
     }
-    SessionOutcome out = RunSession(c, worker_id, *lease, sopts, &stats);
-    ++runs;
-    const double wall = out.train_seconds + out.overhead_seconds;
-    std::string gap;
-    if (last_end != Clock::time_point{} && out.train_started != Clock::time_point{}) {
-      gap = absl::StrCat(
-          ", dispatch gap ",
-          std::chrono::duration<double, std::milli>(out.train_started - last_end).count(), " ms");
+    int slot;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      slot = slots.Acquire();
     }
-    spdlog::info("run {}: {} — train {:.2f}s, worker overhead {:.3f}s ({:.2f}%){}",
-                 lease->spec().run_id(), out.detail, out.train_seconds, out.overhead_seconds,
-                 wall > 0 ? 100.0 * out.overhead_seconds / wall : 0.0, gap);
-    last_end = out.ended;
+    std::thread& t = slot_threads[static_cast<size_t>(slot)];
+    if (t.joinable()) t.join();  // its run has ended: Release came last
+    t = std::thread(run_in_slot, slot, worker_id, *std::move(lease));
+  }
+  // On shutdown every session checkpoints and hands its run back (SessionOptions.shutdown).
+  for (auto& t : slot_threads) {
+    if (t.joinable()) t.join();
   }
   // A clean stop is announced so `ablate workers` shows it offline at once; if the server cannot
   // be told, the worker still goes offline once its silence outlasts two lease periods.
   if (auto s = c->Deregister(worker_id); !s.ok()) {
     spdlog::warn("could not tell the server this worker is stopping: {}", s.message());
   }
-  spdlog::info("ablate-worker stopping after {} run(s)", runs);
-  return 0;
+  spdlog::info("ablate-worker stopping after {} run(s)", slots.started());
+  return exit_code;
 }
 
 }  // namespace ablate::worker

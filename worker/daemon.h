@@ -1,5 +1,5 @@
-// The ablate-worker daemon: register, long-poll for runs this device can run, run them one at a
-// time, repeat. Survives the server going away (it keeps training and retries), and on
+// The ablate-worker daemon: register, long-poll for runs this device can run, run up to --slots
+// of them at once, repeat. Survives the server going away (it keeps training and retries), and on
 // SIGTERM/SIGINT finishes the current step, checkpoints and hands the run back.
 #pragma once
 
@@ -17,7 +17,8 @@ struct DaemonOptions {
   std::string name;               // default: hostname
   std::string metrics_listen;     // empty: no /metrics
   bool metrics_insecure = false;  // allow metrics_listen beyond loopback (no TLS, no auth)
-  int threads = 0;
+  int threads = 0;  // the worker's total, divided evenly between the slots (0: all cores)
+  int slots = 1;    // runs trained at once, each with its own lease (1..kMaxSlots)
   double lease_wait_seconds = 30;
   int max_runs = 0;             // stop after this many runs (0: never); for scripts and benches
   bool exit_when_idle = false;  // stop when a long-poll returns no run

@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
                  "Serve Prometheus /metrics on HOST:PORT (loopback unless --metrics-insecure)");
   app.add_flag("--metrics-insecure", daemon.metrics_insecure,
                "Allow --metrics-listen beyond loopback (/metrics has no TLS and no auth)");
-  app.add_option("--threads", daemon.threads, "CPU threads for training (0: all cores)");
+  app.add_option("--threads", daemon.threads,
+                 "CPU threads for training, all slots together (0: all cores)");
+  app.add_option("--slots", daemon.slots,
+                 "Runs trained at once, each with its own lease (1-64; threads split evenly)");
   app.add_option("--lease-wait", daemon.lease_wait_seconds, "Long-poll seconds per Lease call");
   app.add_option("--max-runs", daemon.max_runs, "Exit after this many runs (0: never)");
   app.add_flag("--exit-when-idle", daemon.exit_when_idle, "Exit when no run is left to lease");

@@ -1,7 +1,9 @@
 #include "worker/worker_metrics.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -13,9 +15,8 @@
 
 namespace ablate::worker {
 
-absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::string& listen,
-                                                                    const WorkerIdentity& id,
-                                                                    const SessionStats* stats) {
+absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(
+    const std::string& listen, const WorkerIdentity& id, const std::vector<SessionStats>& stats) {
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(listen);
@@ -25,7 +26,7 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(const std::s
   }
   m->registry_ = std::make_shared<prometheus::Registry>();
   m->exposer_->RegisterCollectable(m->registry_);
-  m->thread_ = std::thread([p = m.get(), id, stats] { p->Loop(id, stats); });
+  m->thread_ = std::thread([p = m.get(), id, s = &stats] { p->Loop(id, s); });
   return m;
 }
 
@@ -34,7 +35,7 @@ WorkerMetrics::~WorkerMetrics() {
   if (thread_.joinable()) thread_.join();
 }
 
-void WorkerMetrics::Loop(WorkerIdentity id, const SessionStats* stats) {
+void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* stats) {
   auto gauge = [&](const char* name, const char* help) -> prometheus::Family<prometheus::Gauge>& {
     return prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
   };
@@ -45,46 +46,60 @@ void WorkerMetrics::Loop(WorkerIdentity id, const SessionStats* stats) {
             {"device_name", id.device_name},
             {"torch_version", id.torch_version}})
       .Set(1);
-  auto& busy = gauge("ablate_worker_busy", "1 while training a run").Add(who);
-  auto& step_s = gauge("ablate_worker_step_seconds", "Duration of the last training step").Add(who);
-  auto& tps = gauge("ablate_worker_tokens_per_second", "Training throughput").Add(who);
+  // With --slots N these sum (or, for step time, take the slowest of) the slots' figures; busy
+  // counts the runs training.
+  auto& busy =
+      gauge("ablate_worker_busy", "Runs training now (0 when idle; up to --slots)").Add(who);
+  auto& step_s =
+      gauge("ablate_worker_step_seconds", "Duration of the last training step (slowest slot)")
+          .Add(who);
+  auto& tps = gauge("ablate_worker_tokens_per_second", "Training throughput (all slots)").Add(who);
   auto& mem =
       gauge("ablate_worker_device_memory_used_bytes", "Resident memory of the worker").Add(who);
   auto& spooled =
       gauge("ablate_worker_spooled_points", "Metric points not yet stored by the server").Add(who);
-  auto& current = gauge("ablate_worker_current_run", "The run being trained (1)");
+  auto& current = gauge("ablate_worker_current_run", "The runs being trained (1 each)");
   // Where each run's tokenizer and token files came from: what shows a fleet preparing a corpus
-  // once and downloading it everywhere else.
+  // once and downloading it everywhere else. Summed over the slots.
   auto& data_sets = prometheus::BuildCounter()
                         .Name("ablate_worker_data_sets_total")
                         .Help("Runs whose tokenizer and token files came from each source")
                         .Register(*registry_);
   struct Source {
-    const std::atomic<int64_t>* count;
+    std::atomic<int64_t> SessionStats::*count;
     prometheus::Counter* counter;
     int64_t shown = 0;
   };
   std::vector<Source> sources;
-  for (const auto& [name, count] :
-       {std::pair<const char*, const std::atomic<int64_t>*>{"cache", &stats->data_from_cache},
-        {"downloaded", &stats->data_downloaded},
-        {"prepared", &stats->data_prepared},
-        {"prepared_locally", &stats->data_prepared_locally}}) {
+  for (const auto& [name, count] : {std::pair<const char*, std::atomic<int64_t> SessionStats::*>{
+                                        "cache", &SessionStats::data_from_cache},
+                                    {"downloaded", &SessionStats::data_downloaded},
+                                    {"prepared", &SessionStats::data_prepared},
+                                    {"prepared_locally", &SessionStats::data_prepared_locally}}) {
     sources.push_back({count, &data_sets.Add({{"worker", id.worker}, {"source", name}})});
   }
-  prometheus::Gauge* current_run = nullptr;
-  int64_t shown_run = 0;
+  std::map<int64_t, prometheus::Gauge*> shown;
   while (!stop_) {
-    for (Source& s : sources) {
-      const int64_t now = s.count->load();
-      if (now > s.shown) s.counter->Increment(static_cast<double>(now - s.shown));
-      s.shown = now;
+    for (Source& src : sources) {
+      int64_t now = 0;
+      for (const SessionStats& s : *stats) now += (s.*src.count).load();
+      if (now > src.shown) src.counter->Increment(static_cast<double>(now - src.shown));
+      src.shown = now;
     }
-    const int64_t run = stats->run_id;
-    busy.Set(run != 0 ? 1 : 0);
-    step_s.Set(stats->step_seconds);
-    tps.Set(stats->tokens_per_second);
-    spooled.Set(static_cast<double>(stats->spooled_points));
+    std::set<int64_t> runs;
+    double step_seconds = 0, tokens_per_second = 0, spooled_points = 0;
+    for (const SessionStats& s : *stats) {
+      const int64_t run = s.run_id;
+      if (run == 0) continue;
+      runs.insert(run);
+      step_seconds = std::max(step_seconds, s.step_seconds.load());
+      tokens_per_second += s.tokens_per_second;
+      spooled_points += static_cast<double>(s.spooled_points);
+    }
+    busy.Set(static_cast<double>(runs.size()));
+    step_s.Set(step_seconds);
+    tps.Set(tokens_per_second);
+    spooled.Set(spooled_points);
     // Resident set size: on CPU and MPS (unified memory) this is the device memory that matters.
     if (FILE* f = std::fopen("/proc/self/statm", "r")) {
       long pages = 0, resident = 0;
@@ -93,14 +108,19 @@ void WorkerMetrics::Loop(WorkerIdentity id, const SessionStats* stats) {
       }
       std::fclose(f);
     }
-    if (run != shown_run) {
-      if (current_run != nullptr) current.Remove(current_run);
-      current_run = nullptr;
-      if (run != 0) {
-        current_run = &current.Add({{"worker", id.worker}, {"run", std::to_string(run)}});
-        current_run->Set(1);
+    for (auto it = shown.begin(); it != shown.end();) {
+      if (runs.count(it->first) == 0) {
+        current.Remove(it->second);
+        it = shown.erase(it);
+      } else {
+        ++it;
       }
-      shown_run = run;
+    }
+    for (int64_t run : runs) {
+      if (shown.count(run) != 0) continue;
+      prometheus::Gauge* g = &current.Add({{"worker", id.worker}, {"run", std::to_string(run)}});
+      g->Set(1);
+      shown[run] = g;
     }
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "worker/run_session.h"
@@ -23,15 +24,15 @@ struct WorkerIdentity {
 
 class WorkerMetrics {
  public:
-  // Serves /metrics on `listen` (host:port) and samples `stats` once a second.
-  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Start(const std::string& listen,
-                                                              const WorkerIdentity& id,
-                                                              const SessionStats* stats);
+  // Serves /metrics on `listen` (host:port) and samples `stats` (one per slot, outliving this)
+  // once a second.
+  static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Start(
+      const std::string& listen, const WorkerIdentity& id, const std::vector<SessionStats>& stats);
   ~WorkerMetrics();
 
  private:
   WorkerMetrics() = default;
-  void Loop(WorkerIdentity id, const SessionStats* stats);
+  void Loop(WorkerIdentity id, const std::vector<SessionStats>* stats);
 
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Registry> registry_;

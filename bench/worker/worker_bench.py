@@ -7,6 +7,11 @@ Prints the median and p90 dispatch gap (idle time between finishing one run and 
 next) and the worker's overhead (everything outside the trainer) as a share of total wall time.
 
   /usr/bin/python3 bench/worker/worker_bench.py [--sweep FILE] [--build DIR] [--data-dir DIR]
+
+With --compare-slots it runs the sweep twice instead, each time on a fresh database: once on one
+worker with `--slots 2 --threads 2` (a thread per slot), once on two workers with `--threads 1`,
+and prints runs/hour and tokens/s (all tokens trained / the sweep's wall time, submit to last
+run finished) side by side, with the load average before and after.
 """
 import argparse
 import os
@@ -15,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -27,6 +33,10 @@ def main():
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
     ap.add_argument("--data-dir", default=os.path.join(SRC, "..", "shared", "data"))
     ap.add_argument("--threads", type=int, default=0, help="worker training threads (0: all cores)")
+    ap.add_argument("--compare-slots", action="store_true",
+                    help="one worker --slots 2 --threads 2 against two workers --threads 1")
+    ap.add_argument("--two-workers-first", action="store_true",
+                    help="with --compare-slots: run the two-worker configuration first")
     args = ap.parse_args()
     os.environ["ABLATE_BINARY_DIR"] = os.path.abspath(args.build)
     os.environ["ABLATE_SOURCE_DIR"] = SRC
@@ -36,15 +46,15 @@ def main():
     subprocess.check_call([os.path.join(SRC, "scripts", "dev-postgres"), "start", pg_dir], stdout=subprocess.DEVNULL)
     os.environ["ABLATE_TEST_PG_DIR"] = pg_dir
     import harness  # noqa: E402  (reads the environment set above)
+    if args.compare_slots:
+        try:
+            compare_slots(harness, args)
+        finally:
+            subprocess.call([os.path.join(SRC, "scripts", "dev-postgres"), "stop", pg_dir])
+        return
     stack = harness.Stack(lease_seconds=30, data_dir=os.path.abspath(args.data_dir))
     try:
-        sweep = args.sweep
-        if not os.path.exists(os.path.join(stack.data_dir, "tinystories_train.txt")):
-            with open(args.sweep) as f:
-                text = f.read()
-            text = text.replace("train: tinystories_train.txt", 'train: "synthetic:20000"')
-            text = text.replace("val: tinystories_valid.txt", 'val: "synthetic:2000"')
-            sweep = harness.write_sweep(stack.dir, "bench-sweep", text)
+        sweep = sweep_for(harness, stack, args.sweep)
         stack.start_server()
         stack.start_worker("bench-worker", threads=args.threads)
         sweep_id = stack.submit(sweep)
@@ -72,6 +82,72 @@ def main():
         print(f"  worker overhead: {overhead:.2f} s of {total:.1f} s wall = {100 * overhead / total:.2f}% (target <= 1%)")
         print("  (overhead = data-set/checkpoint fetch, metric drain before Complete, Complete itself;"
               " the trainer's own start-up counts as training)")
+
+
+def sweep_for(harness, stack, path):
+    """The sweep file, with the generated corpus in place of TinyStories when that is absent."""
+    if os.path.exists(os.path.join(stack.data_dir, "tinystories_train.txt")):
+        return path
+    with open(path) as f:
+        text = f.read()
+    text = text.replace("train: tinystories_train.txt", 'train: "synthetic:20000"')
+    text = text.replace("val: tinystories_valid.txt", 'val: "synthetic:2000"')
+    return harness.write_sweep(stack.dir, "bench-sweep", text)
+
+
+def run_tokens(run):
+    c = run.get("config", {})
+    steps = int(run.get("result", {}).get("steps_done", 0))
+    return steps * int(c.get("batch_size", 0)) * int(c.get("block_size", 0)) * max(1, int(c.get("grad_accum", 1)))
+
+
+def timed_sweep(harness, args, workers):
+    """Runs the sweep on `workers` [(name, threads, extra flags)] once they are registered:
+    (wall seconds from submit to the last run finished, runs)."""
+    stack = harness.Stack(lease_seconds=30, data_dir=os.path.abspath(args.data_dir))
+    try:
+        sweep = sweep_for(harness, stack, args.sweep)
+        stack.start_server()
+        for name, threads, extra in workers:
+            stack.start_worker(name, threads=threads, extra=extra)
+        harness.wait_for(lambda: len(stack.cli_json("workers")) == len(workers), 60, "the workers to register")
+        started = time.monotonic()
+        sweep_id = stack.submit(sweep)
+        runs = stack.wait_sweep_done(sweep_id, 7200)
+        return time.monotonic() - started, runs
+    finally:
+        stack.close()
+
+
+def compare_slots(harness, args):
+    configs = [("1 worker, --slots 2 --threads 2", [("slots-worker", 2, ("--slots", "2"))]),
+               ("2 workers, --threads 1 each", [("worker-a", 1, ()), ("worker-b", 1, ())])]
+    if args.two_workers_first:
+        configs.reverse()
+    load_before = os.getloadavg()
+    rows = []
+    for label, workers in configs:
+        load = os.getloadavg()[0]
+        wall, runs = timed_sweep(harness, args, workers)
+        tokens = sum(run_tokens(r) for r in runs)
+        per_run = sorted(float(r.get("result", {}).get("tokens_per_second", 0)) for r in runs
+                         if r["state"] in ("SUCCEEDED", "DIVERGED"))
+        states = {}
+        for r in runs:
+            states[r["state"]] = states.get(r["state"], 0) + 1
+        rows.append((label, len(runs), wall, 3600 * len(runs) / wall, tokens / wall,
+                     statistics.median(per_run) if per_run else 0, states, load, os.getloadavg()[0]))
+    load_after = os.getloadavg()
+    print(f"worker_bench --compare-slots: {os.path.basename(args.sweep)} on {os.cpu_count()} CPU cores; "
+          f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f} before, "
+          f"{load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f} after")
+    print(f"  {'configuration':34} {'runs':>5} {'wall s':>8} {'runs/hour':>10} {'tokens/s':>10} "
+          f"{'median run tok/s':>17} {'load 1m':>13}")
+    for label, n, wall, rph, tps, med, states, l0, l1 in rows:
+        print(f"  {label:34} {n:5d} {wall:8.1f} {rph:10.1f} {tps:10.0f} {med:17.0f} {l0:5.2f}->{l1:5.2f}  {states}")
+    slots, two = (rows[1], rows[0]) if args.two_workers_first else (rows[0], rows[1])
+    print(f"  slots / two workers: runs/hour x{slots[3] / two[3]:.3f}, tokens/s x{slots[4] / two[4]:.3f}")
+    print("  (CPU only: GPU slot figures, one CUDA stream per slot, are not measured here)")
 
 
 if __name__ == "__main__":

@@ -102,10 +102,12 @@ absl::StatusOr<std::vector<WorkerCount>> StatsStore::Workers() {
   return db_->Tx<Out>("worker stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(
         tx,
+        // Busy: holds a lease (a worker with --slots may hold several; see SweepStore::Workers).
         "SELECT CASE WHEN stopped_at IS NOT NULL "
         "  OR last_seen_at < now() - make_interval(secs => $1) THEN 'offline' "
-        "  WHEN current_run_id IS NOT NULL THEN 'busy' ELSE 'idle' END AS st, device_kind, "
-        "  count(*) FROM workers GROUP BY st, device_kind",
+        "  WHEN EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = w.id "
+        "    AND r.state IN ('leased', 'running')) THEN 'busy' ELSE 'idle' END AS st, "
+        "  device_kind, count(*) FROM workers w GROUP BY st, device_kind",
         2 * lease_seconds_);
     Out out;
     for (const auto& row : r) {

@@ -3,7 +3,9 @@
 #include <exception>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/util/run_state.h"
 #include "nlohmann/json.hpp"
 #include "server/store/notify_batcher.h"
@@ -340,17 +342,25 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
   using Out = std::vector<v1::Worker>;
   return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // Offline = stopped cleanly (Deregister), or not seen for two lease periods: a worker
-    // heartbeats every third of one, so that is several missed beats, not one slow reply.
-    pqxx::result r = pg::Exec(
-        tx,
-        "SELECT id, info::text, CASE WHEN stopped_at IS NOT NULL "
-        "  OR last_seen_at < now() - make_interval(secs => $1) "
-        "  THEN 'offline' WHEN current_run_id IS NOT NULL THEN 'busy' ELSE 'idle' END, "
-        "  extract(epoch from registered_at), extract(epoch from last_seen_at), "
-        "  coalesce(current_run_id, 0), runs_completed FROM workers "
-        "WHERE $2 OR (stopped_at IS NULL AND last_seen_at >= now() - make_interval(secs => $1)) "
-        "ORDER BY name",
-        2 * lease_seconds_, include_offline);
+    // heartbeats every third of one, so that is several missed beats, not one slow reply. Busy and
+    // the runs held come from the runs' leases, not workers.current_run_id: a worker with --slots
+    // holds several at once, and current_run_id only says which it last leased or heartbeated. The
+    // held runs are few and the runs_leases partial index covers exactly them.
+    pqxx::result r =
+        pg::Exec(tx,
+                 "WITH held AS (SELECT worker_id, array_agg(id ORDER BY id) AS ids FROM runs "
+                 "  WHERE state IN ('leased', 'running') GROUP BY worker_id) "
+                 "SELECT w.id, w.info::text, CASE WHEN w.stopped_at IS NOT NULL "
+                 "  OR w.last_seen_at < now() - make_interval(secs => $1) "
+                 "  THEN 'offline' WHEN held.ids IS NOT NULL THEN 'busy' ELSE 'idle' END, "
+                 "  extract(epoch from w.registered_at), extract(epoch from w.last_seen_at), "
+                 "  coalesce(held.ids[1], 0), w.runs_completed, "
+                 "  coalesce(array_to_string(held.ids, ','), '') "
+                 "FROM workers w LEFT JOIN held ON held.worker_id = w.id "
+                 "WHERE $2 OR (w.stopped_at IS NULL AND w.last_seen_at >= now() - "
+                 "make_interval(secs => $1)) "
+                 "ORDER BY w.name",
+                 2 * lease_seconds_, include_offline);
     Out out;
     for (const auto& row : r) {
       v1::Worker w;
@@ -362,6 +372,11 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
       w.set_last_seen_at(row[4].as<double>());
       w.set_current_run_id(row[5].as<int64_t>());
       w.set_runs_completed(row[6].as<int>());
+      for (absl::string_view id :
+           absl::StrSplit(row[7].as<std::string>(), ',', absl::SkipEmpty())) {
+        int64_t v = 0;
+        if (absl::SimpleAtoi(id, &v)) w.add_held_run_ids(v);
+      }
       out.push_back(std::move(w));
     }
     return out;

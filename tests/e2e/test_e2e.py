@@ -421,6 +421,57 @@ class Observability(E2E):
         s.cli("cancel", str(self.sweep_id))
 
 
+class Slots(E2E):
+    """One worker with --slots 2: two leases held at once, each run its own session."""
+
+    def both_running_on(self, worker):
+        rs = [r for r in self.stack.runs(self.sweep_id)
+              if r["state"] == "RUNNING" and r.get("worker") == worker and int(r.get("step", 0)) > 0]
+        return rs if len(rs) == 2 else None
+
+    def start_two_slots(self, name, steps, ckpt):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1", threads=2, extra=("--slots", "2"))
+        self.sweep_id = s.submit(sweep_file(s, name, {"seed": "[0, 1]"}, steps=steps, ckpt=ckpt,
+                                            eval_every=100))
+        both = wait_for(lambda: self.both_running_on("w1"), 180, "both runs to train on w1 at once")
+        return sorted(int(r["id"]) for r in both)
+
+    def test_one_worker_trains_two_runs_at_once_and_stores_each_once(self):
+        s = self.stack
+        ids = self.start_two_slots("e2e-slots", steps=1500, ckpt=500)
+        held = s.sql("SELECT string_agg(id::text, ',' ORDER BY id) FROM runs "
+                     "WHERE state IN ('leased', 'running') AND worker_id = "
+                     "(SELECT id FROM workers WHERE name = 'w1')")
+        self.assertEqual(held, ",".join(map(str, ids)))
+        # `ablate workers` shows both; neither lease fenced the other.
+        w = [w for w in s.cli_json("workers") if w["info"]["name"] == "w1"][0]
+        self.assertEqual(w["state"], "busy")
+        self.assertEqual([int(i) for i in w["held_run_ids"]], ids)
+        self.assertIn(",".join(map(str, ids)), s.cli("workers").stdout)
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual([r["state"] for r in runs], ["SUCCEEDED", "SUCCEEDED"])
+        for r in runs:
+            self.assertEqual(int(r["attempt"]), 1, "a slot's lease must not fence the other's")
+            self.assertEqual(r["worker"], "w1")
+            assert_series_whole(self, s, int(r["id"]), first=1, last=1500)
+        log = s.log("w1")
+        self.assertIn("2 slots of 1 thread(s)", log)
+        self.assertIn("[slot 0]", log)
+        self.assertIn("[slot 1]", log)
+        self.assertEqual(s.cli_json("workers")[0].get("held_run_ids", []), [])
+
+    def test_sigterm_hands_back_every_run_held(self):
+        s = self.stack
+        ids = self.start_two_slots("e2e-slots-term", steps=100000, ckpt=1000)
+        self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
+        self.assertEqual(s.log("w1").count("handed back"), 2, s.log("w1"))
+        states = {int(r["id"]): r["state"] for r in s.runs(self.sweep_id)}
+        self.assertEqual(states, {i: "QUEUED" for i in ids},
+                         "both runs are queued at once, not after their leases expire")
+
+
 class CliErrors(E2E):
     def test_bad_sweep_file_names_file_line_and_field(self):
         s = self.stack
@@ -449,7 +500,10 @@ class CliErrors(E2E):
             self.assertIn(needle, p.stderr)
         for extra, needle in [(["--metrics-listen", "0.0.0.0:9"], "give --metrics-insecure"),
                               (["--lease-wait", "nan"], "--lease-wait must be between"),
-                              (["--threads", "-1"], "--threads must be between")]:
+                              (["--threads", "-1"], "--threads must be between"),
+                              (["--slots", "0"], "--slots must be between 1 and 64"),
+                              (["--slots", "3", "--threads", "2"],
+                               "--threads 2 cannot give each of --slots 3 a thread")]:
             p = subprocess.run([WORKER, "--server", "127.0.0.1:9", "--device", "cpu",
                                 "--work-dir", os.path.join(s.dir, "flags"), *extra],
                                capture_output=True, text=True, timeout=60)

@@ -1,8 +1,10 @@
 // The lease lifecycle over real gRPC + PostgreSQL: submit -> lease -> heartbeat -> report ->
 // complete, expiry and fencing, resume without duplicate or missing steps, cancel, release.
+#include <algorithm>
 #include <chrono>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -155,6 +157,57 @@ TEST_F(QueueTest, SubmitLeaseHeartbeatReportComplete) {
   std::vector<std::string> kinds;
   for (const auto& e : events.events()) kinds.push_back(e.kind());
   EXPECT_EQ(kinds, (std::vector<std::string>{"leased", "started", "completed"}));
+}
+
+// ablate-worker --slots N holds up to N leases at once. Each is its own: a second Lease, an
+// empty one, a heartbeat or a Complete of one run never fences or hides the others, and the
+// worker lists as busy with every run it holds.
+TEST_F(QueueTest, OneWorkerHoldsSeveralLeases) {
+  auto sub = Submit(SweepYaml("slots", 2, 1));
+  ASSERT_EQ(sub.runs(), 2);
+  const int64_t w = Register("w1");
+  auto a = Lease(w);
+  auto b = Lease(w);
+  ASSERT_TRUE(a.has_run());
+  ASSERT_TRUE(b.has_run());
+  const int64_t ra = a.spec().run_id(), rb = b.spec().run_id();
+  ASSERT_NE(ra, rb);
+  EXPECT_FALSE(Lease(w).has_run());  // a free slot asks again and finds the queue empty
+  for (int64_t run : {ra, rb}) {
+    auto hb = Beat(w, run, 1, 3);
+    EXPECT_FALSE(hb.lease_lost()) << run;
+    EXPECT_FALSE(hb.cancel()) << run;
+    ASSERT_TRUE(Report(run, 1, 0, 3).ok()) << run;
+  }
+  auto worker = [&] {
+    v1::ListWorkersResponse resp;
+    EXPECT_TRUE(SweepStub()->ListWorkers(Ctx().get(), v1::ListWorkersRequest(), &resp).ok());
+    EXPECT_EQ(resp.workers_size(), 1);
+    return resp.workers_size() > 0 ? resp.workers(0) : v1::Worker();
+  };
+  auto held = [](const v1::Worker& x) {
+    return std::vector<int64_t>(x.held_run_ids().begin(), x.held_run_ids().end());
+  };
+  const int64_t first = std::min(ra, rb), second = std::max(ra, rb);
+  v1::Worker both = worker();
+  EXPECT_EQ(both.state(), "busy");
+  EXPECT_EQ(held(both), (std::vector<int64_t>{first, second}));
+  EXPECT_EQ(both.current_run_id(), first);
+
+  ASSERT_TRUE(Complete(ra, 1).ok());
+  v1::Worker one = worker();
+  EXPECT_EQ(one.state(), "busy");
+  EXPECT_EQ(held(one), (std::vector<int64_t>{rb}));
+  EXPECT_FALSE(Beat(w, rb, 1, 4).lease_lost());
+  ASSERT_TRUE(Report(rb, 1, 4, 5).ok());
+  ASSERT_TRUE(Complete(rb, 1).ok());
+  v1::Worker none = worker();
+  EXPECT_EQ(none.state(), "idle");
+  EXPECT_TRUE(held(none).empty());
+  EXPECT_EQ(none.current_run_id(), 0);
+  EXPECT_EQ(none.runs_completed(), 2);
+  EXPECT_EQ(Points(ra).size(), 4u);  // each run's metrics stored once
+  EXPECT_EQ(Points(rb).size(), 6u);
 }
 
 TEST_F(QueueTest, RacingWorkersNeverShareARun) {

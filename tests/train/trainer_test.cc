@@ -9,6 +9,8 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
 
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
@@ -171,6 +173,55 @@ TEST_F(TrainerTest, ResumedRunIsBitIdentical) {
   auto refused = Train(changed, options, nullptr);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("lr"), std::string::npos) << refused.status();
+}
+
+// ablate-worker --slots trains several runs in one process, each on its own thread. A run's
+// numbers must not depend on what trains beside it: torch's default generators are the
+// process's, and init and dropout draw from them. Three runs (two with dropout, one without),
+// each alone and then all three at once on one thread each: every metric bit for bit the same.
+TEST_F(TrainerTest, RunsTrainingAtOnceMatchTheSameRunsAlone) {
+  std::vector<ablate::v1::RunSpec> specs(3, TinySpec());
+  specs[1].mutable_config()->set_seed(8);
+  specs[1].mutable_config()->set_dropout(0.2);
+  specs[2].mutable_config()->set_seed(9);
+  specs[2].mutable_config()->set_dropout(0);
+  auto train = [&](size_t i, const std::string& out, Recorder* rec) {
+    // Its own thread, as in the daemon's slots (torch's thread count is per thread).
+    absl::StatusOr<TrainResult> r = absl::UnknownError("not run");
+    std::thread([&] { r = Train(specs[i], Options(Path(out), CacheDir()), rec); }).join();
+    return r;
+  };
+  std::vector<Recorder> alone(3), together(3);
+  for (size_t i = 0; i < 3; ++i) {
+    auto r = train(i, "alone" + std::to_string(i), &alone[i]);
+    ASSERT_TRUE(r.ok()) << r.status();
+  }
+  std::vector<absl::StatusOr<TrainResult>> results(3, absl::UnknownError("not run"));
+  {
+    std::vector<std::thread> slots;
+    for (size_t i = 0; i < 3; ++i) {
+      slots.emplace_back([&, i] {
+        results[i] =
+            Train(specs[i], Options(Path("slot" + std::to_string(i)), CacheDir()), &together[i]);
+      });
+    }
+    for (auto& t : slots) t.join();
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(results[i].ok()) << results[i].status();
+    int compared = 0;
+    for (const auto& [key, value] : alone[i].values) {
+      if (key.second == "tokens_per_second") continue;
+      auto it = together[i].values.find(key);
+      ASSERT_NE(it, together[i].values.end()) << "run " << i << ": " << key.second << " missing";
+      EXPECT_EQ(it->second, value) << "run " << i << ": " << key.second << " at step " << key.first;
+      ++compared;
+    }
+    EXPECT_GT(compared, 24 * 3) << "run " << i;
+  }
+  // The three differ from each other, so the comparison above could fail.
+  EXPECT_NE(alone[0].values.at({24, "train_loss"}), alone[1].values.at({24, "train_loss"}));
+  EXPECT_NE(alone[0].values.at({24, "train_loss"}), alone[2].values.at({24, "train_loss"}));
 }
 
 TEST_F(TrainerTest, HugeLearningRateDivergesWithItsStep) {

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -81,7 +82,17 @@ std::string DescribeDevice(const torch::Device& device) {
 void ConfigureThreads(int threads) {
   const int n =
       threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  setenv("BLIS_NUM_THREADS", std::to_string(n).c_str(), /*overwrite=*/1);
+  const std::string value = std::to_string(n);
+  {
+    // setenv is not safe against a concurrent getenv; the daemon sets the value once before its
+    // slots start, so with --slots this only ever reads.
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    const char* current = std::getenv("BLIS_NUM_THREADS");
+    if (current == nullptr || value != current) {
+      setenv("BLIS_NUM_THREADS", value.c_str(), /*overwrite=*/1);
+    }
+  }
   torch::set_num_threads(n);
 #if defined(__GLIBC__)
   // 32 MiB is the largest mmap threshold glibc accepts; without a trim threshold it would hand

@@ -7,10 +7,16 @@
 #include "worker/train/trainer.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#ifdef ABLATE_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <mutex>
 #include <optional>
 #include <tuple>
 
@@ -49,6 +55,22 @@ constexpr uint64_t kProbeBatchSeed = 0x5eed0002;
 // training at the default probe_every.
 constexpr int64_t kMaxProbeSequences = 8;
 constexpr int kCheckpointsKept = 2;
+
+// Torch's default generators (the CPU's, one per CUDA device) belong to the process, and init
+// and dropout draw from them. Several runs train in one process with --slots, so each run keeps
+// its own generator state and swaps it in, under this lock, around whatever draws: the init and,
+// with dropout, each training step. A run's numbers are then the same whether it trains alone or
+// beside others. Without dropout a step draws nothing and takes no lock.
+std::mutex& DefaultGeneratorMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+// The generator dropout on `device` draws from: CUDA's own, else the CPU's (MPS untested).
+at::Generator DefaultGenerator(const torch::Device& device) {
+  if (device.is_cuda()) return at::globalContext().defaultGenerator(device);
+  return at::detail::getDefaultCPUGenerator();
+}
 
 double UnixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -138,6 +160,11 @@ class Run {
   std::optional<LossTracker> tracker_;
   std::optional<MetricsLog> log_;
   std::vector<torch::Tensor> params_;
+  // This run's state of the default generator of its device (see DefaultGeneratorMutex).
+  torch::Tensor rng_state_;
+#ifdef ABLATE_TORCH_CUDA
+  std::optional<c10::cuda::CUDAStreamGuard> stream_guard_;
+#endif
 
   int64_t start_step_ = 0;
   bool resumed_ = false;
@@ -184,8 +211,20 @@ absl::Status Run::Setup() {
   val_tokens_.emplace(std::move(val_tokens));
 
   // The seed fixes the init (torch's generator) and the data order (our sampler), separately.
-  torch::manual_seed(static_cast<uint64_t>(config_.seed()));
-  model_.emplace(config_, data.vocab_size);
+  {
+    std::lock_guard<std::mutex> lock(DefaultGeneratorMutex());
+    torch::manual_seed(static_cast<uint64_t>(config_.seed()));
+    model_.emplace(config_, data.vocab_size);  // built on the CPU, drawing from its generator
+    rng_state_ = DefaultGenerator(device_).get_state();
+  }
+#ifdef ABLATE_TORCH_CUDA
+  if (device_.is_cuda()) {
+    // Each run its own stream, so that runs sharing the GPU (--slots) overlap their kernels
+    // instead of queueing on the default stream. Set before the model moves, so every tensor of
+    // the run is made and used on it.
+    stream_guard_.emplace(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device_.index()));
+  }
+#endif
   (*model_)->to(device_);
   for (const auto& [name, t] : (*model_)->NamedTensors()) params_.push_back(t);
   optimizer_.emplace((*model_)->NamedTensors(), config_);
@@ -205,10 +244,7 @@ absl::Status Run::Setup() {
     start_step_ = state.step;
     resumed_ = true;
     sampler_->rng().set_state(state.sampler);
-    if (state.torch_rng.defined()) {
-      at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle, shared
-      generator.set_state(state.torch_rng);
-    }
+    if (state.torch_rng.defined()) rng_state_ = state.torch_rng;
     tracker_->set_state(state.tracker);
     prior_wall_seconds_ = state.wall_seconds;
     last_val_loss_ = state.last_val_loss;
@@ -243,7 +279,18 @@ double Run::TrainForward(bool final_step) {
   for (int micro = 0; micro < std::max(1, config_.grad_accum()); ++micro) {
     micro_batches.push_back(sampler_->Next(config_.batch_size(), device_));
   }
-  return AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step);
+  if (config_.dropout() <= 0) {
+    return AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step);
+  }
+  // Dropout draws from the default generator: swap this run's state in for the step. Steps of
+  // runs with dropout in one process (--slots) take turns; on a GPU the lock spans the step's
+  // kernels too, since the loss is read back at its end.
+  std::lock_guard<std::mutex> lock(DefaultGeneratorMutex());
+  at::Generator generator = DefaultGenerator(device_);  // a handle, shared
+  generator.set_state(rng_state_);
+  const double loss = AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step);
+  rng_state_ = generator.get_state();
+  return loss;
 }
 
 absl::Status Run::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
@@ -345,7 +392,7 @@ absl::StatusOr<TrainResult> Run::Execute() {
 
     const std::array<uint64_t, 4> sampler_before = sampler_->rng().state();
     torch::Tensor torch_rng_before;
-    if (save_torch_rng) torch_rng_before = at::detail::getDefaultCPUGenerator().get_state();
+    if (save_torch_rng) torch_rng_before = rng_state_;
     const auto step_started = Clock::now();
     const double loss = TrainForward(final_step);
     const bool diverged = report && (tracker_->Observe(s, loss) || val_diverged);

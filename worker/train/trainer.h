@@ -88,6 +88,18 @@ struct DataPrepTimes {
 absl::StatusOr<DataPrepTimes> PrepareRunData(const ablate::v1::DataSpec& data,
                                              const std::string& cache_dir);
 
+// Sets torch's intra-op threads for the calling thread and BLIS_NUM_THREADS (0 = all cores).
+// BLIS reads its variable once, at its first call, for the whole process: the first value
+// before the first matrix multiply is the one every later call (and thread) gets, so a process
+// that trains several runs at once calls this with one run's share before any of them starts.
+// Train calls it too (torch's count is per thread under OpenMP); it leaves the environment alone
+// when the value is already set, so concurrent runs with the same share never write it.
+// On glibc it also keeps freed blocks of up to 32 MiB in the heap instead of unmapping them:
+// every step frees and reallocates the same activations (16 MiB of attention probabilities per
+// layer at the benchmark's shape), and fresh mmap'd pages cost a page fault per 4 KiB on first
+// touch.
+void ConfigureThreads(int threads);
+
 // The newest checkpoint Train wrote under out_dir/checkpoints, or "" if there is none: what a
 // rerun with the same out_dir passes as TrainOptions::resume_from.
 std::string NewestCheckpoint(const std::string& out_dir);
