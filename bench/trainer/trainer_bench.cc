@@ -3,7 +3,9 @@
 // NANOGPT_DIR, run by nanogpt_bench.py), and the cost of probes and metric output.
 //
 //   NANOGPT_DIR=... trainer_bench [--threads N] [--steps K] [--rounds R] [--no-python]
-//                                 [--profile TRACE.json]
+//                                 [--profile TRACE.json] [--unsharded]
+// --unsharded trains the way the trainer did before sharded steps (step.h): the whole batch on
+// one thread, BLIS splitting each GEMM over the N cores.
 // Config (issue 3): 4 layers, 4 heads, n_embd 256, block 256, batch 16, vocab 4096, fp32.
 // Step times are the best of R rounds of K steps (the least disturbed by other load).
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -17,6 +19,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/sweep/sweep.h"
 #include "worker/train/adamw.h"
@@ -42,36 +45,55 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Best-of-5 fp32 GEMM throughput at a size where BLIS reaches its plateau.
-double MatmulPeakFlops() {
+// The machine's fp32 GEMM peak as `threads` cores reach it: best-of-5 of a 1024³ `torch::mm` (a
+// size where BLIS reaches its plateau) running on every thread at once, one BLIS thread each,
+// summed. That is how the trainer uses the cores (one shard per thread, step.h); BLIS splitting
+// one GEMM over the same cores (what --unsharded measures) reaches about the same figure.
+double MatmulPeakFlops(int threads) {
   const int64_t n = 1024;
-  auto a = torch::randn({n, n});
-  auto b = torch::randn({n, n});
-  auto c = torch::mm(a, b);
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const auto t = Clock::now();
-    c = torch::mm(a, b);
-    best = std::min(best, Since(t));
-  }
-  return 2.0 * n * n * n / best;
+  std::vector<double> best(static_cast<size_t>(threads), 1e30);
+  auto run = [&](int i) {
+    ablate::train::SetThreadIntraOpThreads(1);
+    auto a = torch::randn({n, n});
+    auto b = torch::randn({n, n});
+    auto c = torch::mm(a, b);
+    for (int r = 0; r < 5; ++r) {
+      const auto t = Clock::now();
+      c = torch::mm(a, b);
+      best[static_cast<size_t>(i)] = std::min(best[static_cast<size_t>(i)], Since(t));
+    }
+  };
+  std::vector<std::thread> others;
+  for (int i = 1; i < threads; ++i) others.emplace_back(run, i);
+  const int caller_threads = at::get_num_threads();
+  run(0);
+  ablate::train::SetThreadIntraOpThreads(caller_threads);
+  for (auto& t : others) t.join();
+  double flops = 0;
+  for (double b : best) flops += 2.0 * n * n * n / b;
+  return flops;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   int threads = 0, steps = 3, rounds = 3;
-  bool python = true;
+  bool python = true, unsharded = false;
   std::string profile;  // chrome-trace file of one profiled step, for finding the slow ops
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--no-python")) python = false;
+    if (!std::strcmp(argv[i], "--unsharded")) unsharded = true;
     if (!std::strcmp(argv[i], "--profile") && i + 1 < argc) profile = argv[++i];
   }
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   ablate::train::ConfigureThreads(threads);
+  // BLIS reads its variable at its first GEMM, which has not happened yet.
+  if (unsharded) setenv("BLIS_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  // The peak the way the step uses the cores: unsharded, one GEMM that BLIS splits.
+  const int peak_threads = unsharded ? 1 : threads;
 
   ablate::v1::RunConfig c;
   c.set_n_layer(4);
@@ -96,19 +118,25 @@ int main(int argc, char** argv) {
 
   // The trainer's own step code (trainer.cc): forward and backward, clipping at 1.0, AdamW.
   const std::vector<ablate::train::Batch> batches = {{x, y}};
+  ablate::train::Sharding sharding;
+  // As the trainer sets up a CPU run (trainer.cc).
+  sharding.shards = unsharded ? 1 : ablate::train::ConfigureShardedThread(threads, batch);
   auto step = [&] {
-    const double loss = ablate::train::AccumulateGradients(model, batches, false, true);
+    const double loss = ablate::train::AccumulateGradients(model, batches, false, true, sharding);
     ablate::train::ClipGradients(params, 1.0);
     opt.Step(6e-4);
     for (auto& p : params) p.mutable_grad() = torch::Tensor();
     return loss;
   };
 
+  const std::string mode =
+      unsharded ? std::string("unsharded: BLIS splits each GEMM")
+                : std::to_string(sharding.shards) + " shards of the batch, one BLIS thread each";
   std::printf(
       "trainer_bench: 4 layers, 4 heads, n_embd 256, block 256, batch 16, vocab 4096, "
-      "fp32, CPU, %d threads, torch %s, load average %.2f\n",
-      threads, ablate::train::TorchVersion().c_str(), Load());
-  double peak = MatmulPeakFlops();
+      "fp32, CPU, %d threads (%s), torch %s, load average %.2f\n",
+      threads, mode.c_str(), ablate::train::TorchVersion().c_str(), Load());
+  double peak = MatmulPeakFlops(peak_threads);
   for (int i = 0; i < 2; ++i) step();  // warm-up: allocator, BLIS buffers
   if (!profile.empty()) {
     torch::autograd::profiler::RecordProfile guard(profile);
@@ -124,8 +152,8 @@ int main(int argc, char** argv) {
     return best;
   };
   // On a shared machine the load drifts: alternate C++ and nanoGPT rounds and keep the best of
-  // each, so neither side profits from a quiet spell the other missed. The child inherits
-  // BLIS_NUM_THREADS from ConfigureThreads and sets torch's threads to the same count.
+  // each, so neither side profits from a quiet spell the other missed. nanoGPT runs as PyTorch
+  // does: BLIS and torch both at `threads` (each GEMM split over the cores).
   const char* nanogpt_dir = std::getenv("NANOGPT_DIR");
   if (python && (nanogpt_dir == nullptr ||
                  !std::filesystem::exists(std::filesystem::path(nanogpt_dir) / "model.py"))) {
@@ -134,14 +162,15 @@ int main(int argc, char** argv) {
   }
   const char* src = std::getenv("ABLATE_SOURCE_DIR");
   const std::string dir = src != nullptr ? std::string(src) : std::string(ABLATE_SOURCE_DIR);
-  const std::string cmd = "/usr/bin/python3 " + dir + "/bench/trainer/nanogpt_bench.py " +
-                          std::to_string(threads) + " " + std::to_string(steps);
+  const std::string cmd = "BLIS_NUM_THREADS=" + std::to_string(threads) + " /usr/bin/python3 " +
+                          dir + "/bench/trainer/nanogpt_bench.py " + std::to_string(threads) + " " +
+                          std::to_string(steps);
   const double tokens = static_cast<double>(batch * t);
   double best = 1e30, py = 0;
   for (int round = 0; round < rounds; ++round) {
     const double round_best = best_step();
     best = std::min(best, round_best);
-    peak = std::max(peak, MatmulPeakFlops());
+    peak = std::max(peak, MatmulPeakFlops(peak_threads));
     double round_py = 0;
     if (python) {
       if (FILE* p = popen(cmd.c_str(), "r"); p != nullptr) {

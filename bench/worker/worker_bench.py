@@ -8,9 +8,10 @@ next) and the worker's overhead (everything outside the trainer) as a share of t
 
   /usr/bin/python3 bench/worker/worker_bench.py [--sweep FILE] [--build DIR] [--data-dir DIR]
 
-With --compare-slots it runs the sweep twice instead, each time on a fresh database: once on one
-worker with `--slots 2 --threads 2` (a thread per slot), once on two workers with `--threads 1`,
-and prints runs/hour and tokens/s (all tokens trained / the sweep's wall time, submit to last
+With --compare-slots it runs the sweep three times instead, each time on a fresh database: once
+on one worker with `--slots 2 --threads 2` (a thread per slot), once on two workers with
+`--threads 1`, then once on one worker with `--threads 2` (one run at a time, its steps sharded
+over both threads), and prints runs/hour and tokens/s (all tokens trained / the sweep's wall time, submit to last
 run finished) side by side, with the load average before and after.
 """
 import argparse
@@ -124,6 +125,8 @@ def compare_slots(harness, args):
                ("2 workers, --threads 1 each", [("worker-a", 1, ()), ("worker-b", 1, ())])]
     if args.two_workers_first:
         configs.reverse()
+    # One run at a time, each step's batch sharded over both threads (docs/trainer.md).
+    configs.append(("1 worker, --threads 2 (sharded)", [("sharded-worker", 2, ())]))
     load_before = os.getloadavg()
     rows = []
     for label, workers in configs:
@@ -145,8 +148,10 @@ def compare_slots(harness, args):
           f"{'median run tok/s':>17} {'load 1m':>13}")
     for label, n, wall, rph, tps, med, states, l0, l1 in rows:
         print(f"  {label:34} {n:5d} {wall:8.1f} {rph:10.1f} {tps:10.0f} {med:17.0f} {l0:5.2f}->{l1:5.2f}  {states}")
-    slots, two = (rows[1], rows[0]) if args.two_workers_first else (rows[0], rows[1])
+    slots, two, sharded = (rows[1], rows[0], rows[2]) if args.two_workers_first else rows
     print(f"  slots / two workers: runs/hour x{slots[3] / two[3]:.3f}, tokens/s x{slots[4] / two[4]:.3f}")
+    print(f"  sharded / two workers: runs/hour x{sharded[3] / two[3]:.3f}, "
+          f"tokens/s x{sharded[4] / two[4]:.3f}")
     print("  (CPU only: GPU slot figures, one CUDA stream per slot, are not measured here)")
 
 

@@ -82,18 +82,17 @@ std::string DescribeDevice(const torch::Device& device) {
 void ConfigureThreads(int threads) {
   const int n =
       threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const std::string value = std::to_string(n);
   {
     // setenv is not safe against a concurrent getenv; the daemon sets the value once before its
     // slots start, so with --slots this only ever reads.
     static std::mutex mu;
     std::lock_guard<std::mutex> lock(mu);
     const char* current = std::getenv("BLIS_NUM_THREADS");
-    if (current == nullptr || value != current) {
-      setenv("BLIS_NUM_THREADS", value.c_str(), /*overwrite=*/1);
+    if (current == nullptr || std::string(current) != "1") {
+      setenv("BLIS_NUM_THREADS", "1", /*overwrite=*/1);
     }
   }
-  torch::set_num_threads(n);
+  SetThreadIntraOpThreads(n);
 #if defined(__GLIBC__)
   // 32 MiB is the largest mmap threshold glibc accepts; without a trim threshold it would hand
   // the top of the heap back after each step and fault it in again on the next.
@@ -103,6 +102,11 @@ void ConfigureThreads(int threads) {
 }
 
 std::string TorchVersion() { return TORCH_VERSION; }
+
+void SetThreadIntraOpThreads(int threads) {
+  at::get_num_threads();  // adopts the process-wide value now, not at the first parallel op
+  at::set_num_threads(threads);
+}
 
 DeviceInfo DescribeDeviceInfo(const torch::Device& device) {
   DeviceInfo info;

@@ -21,4 +21,10 @@ DeviceInfo DescribeDeviceInfo(const torch::Device& device);
 
 std::string TorchVersion();
 
+// Sets torch's intra-op thread count for the calling thread only. Under OpenMP the count is per
+// thread, but torch also keeps one process-wide value that a thread adopts lazily, at its first
+// parallel op, overriding what was set before; several threads setting different counts (slots,
+// the shards of a step) would then race. This forces that first adoption before setting.
+void SetThreadIntraOpThreads(int threads);
+
 }  // namespace ablate::train

@@ -133,6 +133,26 @@ void GPTImpl::Initialize() {
 
 std::vector<std::pair<std::string, torch::Tensor>> GPTImpl::NamedTensors() const { return named_; }
 
+namespace {
+thread_local at::Generator* t_dropout_generator = nullptr;
+}  // namespace
+
+ScopedDropoutGenerator::ScopedDropoutGenerator(at::Generator* generator)
+    : previous_(t_dropout_generator) {
+  t_dropout_generator = generator;
+}
+ScopedDropoutGenerator::~ScopedDropoutGenerator() { t_dropout_generator = previous_; }
+
+torch::Tensor GPTImpl::Dropout(const torch::Tensor& x) const {
+  const double p = config_.dropout();
+  if (t_dropout_generator == nullptr || !is_training() || p <= 0) {
+    return torch::dropout(x, p, is_training());
+  }
+  // ATen's CPU dropout, with the noise drawn from this thread's generator.
+  if (p >= 1) return x * torch::zeros({}, x.options());
+  return x * torch::empty_like(x).bernoulli_(1 - p, *t_dropout_generator).div_(1 - p);
+}
+
 torch::Tensor GPTImpl::NormalizeHead(const Norm& norm, const torch::Tensor& x) const {
   const double eps = config_.qk_norm_eps();
   if (config_.qk_norm() == "layernorm") return norm(x, eps);
@@ -190,9 +210,9 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
   }
   att = torch::softmax(att, -1);
   if (probe != nullptr) probe->attn_entropy = AttentionEntropy(att);
-  att = torch::dropout(att, config_.dropout(), is_training());
+  att = Dropout(att);
   auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, t, c});
-  return torch::dropout(b.attn_proj(y), config_.dropout(), is_training());
+  return Dropout(b.attn_proj(y));
 }
 
 void GPTImpl::RecordQk(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& logits,
@@ -208,14 +228,14 @@ torch::Tensor GPTImpl::Hidden(const torch::Tensor& idx, ProbeRecord* probes) {
               config_.block_size());
   auto x = F::embedding(idx, wte_);
   if (wpe_.defined()) x = x + wpe_.slice(0, 0, t);
-  x = torch::dropout(x, config_.dropout(), is_training());
+  x = Dropout(x);
   if (probes != nullptr) probes->layers.assign(blocks_.size(), LayerProbe{});
   const double eps = config_.norm_eps();
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     x = x + Attention(b, b.ln_1(x, eps), probes != nullptr ? &probes->layers[i] : nullptr);
     auto m = b.mlp_proj(torch::gelu(b.c_fc(b.ln_2(x, eps))));
-    x = x + torch::dropout(m, config_.dropout(), is_training());
+    x = x + Dropout(m);
     if (probes != nullptr) probes->layers[i].kurtosis = Kurtosis(x);
   }
   return ln_f_(x, eps);

@@ -31,6 +31,20 @@ struct ProbeRecord {
   std::vector<LayerProbe> layers;
 };
 
+// While one lives, dropout on this thread draws from `generator` (when not null) instead of
+// torch's process-wide default generator: what lets the shards of a step (step.h) train at once
+// with dropout and still draw the same masks every time.
+class ScopedDropoutGenerator {
+ public:
+  explicit ScopedDropoutGenerator(at::Generator* generator);
+  ~ScopedDropoutGenerator();
+  ScopedDropoutGenerator(const ScopedDropoutGenerator&) = delete;
+  ScopedDropoutGenerator& operator=(const ScopedDropoutGenerator&) = delete;
+
+ private:
+  at::Generator* previous_;
+};
+
 class GPTImpl : public torch::nn::Module {
  public:
   // `config` must be complete (defaults applied); the init is drawn from torch's default CPU
@@ -72,6 +86,9 @@ class GPTImpl : public torch::nn::Module {
   Linear MakeLinear(const std::string& prefix, int64_t in, int64_t out, bool bias);
   Norm MakeNorm(const std::string& prefix, int64_t dim, bool bias);
   torch::Tensor NormalizeHead(const Norm& norm, const torch::Tensor& x) const;
+  // torch::dropout with config.dropout while training, drawing from the thread's
+  // ScopedDropoutGenerator when one is set.
+  torch::Tensor Dropout(const torch::Tensor& x) const;
   torch::Tensor ApplyRope(const torch::Tensor& x) const;
   torch::Tensor Attention(const Block& block, const torch::Tensor& x, LayerProbe* probe);
   // The residual stream after ln_f, (B, T, n_embd): everything but the lm head.

@@ -16,8 +16,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -170,6 +172,7 @@ class Run {
   bool resumed_ = false;
   double prior_wall_seconds_ = 0;
   double last_val_loss_ = -1, min_val_loss_ = -1;
+  int shards_ = 1;
   std::map<std::string, double> last_probes_;
 };
 
@@ -184,6 +187,13 @@ absl::Status Run::Setup() {
   ConfigureThreads(options_.threads);
   const std::string requested = options_.device != "auto" ? options_.device : config_.device();
   ASSIGN_OR_RETURN(device_, ResolveDevice(requested));
+  // On the CPU a step's sequences are split over the run's threads (step.h, Sharding).
+  if (device_.is_cpu()) {
+    const int threads = options_.threads > 0
+                            ? options_.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    shards_ = ConfigureShardedThread(threads, config_.batch_size());
+  }
   bf16_ = config_.dtype() == "bfloat16";
   if (bf16_ && device_.is_mps()) {
     // LibTorch 1.13 has no bf16 kernels or autocast for MPS.
@@ -279,16 +289,32 @@ double Run::TrainForward(bool final_step) {
   for (int micro = 0; micro < std::max(1, config_.grad_accum()); ++micro) {
     micro_batches.push_back(sampler_->Next(config_.batch_size(), device_));
   }
+  Sharding sharding;
+  sharding.shards = shards_;
   if (config_.dropout() <= 0) {
-    return AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step);
+    return AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step, sharding);
   }
-  // Dropout draws from the default generator: swap this run's state in for the step. Steps of
-  // runs with dropout in one process (--slots) take turns; on a GPU the lock spans the step's
+  // Dropout draws from the default generator: swap this run's state in for the step. On the CPU
+  // the step only draws one seed per (micro-batch, shard) from it and each shard's masks come
+  // from a generator of its own (step.h), so the lock is held for the draw alone. Elsewhere steps
+  // of runs with dropout in one process (--slots) take turns; on a GPU the lock spans the step's
   // kernels too, since the loss is read back at its end.
-  std::lock_guard<std::mutex> lock(DefaultGeneratorMutex());
+  std::unique_lock<std::mutex> lock(DefaultGeneratorMutex());
   at::Generator generator = DefaultGenerator(device_);  // a handle, shared
   generator.set_state(rng_state_);
-  const double loss = AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step);
+  if (device_.is_cpu()) {
+    const auto seeds = torch::randint(std::numeric_limits<int64_t>::max(),
+                                      {static_cast<int64_t>(micro_batches.size()) * shards_},
+                                      torch::TensorOptions().dtype(torch::kInt64));
+    for (int64_t i = 0; i < seeds.numel(); ++i) {
+      sharding.dropout_seeds.push_back(static_cast<uint64_t>(seeds[i].item<int64_t>()));
+    }
+    rng_state_ = generator.get_state();
+    lock.unlock();
+    return AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step, sharding);
+  }
+  const double loss =
+      AccumulateGradients(*model_, micro_batches, bf16_, /*backward=*/!final_step, sharding);
   rng_state_ = generator.get_state();
   return loss;
 }
@@ -375,7 +401,7 @@ absl::StatusOr<TrainResult> Run::Execute() {
     const bool final_step = s == steps;
     bool val_diverged = false;
     if (report && (s % config_.eval_every() == 0 || final_step)) {
-      last_val_loss_ = EvaluateLoss(*model_, val_batches_, bf16_);
+      last_val_loss_ = EvaluateLoss(*model_, val_batches_, bf16_, shards_);
       val_diverged = tracker_->ObserveValidation(s, last_val_loss_);
       if (std::isfinite(last_val_loss_)) {
         min_val_loss_ =

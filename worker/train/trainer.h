@@ -17,7 +17,7 @@ struct TrainOptions {
   std::string out_dir;          // metrics.jsonl, checkpoints/, result.json
   std::string cache_dir;        // tokenizer models and token files, keyed by content hash
   std::string resume_from;      // checkpoint file to resume from; empty = start fresh
-  int threads = 0;              // 0 = all cores; sets torch intra-op threads and BLIS_NUM_THREADS
+  int threads = 0;              // 0 = all cores; on the CPU a step's batch is split over them
 };
 
 // All callbacks run on the training thread, so an observer needs no locking of its own unless it
@@ -88,12 +88,12 @@ struct DataPrepTimes {
 absl::StatusOr<DataPrepTimes> PrepareRunData(const ablate::v1::DataSpec& data,
                                              const std::string& cache_dir);
 
-// Sets torch's intra-op threads for the calling thread and BLIS_NUM_THREADS (0 = all cores).
-// BLIS reads its variable once, at its first call, for the whole process: the first value
-// before the first matrix multiply is the one every later call (and thread) gets, so a process
-// that trains several runs at once calls this with one run's share before any of them starts.
-// Train calls it too (torch's count is per thread under OpenMP); it leaves the environment alone
-// when the value is already set, so concurrent runs with the same share never write it.
+// Sets torch's intra-op threads for the calling thread (0 = all cores) and BLIS_NUM_THREADS to 1.
+// A CPU step's GEMMs run one per core already, each shard of the batch on a thread of its own
+// (step.h, Sharding), so BLIS splitting one GEMM over cores would only nest threads inside
+// threads. BLIS reads its variable once, at its first call, for the whole process, so this runs
+// before the first matrix multiply (the daemon calls it before any slot trains; Train calls it
+// too, since torch's count is per thread under OpenMP).
 // On glibc it also keeps freed blocks of up to 32 MiB in the heap instead of unmapping them:
 // every step frees and reallocates the same activations (16 MiB of attention probabilities per
 // layer at the benchmark's shape), and fresh mmap'd pages cost a page fault per 4 KiB on first
