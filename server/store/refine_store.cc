@@ -115,12 +115,6 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const v1::RefineStatus& rule, int p
     devices[device] = true;
   }
   if (added > 0) {
-    // The Complete that got us here may have finished the sweep in this same transaction; no
-    // one has seen that yet, so making it active again is invisible outside.
-    pg::Exec(tx,
-             "UPDATE sweeps SET state = 'active', finished_at = NULL "
-             "WHERE id = $1 AND state = 'finished'",
-             sweep_id);
     for (const auto& [device, unused] : devices) {
       pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), device);
     }
@@ -154,13 +148,6 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
   if (prune) out.skipped = Prune(tx, sweep_id, &runs);
   if (refine) {
     out.added = Refine(tx, sweep_id, rule, s[0][3].as<int>(), s[0][4].as<int>(), runs);
-  }
-  if (out.skipped > 0 && out.added == 0) {
-    pg::Exec(tx,
-             "UPDATE sweeps SET state = 'finished', finished_at = now() WHERE id = $1 "
-             "AND state = 'active' AND NOT EXISTS (SELECT 1 FROM runs WHERE sweep_id = $1 "
-             "AND state IN ('queued', 'leased', 'running'))",
-             sweep_id);
   }
   return out;
 }

@@ -27,9 +27,11 @@ struct RefineOutcome {
 //     the reason as their error and a `skipped` event; a run the user requeued (a `requeued`
 //     event, e.g. `ablate retry --state skipped`) is never pruned again;
 //   - refine: the planned midpoints are inserted as queued runs (refine_round set, a `refined`
-//     event naming the bracket), the sweep made active again if the completion had finished it,
-//     and the queue channel notified.
-// A sweep left with nothing unfinished after pruning is finished here.
+//     event naming the bracket), and the queue channel notified.
+// Complete calls this before it checks whether the sweep is finished
+// (FinishSweepsWithNothingLeft, run_transitions.cc), so runs added here keep the sweep active
+// and a sweep pruning leaves with nothing unfinished is finished there, by the one statement
+// that finishes sweeps.
 absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t sweep_id);
 
 }  // namespace ablate::server

@@ -441,12 +441,12 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
                    req.result().steps_done());
                if (!r.empty()) {
                  const int64_t sweep_id = r[0][0].as<int64_t>();
-                 FinishSweepsWithNothingLeft(tx, sweep_id);
-                 // Refinement and pruning (issue #11) decide in this transaction, after the
-                 // sweep may have been finished above: runs refinement adds make it active
-                 // again before anyone can see it finished (server/store/refine_store.h).
+                 // Refinement and pruning (issue #11) decide in this transaction first
+                 // (server/store/refine_store.h): the runs they add keep the sweep active, and a
+                 // sweep they leave with nothing unfinished is finished just below.
                  auto refined = RefineAfterRunFinished(tx, sweep_id);
                  if (!refined.ok()) return refined.status();
+                 FinishSweepsWithNothingLeft(tx, sweep_id);
                  notices.Sweep(sweep_id);
                  notices.Run(req.run_id());
                  return true;
