@@ -76,7 +76,14 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--device", train.device, "auto | cpu | cuda | mps")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "mps"}));
   train_cmd->add_option("--cache-dir", train.cache_dir, "Tokenizer and token-file cache");
-  train_cmd->add_option("--threads", train.threads, "CPU threads (0: all cores)");
+  train_cmd
+      ->add_option("--threads", train.threads, "CPU threads, all copies together (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  train_cmd
+      ->add_option("--copies", train.copies,
+                   "Train N copies at once (seeds seed..seed+N-1, DIR/copy-K), as --slots N "
+                   "would: per-copy and total tokens/s, to size --slots for a device")
+      ->check(CLI::Range(1, 64));
   train_cmd->add_flag("--quiet", train.quiet, "Print only the result");
 
   ablate::train::DataPrepareArgs prep;

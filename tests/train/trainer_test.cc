@@ -563,13 +563,14 @@ std::string WriteRunFile(const fs::path& dir, const std::string& body) {
 }
 
 int RunCommand(const std::string& run_file, const std::string& out, const std::string& cache,
-               std::string* err) {
+               std::string* err, int copies = 1, int threads = 1) {
   TrainCommandArgs args;
   args.run_file = run_file;
   args.out_dir = out;
   args.cache_dir = cache;
   args.device = "cpu";
-  args.threads = 1;
+  args.threads = threads;
+  args.copies = copies;
   args.quiet = true;
   ::testing::internal::CaptureStderr();
   const int rc = RunTrainCommand(args);
@@ -628,6 +629,38 @@ TEST_F(TrainerTest, TrainCommandWritesResultAndRefusesAFinishedOut) {
   EXPECT_TRUE(fs::exists(Path("out/checkpoints/step-000000003.pt")));
   EXPECT_EQ(RunCommand(run, Path("out"), CacheDir(), &err), 1);
   EXPECT_NE(err.find("already holds a finished run"), std::string::npos) << err;
+}
+
+// `train --copies N` trains N copies at once as `--slots N` would (seed + k, DIR/copy-k, threads
+// split): each copy is the run it would be alone, and each is resumable and refuses to rerun.
+TEST_F(TrainerTest, TrainCommandCopiesAreTheRunsAlone) {
+  const std::string body =
+      "data: {train: synthetic:300, val: synthetic:40, tokenizer: {vocab: 320}}\n"
+      "n_layer: 1\nn_head: 2\nn_embd: 32\nblock_size: 32\nbatch_size: 4\nsteps: 6\nwarmup: 2\n"
+      "eval_every: 3\nprobe_every: 3\nlog_every: 1\ncheckpoint_every: 3\ndropout: 0.1\n";
+  const std::string run = WriteRunFile(dir_, body + "seed: 5\n");
+  std::string err;
+  ASSERT_EQ(RunCommand(run, Path("copies"), CacheDir(), &err, /*copies=*/2, /*threads=*/2), 0)
+      << err;
+  auto result = [&](const std::string& dir) {
+    std::ifstream in(Path(dir) + "/result.json");
+    return nlohmann::json::parse(in);
+  };
+  const auto c0 = result("copies/copy-0"), c1 = result("copies/copy-1");
+  EXPECT_EQ(c0["steps_done"], "6");
+  EXPECT_EQ(c1["steps_done"], "6");
+  EXPECT_NE(c0["final_val_loss"], c1["final_val_loss"]);  // seeds 5 and 6
+  // Copy 1 is seed 6 trained alone with one thread (its share of --threads 2), bit for bit.
+  fs::create_directories(dir_ / "alone-run");
+  const std::string alone = WriteRunFile(dir_ / "alone-run", body + "seed: 6\n");
+  ASSERT_EQ(RunCommand(alone, Path("alone"), CacheDir(), &err), 0) << err;
+  EXPECT_EQ(result("alone")["final_val_loss"], c1["final_val_loss"]);
+  EXPECT_EQ(result("alone")["final_train_loss"], c1["final_train_loss"]);
+
+  EXPECT_EQ(RunCommand(run, Path("copies"), CacheDir(), &err, 2, 2), 1);
+  EXPECT_NE(err.find("copy-0 already holds a finished run"), std::string::npos) << err;
+  EXPECT_EQ(RunCommand(run, Path("few"), CacheDir(), &err, /*copies=*/3, /*threads=*/2), 2);
+  EXPECT_NE(err.find("--threads 2 is below --copies 3"), std::string::npos) << err;
 }
 
 }  // namespace

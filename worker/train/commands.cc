@@ -1,10 +1,15 @@
 #include "worker/train/commands.h"
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <memory>
+#include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,22 +36,27 @@ void OnStopSignal(int sig) {
 // checkpointed stop.
 class ConsoleObserver : public TrainObserver {
  public:
-  explicit ConsoleObserver(bool quiet) : quiet_(quiet) {}
+  // `prefix` starts every line (with --copies, which copy printed it).
+  explicit ConsoleObserver(bool quiet, std::string prefix = "")
+      : quiet_(quiet), prefix_(std::move(prefix)) {}
 
   void OnMetrics(const std::vector<ablate::v1::MetricPoint>& points) override {
     if (quiet_) return;
     const std::string line = util::ProgressLine(points);
-    if (!line.empty()) std::printf("%s\n", line.c_str());
+    if (!line.empty()) std::printf("%s%s\n", prefix_.c_str(), line.c_str());
     std::fflush(stdout);
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {
-    if (!quiet_)
-      std::printf("checkpoint at step %lld: %s\n", static_cast<long long>(step), path.c_str());
+    if (!quiet_) {
+      std::printf("%scheckpoint at step %lld: %s\n", prefix_.c_str(), static_cast<long long>(step),
+                  path.c_str());
+    }
   }
   bool ShouldStop() override { return g_stop_signal != 0; }
 
  private:
   bool quiet_;
+  std::string prefix_;
 };
 
 // Data paths in a run file are relative to the file, like includes; synthetic corpora and
@@ -57,8 +67,9 @@ void ResolveAgainst(const fs::path& base, std::string* path) {
 }
 
 // `threshold` is the run's steps-to-threshold target (0: none set, so there is nothing to print).
-void PrintResult(const TrainResult& r, double threshold) {
+void PrintResult(const TrainResult& r, double threshold, const std::string& prefix = "") {
   const auto& x = r.result;
+  std::printf("%s", prefix.c_str());
   if (r.outcome == Outcome::kDiverged) {
     std::printf("diverged at step %lld (last finite loss %.4f, l0 %.4f)\n",
                 static_cast<long long>(x.diverged_step()), x.last_finite_loss(), x.initial_loss());
@@ -79,6 +90,102 @@ void PrintResult(const TrainResult& r, double threshold) {
               x.device().c_str(), x.torch_version().c_str());
 }
 
+// --copies N: N copies of the run at once, each as a slot of `ablate-worker --slots N` trains
+// its run (its own thread, seed, output directory, generator state and, on CUDA, stream).
+int RunCopies(const ablate::v1::RunSpec& spec, const TrainCommandArgs& args) {
+  const int n = args.copies;
+  if (args.threads > 0 && args.threads < n) {
+    std::fprintf(stderr, "error: --threads %d is below --copies %d: each copy needs a thread\n",
+                 args.threads, n);
+    return 2;
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int per_copy = std::max(1, (args.threads > 0 ? args.threads : cores) / n);
+  const std::string cache_dir = args.cache_dir.empty() ? args.out_dir + "/cache" : args.cache_dir;
+  auto copy_dir = [&](int k) { return absl::StrCat(args.out_dir, "/copy-", k); };
+  for (int k = 0; k < n; ++k) {
+    if (fs::exists(copy_dir(k) + "/result.json")) {
+      std::fprintf(stderr,
+                   "error: %s already holds a finished run (result.json); use another --out\n",
+                   copy_dir(k).c_str());
+      return 1;
+    }
+  }
+  // Prepared once, before the copies start, so they do not race to make the same cache files.
+  if (auto prepared = PrepareRunData(spec.data(), cache_dir); !prepared.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(prepared.status().message()).c_str());
+    return 1;
+  }
+  // BLIS reads its thread count at the first matrix multiply of the process: before any copy.
+  ConfigureThreads(per_copy);
+  if (!args.quiet) {
+    std::printf("training %d copies at once, %d CPU thread(s) each, into %s/copy-0..%d\n", n,
+                per_copy, args.out_dir.c_str(), n - 1);
+  }
+
+  g_stop_signal = 0;
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  std::vector<absl::StatusOr<TrainResult>> results(static_cast<size_t>(n),
+                                                   absl::UnknownError("not run"));
+  std::vector<ablate::v1::RunSpec> specs(static_cast<size_t>(n), spec);
+  std::vector<std::unique_ptr<ConsoleObserver>> observers;
+  std::vector<std::thread> threads;
+  const auto started = std::chrono::steady_clock::now();
+  for (int k = 0; k < n; ++k) {
+    const auto i = static_cast<size_t>(k);
+    specs[i].mutable_config()->set_seed(spec.config().seed() + k);
+    observers.push_back(
+        std::make_unique<ConsoleObserver>(args.quiet, absl::StrCat("[copy ", k, "] ")));
+    threads.emplace_back([&, k, i] {
+      TrainOptions options;
+      options.device = args.device;
+      options.out_dir = copy_dir(k);
+      options.cache_dir = cache_dir;
+      options.threads = per_copy;
+      options.resume_from = NewestCheckpoint(options.out_dir);
+      results[i] = Train(specs[i], options, observers[i].get());
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+
+  int code = 0;
+  std::vector<double> rates;
+  for (int k = 0; k < n; ++k) {
+    const auto& r = results[static_cast<size_t>(k)];
+    const std::string prefix =
+        absl::StrCat("copy ", k, " (seed ", specs[static_cast<size_t>(k)].config().seed(), "): ");
+    if (!r.ok()) {
+      std::fprintf(stderr, "%serror: %s\n", prefix.c_str(),
+                   std::string(r.status().message()).c_str());
+      code = 1;
+    } else if (r->outcome == Outcome::kStopped) {
+      std::printf("%sstopped at step %lld (rerun the same command to resume)\n", prefix.c_str(),
+                  static_cast<long long>(r->last_step));
+      if (code == 0) code = 130;
+    } else {
+      PrintResult(*r, spec.threshold().train_loss(), prefix);
+      rates.push_back(r->result.tokens_per_second());
+    }
+  }
+  if (!rates.empty()) {
+    double total = 0;
+    for (double r : rates) total += r;
+    std::sort(rates.begin(), rates.end());
+    const size_t mid = rates.size() / 2;
+    const double median = rates.size() % 2 == 1 ? rates[mid] : (rates[mid - 1] + rates[mid]) / 2;
+    std::printf(
+        "%d copies at once: %.0f tok/s in total (the copies' rates summed), %.0f tok/s per "
+        "copy (median), %.1f s wall\n",
+        n, total, median, wall);
+  }
+  return code;
+}
+
 }  // namespace
 
 int RunTrainCommand(const TrainCommandArgs& args) {
@@ -95,6 +202,8 @@ int RunTrainCommand(const TrainCommandArgs& args) {
   const fs::path base = fs::absolute(args.run_file).parent_path();
   ResolveAgainst(base, spec->mutable_data()->mutable_train());
   ResolveAgainst(base, spec->mutable_data()->mutable_val());
+
+  if (args.copies > 1) return RunCopies(*spec, args);
 
   TrainOptions options;
   options.device = args.device;
