@@ -1,5 +1,7 @@
 #include "worker/train/model.h"
 
+#include <torch/version.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -188,6 +190,19 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
     q = ApplyRope(q);
     k = ApplyRope(k);
   }
+#if TORCH_VERSION_MAJOR >= 2
+  // LibTorch >= 2: one fused causal attention (flash or memory-efficient kernels on CUDA, a
+  // blocked kernel on the CPU) that never holds the (B, H, T, T) scores, on every pass that does
+  // not need them: no probe reading the scores, no softcap acting on them, no dropout on the
+  // probabilities (the kernel would draw its masks from torch's process-wide generator, not the
+  // run's own; see ScopedDropoutGenerator). Its default scale is 1/sqrt(hd), the same as below.
+  if (probe == nullptr && config_.attn_softcap() <= 0 &&
+      (!is_training() || config_.dropout() <= 0)) {
+    auto y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+                                              /*is_causal=*/true);
+    return Dropout(b.attn_proj(y.transpose(1, 2).contiguous().view({batch, t, c})));
+  }
+#endif
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   auto mask = causal_mask_.slice(0, 0, t).slice(1, 0, t);
   torch::Tensor att;
