@@ -16,6 +16,7 @@
 #include "common/util/fields.h"
 #include "common/util/log.h"
 #include "common/util/net.h"
+#include "common/util/threads.h"
 #include "worker/coordinator.h"
 #include "worker/fleet_data.h"
 #include "worker/run_session.h"
@@ -122,8 +123,7 @@ int RunDaemon(const DaemonOptions& options) {
   Coordinator* c = coordinator->get();
 
   // Checked by CheckDaemonOptions.
-  const int threads_per_slot =
-      *ThreadsPerSlot(options.threads, options.slots, int(std::thread::hardware_concurrency()));
+  const int threads_per_slot = *ThreadsPerSlot(options.threads, options.slots, util::Cores());
   // BLIS takes its thread count from the environment once, at its first call, for the whole
   // process: set it to one slot's share before any slot trains.
   train::ConfigureThreads(threads_per_slot);

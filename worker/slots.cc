@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/threads.h"
 
 namespace ablate::worker {
 
@@ -16,8 +17,7 @@ absl::StatusOr<int> ThreadsPerSlot(int threads, int slots, int cores) {
         absl::StrCat("--threads ", threads, " cannot give each of --slots ", slots,
                      " a thread; --threads is the worker's total (0: all cores)"));
   }
-  const int total = threads > 0 ? threads : std::max(1, cores);
-  return std::max(1, total / slots);
+  return util::ShareOf(util::ThreadsOrAll(threads, cores), slots);
 }
 
 SlotScheduler::SlotScheduler(int slots, int max_runs)

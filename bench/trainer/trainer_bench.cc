@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/sweep/sweep.h"
+#include "common/util/threads.h"
 #include "worker/train/adamw.h"
 #include "worker/train/device.h"
 #include "worker/train/metrics_log.h"
@@ -52,8 +53,8 @@ double Since(Clock::time_point t) {
 double MatmulPeakFlops(int threads) {
   const int64_t n = 1024;
   std::vector<double> best(static_cast<size_t>(threads), 1e30);
-  auto run = [&](int i) {
-    ablate::train::SetThreadIntraOpThreads(1);
+  // The trainer's own shard threads: one torch thread each, shard 0 on this thread.
+  ablate::train::OnShardThreads(threads, [&](int i) {
     auto a = torch::randn({n, n});
     auto b = torch::randn({n, n});
     auto c = torch::mm(a, b);
@@ -62,13 +63,7 @@ double MatmulPeakFlops(int threads) {
       c = torch::mm(a, b);
       best[static_cast<size_t>(i)] = std::min(best[static_cast<size_t>(i)], Since(t));
     }
-  };
-  std::vector<std::thread> others;
-  for (int i = 1; i < threads; ++i) others.emplace_back(run, i);
-  const int caller_threads = at::get_num_threads();
-  run(0);
-  ablate::train::SetThreadIntraOpThreads(caller_threads);
-  for (auto& t : others) t.join();
+  });
   double flops = 0;
   for (double b : best) flops += 2.0 * n * n * n / b;
   return flops;
@@ -88,7 +83,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--unsharded")) unsharded = true;
     if (!std::strcmp(argv[i], "--profile") && i + 1 < argc) profile = argv[++i];
   }
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  threads = ablate::util::ThreadsOrAll(threads);
   ablate::train::ConfigureThreads(threads);
   // BLIS reads its variable at its first GEMM, which has not happened yet.
   if (unsharded) setenv("BLIS_NUM_THREADS", std::to_string(threads).c_str(), 1);

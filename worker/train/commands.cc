@@ -16,6 +16,7 @@
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
 #include "common/util/progress_line.h"
+#include "common/util/threads.h"
 #include "worker/train/dataset.h"
 #include "worker/train/trainer.h"
 
@@ -90,6 +91,15 @@ void PrintResult(const TrainResult& r, double threshold, const std::string& pref
               x.device().c_str(), x.torch_version().c_str());
 }
 
+// result.json is written only when a run ends, so its presence means nothing is left to resume:
+// says so on stderr.
+bool HoldsFinishedRun(const std::string& out_dir) {
+  if (!fs::exists(out_dir + "/result.json")) return false;
+  std::fprintf(stderr, "error: %s already holds a finished run (result.json); use another --out\n",
+               out_dir.c_str());
+  return true;
+}
+
 // --copies N: N copies of the run at once, each as a slot of `ablate-worker --slots N` trains
 // its run (its own thread, seed, output directory, generator state and, on CUDA, stream).
 int RunCopies(const ablate::v1::RunSpec& spec, const TrainCommandArgs& args) {
@@ -99,17 +109,11 @@ int RunCopies(const ablate::v1::RunSpec& spec, const TrainCommandArgs& args) {
                  args.threads, n);
     return 2;
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int per_copy = std::max(1, (args.threads > 0 ? args.threads : cores) / n);
+  const int per_copy = util::ShareOf(util::ThreadsOrAll(args.threads), n);
   const std::string cache_dir = args.cache_dir.empty() ? args.out_dir + "/cache" : args.cache_dir;
   auto copy_dir = [&](int k) { return absl::StrCat(args.out_dir, "/copy-", k); };
   for (int k = 0; k < n; ++k) {
-    if (fs::exists(copy_dir(k) + "/result.json")) {
-      std::fprintf(stderr,
-                   "error: %s already holds a finished run (result.json); use another --out\n",
-                   copy_dir(k).c_str());
-      return 1;
-    }
+    if (HoldsFinishedRun(copy_dir(k))) return 1;
   }
   // Prepared once, before the copies start, so they do not race to make the same cache files.
   if (auto prepared = PrepareRunData(spec.data(), cache_dir); !prepared.ok()) {
@@ -210,14 +214,8 @@ int RunTrainCommand(const TrainCommandArgs& args) {
   options.out_dir = args.out_dir;
   options.cache_dir = args.cache_dir;
   options.threads = args.threads;
-  // result.json is written only when a run ends, so its presence means nothing is left to resume.
   options.resume_from = NewestCheckpoint(args.out_dir);
-  if (fs::exists(args.out_dir + "/result.json")) {
-    std::fprintf(stderr,
-                 "error: %s already holds a finished run (result.json); use another --out\n",
-                 args.out_dir.c_str());
-    return 1;
-  }
+  if (HoldsFinishedRun(args.out_dir)) return 1;
   if (!options.resume_from.empty() && !args.quiet) {
     std::printf("resuming from %s\n", options.resume_from.c_str());
   }

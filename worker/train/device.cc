@@ -11,9 +11,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/threads.h"
 #include "worker/train/trainer.h"
 
 #if __has_include(<cuda_runtime_api.h>)
@@ -80,8 +80,7 @@ std::string DescribeDevice(const torch::Device& device) {
 }
 
 void ConfigureThreads(int threads) {
-  const int n =
-      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = util::ThreadsOrAll(threads);
   {
     // setenv is not safe against a concurrent getenv; the daemon sets the value once before its
     // slots start, so with --slots this only ever reads.

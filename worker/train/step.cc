@@ -17,11 +17,14 @@
 namespace ablate::train {
 namespace {
 
-// Runs body(s) for s in [0, shards): shard 0 on the calling thread, every other on a thread of its
-// own. Each runs with torch's intra-op threads at 1 (a shard is one core's work) and the caller's
-// thread-local torch state (grad mode, autocast, the profiler). The first exception is rethrown
-// here once every shard has finished, so no thread outlives the tensors it uses.
-void OnShards(int shards, const std::function<void(int)>& body) {
+// Rows [begin, end) of shard s of n rows split into `shards` parts as evenly as possible.
+std::pair<int64_t, int64_t> ShardRows(int64_t n, int shards, int s) {
+  return {n * s / shards, n * (s + 1) / shards};
+}
+
+}  // namespace
+
+void OnShardThreads(int shards, const std::function<void(int)>& body) {
   if (shards <= 1) {
     body(0);
     return;
@@ -51,13 +54,6 @@ void OnShards(int shards, const std::function<void(int)>& body) {
     if (e) std::rethrow_exception(e);
   }
 }
-
-// Rows [begin, end) of shard s of n rows split into `shards` parts as evenly as possible.
-std::pair<int64_t, int64_t> ShardRows(int64_t n, int shards, int s) {
-  return {n * s / shards, n * (s + 1) / shards};
-}
-
-}  // namespace
 
 int ShardsFor(int threads, int64_t batch_size) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, batch_size)));
@@ -109,7 +105,7 @@ double AccumulateGradients(GPT& model, const std::vector<Batch>& micro_batches, 
     const int shards = ShardsFor(sharding.shards, rows);
     std::vector<torch::Tensor> losses(static_cast<size_t>(shards));
     std::vector<std::vector<torch::Tensor>> grads(static_cast<size_t>(shards));
-    OnShards(shards, [&](int s) {
+    OnShardThreads(shards, [&](int s) {
       const auto [begin, end] = ShardRows(rows, shards, s);
       std::optional<at::Generator> generator;
       const size_t seed_index = m * static_cast<size_t>(sharding.shards) + static_cast<size_t>(s);
@@ -166,7 +162,7 @@ double EvaluateLoss(GPT& model, const std::vector<Batch>& batches, bool bf16, in
     const int64_t rows = b.x.size(0);
     const int n = ShardsFor(shards, rows);
     std::vector<double> losses(static_cast<size_t>(n));
-    OnShards(n, [&](int s) {
+    OnShardThreads(n, [&](int s) {
       const auto [begin, end] = ShardRows(rows, n, s);
       ScopedAutocast autocast(b.x.device(), bf16);
       losses[static_cast<size_t>(s)] =

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "worker/train/batches.h"
@@ -26,6 +27,12 @@ struct Sharding {
   // then be 1; parity tests and other devices).
   std::vector<uint64_t> dropout_seeds;
 };
+
+// Runs body(s) for s in [0, shards): shard 0 on the calling thread, every other on a thread of its
+// own. Each runs with torch's intra-op threads at 1 (a shard is one core's work) and the caller's
+// thread-local torch state (grad mode, autocast, the profiler). The first exception is rethrown
+// here once every shard has finished, so no thread outlives the tensors it uses.
+void OnShardThreads(int shards, const std::function<void(int)>& body);
 
 // The shard count a step of `batch_size` sequences uses with `threads` CPU threads: one part per
 // thread, never more parts than sequences.

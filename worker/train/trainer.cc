@@ -19,7 +19,6 @@
 #include <limits>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +28,7 @@
 #include "common/util/metric_names.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
+#include "common/util/threads.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "worker/train/adamw.h"
@@ -189,10 +189,7 @@ absl::Status Run::Setup() {
   ASSIGN_OR_RETURN(device_, ResolveDevice(requested));
   // On the CPU a step's sequences are split over the run's threads (step.h, Sharding).
   if (device_.is_cpu()) {
-    const int threads = options_.threads > 0
-                            ? options_.threads
-                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    shards_ = ConfigureShardedThread(threads, config_.batch_size());
+    shards_ = ConfigureShardedThread(util::ThreadsOrAll(options_.threads), config_.batch_size());
   }
   bf16_ = config_.dtype() == "bfloat16";
   if (bf16_ && device_.is_mps()) {
