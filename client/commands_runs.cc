@@ -1,4 +1,5 @@
 // runs, metrics, logs, workers.
+#include <algorithm>
 #include <iostream>
 #include <map>
 
@@ -209,14 +210,18 @@ int Workers(Context& ctx, bool include_offline) {
     for (const auto& w : resp->workers()) std::cout << ToJson(w) << "\n";
     return 0;
   }
-  Table t({"ID", "NAME", "STATE", "DEVICE", "CORES", "RUNS", "DONE", "SEEN"});
+  // SLOTS: runs held / runs it may hold (the --slots it declared); PREP: data-preparation
+  // claims it holds open.
+  Table t({"ID", "NAME", "STATE", "DEVICE", "CORES", "RUNS", "SLOTS", "PREP", "DONE", "SEEN"});
   for (const auto& w : resp->workers()) {
     const auto& i = w.info();
+    const int held = w.held_run_ids_size() > 0 ? w.held_run_ids_size() : w.current_run_id() > 0;
     t.Add(
         {std::to_string(w.id()), i.name(), w.state(),
          absl::StrCat(i.device_kind(), i.device_name().empty() ? "" : " (" + i.device_name() + ")"),
-         std::to_string(i.cpu_cores()), HeldRuns(w), std::to_string(w.runs_completed()),
-         TimeAgo(w.last_seen_at())});
+         std::to_string(i.cpu_cores()), HeldRuns(w),
+         absl::StrCat(held, "/", std::max(i.slots(), 1)), std::to_string(w.open_data_claims()),
+         std::to_string(w.runs_completed()), TimeAgo(w.last_seen_at())});
   }
   if (t.empty()) {
     std::cout << "no workers" << (include_offline ? "" : " online") << "; start one with "

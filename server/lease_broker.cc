@@ -18,10 +18,12 @@ constexpr int kWakeBatch = 4;
 LeaseBroker::LeaseBroker(RunTransitions* store, Executor* executor, double max_wait_seconds)
     : store_(store), executor_(executor), max_wait_seconds_(max_wait_seconds) {}
 
-void LeaseBroker::Lease(int64_t worker_id, double wait_seconds, Alive alive, Done done) {
+void LeaseBroker::Lease(int64_t worker_id, int64_t token_id, double wait_seconds, Alive alive,
+                        Done done) {
   const double wait = std::clamp(wait_seconds, 0.0, max_wait_seconds_);
   auto w = std::make_shared<Waiter>();
   w->worker_id = worker_id;
+  w->token_id = token_id;
   w->deadline =
       Executor::Clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait * 1e6));
   w->alive = std::move(alive);
@@ -39,7 +41,7 @@ void LeaseBroker::Attempt(WaiterPtr w) {
     std::lock_guard<std::mutex> lock(mu_);
     seen = seq_;
   }
-  auto outcome = store_->Lease(w->worker_id);
+  auto outcome = store_->Lease(w->worker_id, w->token_id);
   if (!outcome.ok()) {
     w->done(outcome.status());
     return;

@@ -36,7 +36,8 @@ class LeaseBroker {
 
   // Calls `done` exactly once, on an executor thread. A caller that is no longer `alive` when
   // its turn comes is answered empty without touching the queue.
-  void Lease(int64_t worker_id, double wait_seconds, Alive alive, Done done);
+  // `token_id` is the caller's (RunTransitions::Lease checks the worker is its own).
+  void Lease(int64_t worker_id, int64_t token_id, double wait_seconds, Alive alive, Done done);
 
   // Notifier handler.
   void OnNotify(const std::string& channel, const std::string& payload);
@@ -50,6 +51,7 @@ class LeaseBroker {
  private:
   struct Waiter {
     int64_t worker_id;
+    int64_t token_id;
     std::string device;  // "" until the first query tells us
     Executor::Clock::time_point deadline;
     Alive alive;

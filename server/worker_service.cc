@@ -1,9 +1,12 @@
 #include "server/worker_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <set>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/fields.h"
@@ -36,6 +39,8 @@ absl::Status CheckInfoText(const v1::WorkerInfo& info) {
 // The roles a prepared data set publishes; the token file of the val text is absent when the
 // run has no val file.
 constexpr const char* kRequiredRoles[] = {"tokenizer_model", "tokenizer_vocab", "tokens_train"};
+constexpr std::string_view kKnownRoles[] = {"tokenizer_model", "tokenizer_vocab", "tokens_train",
+                                            "tokens_val"};
 constexpr int kMaxPreparedFiles = 8;
 
 absl::Status CheckKey(const char* field, const std::string& key) {
@@ -48,6 +53,13 @@ absl::Status CheckKey(const char* field, const std::string& key) {
 
 absl::Status CheckRef(const std::string& field, const v1::PreparedFileRef& ref, int64_t cap) {
   if (auto s = util::CheckName(field + ".role", ref.role()); !s.ok()) return s;
+  // Only the roles a worker looks for: a role is never a file name, but nothing else has a use.
+  if (std::find(std::begin(kKnownRoles), std::end(kKnownRoles), ref.role()) ==
+      std::end(kKnownRoles)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".role ", util::LogQuote(ref.role()),
+                     " is not one of tokenizer_model, tokenizer_vocab, tokens_train, tokens_val"));
+  }
   if (!IsSha256Hex(ref.sha256())) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".sha256 must be 64 lower-case hex digits"));
@@ -67,6 +79,11 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::Reg
   return guard_.Run(*ctx, "Register", [&](const Caller& caller) -> absl::Status {
     RETURN_IF_ERROR(util::CheckName("info.name", req->info().name()));
     RETURN_IF_ERROR(CheckInfoText(req->info()));
+    if (req->info().slots() < 0 || req->info().slots() > kMaxWorkerSlots) {
+      return absl::InvalidArgumentError(absl::StrCat("info.slots must be between 0 and ",
+                                                     kMaxWorkerSlots, " (got ", req->info().slots(),
+                                                     ")"));
+    }
     auto id = d_.queue->Register(req->info(), caller.token_id);
     if (!id.ok()) {
       if (absl::IsAlreadyExists(id.status())) {
@@ -95,12 +112,14 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
   };
   // Authentication may query the database: do it on the executor, not on gRPC's thread.
   d_.executor->Post([this, ctx, req, resp, finish] {
-    if (auto a = guard_.Authorize(*ctx, "Lease"); !a.ok()) {
-      finish(ToGrpc(a.status()));
+    auto caller = guard_.Authorize(*ctx, "Lease");
+    if (!caller.ok()) {
+      finish(ToGrpc(caller.status()));
       return;
     }
     d_.broker->Lease(
-        req->worker_id(), req->wait_seconds(), [ctx] { return !ctx->IsCancelled(); },
+        req->worker_id(), caller->token_id, req->wait_seconds(),
+        [ctx] { return !ctx->IsCancelled(); },
         [this, ctx, resp, finish](absl::StatusOr<v1::LeaseResponse> r) {
           if (!r.ok()) {
             finish(ToGrpc(r.status()));
@@ -131,8 +150,8 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
 
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                           v1::HeartbeatResponse* resp) {
-  return guard_.Run(*ctx, "Heartbeat", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(*resp, d_.runs->Heartbeat(*req));
+  return guard_.Run(*ctx, "Heartbeat", [&](const Caller& caller) -> absl::Status {
+    ASSIGN_OR_RETURN(*resp, d_.runs->Heartbeat(*req, caller.token_id));
     return absl::OkStatus();
   });
 }
@@ -321,13 +340,13 @@ grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
 grpc::Status WorkerServiceImpl::ClaimDataPrep(grpc::ServerContext* ctx,
                                               const v1::DataPrepClaimRequest* req,
                                               v1::DataPrepClaimResponse* resp) {
-  return guard_.Run(*ctx, "ClaimDataPrep", [&](const Caller&) -> absl::Status {
+  return guard_.Run(*ctx, "ClaimDataPrep", [&](const Caller& caller) -> absl::Status {
     if (auto s = CheckKey("key", req->key()); !s.ok()) return s;
     if (auto s = util::CheckText("description", req->description(), 512); !s.ok()) return s;
     if (!req->claim_token().empty()) {
       if (auto s = CheckKey("claim_token", req->claim_token()); !s.ok()) return s;
     }
-    auto r = d_.prepared->Claim(*req);
+    auto r = d_.prepared->Claim(*req, caller.token_id);
     if (!r.ok()) return r.status();
     if (r->state() == v1::DataPrepClaimResponse::CLAIMED && req->claim_token().empty()) {
       spdlog::info("data prep claimed key={} worker_id={} description={}", req->key().substr(0, 16),
@@ -361,8 +380,14 @@ grpc::Status WorkerServiceImpl::PutPreparedFile(grpc::ServerContext* ctx,
     do {
       if (auto s = (*writer)->Append(chunk.data()); !s.ok()) return s;
     } while (reader->Read(&chunk));
-    if (auto s = d_.prepared->CheckClaim(key, claim_token); !s.ok()) return s;
-    if (auto s = (*writer)->Commit(ref.sha256(), ref.size_bytes()); !s.ok()) return s;
+    // Kept only under the live claim, and recorded as this claim's: PublishDataPrep accepts
+    // only files its own claim uploaded.
+    if (auto s = d_.prepared->RecordUpload(
+            key, claim_token, ref,
+            [&] { return (*writer)->Commit(ref.sha256(), ref.size_bytes()); });
+        !s.ok()) {
+      return s;
+    }
     *resp = ref;
     return absl::OkStatus();
   });

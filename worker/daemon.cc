@@ -108,6 +108,8 @@ int RunDaemon(const DaemonOptions& options) {
   info.set_cpu_cores(int32_t(std::thread::hardware_concurrency()));
   info.set_torch_version(device->torch_version);
   info.set_version(ABLATE_VERSION);
+  // The server leases at most this many runs at once to this worker.
+  info.set_slots(options.slots);
 
   std::error_code ec;
   std::filesystem::create_directories(options.work_dir, ec);

@@ -46,13 +46,41 @@ absl::StatusOr<Resp> NewClaim(pqxx::work& tx, const std::string& key, int64_t wo
   return out;
 }
 
+// RESOURCE_EXHAUSTED when the worker already holds kMaxOpenDataClaims live claims: a worker
+// prepares one data set at a time, and claims it never publishes keep others waiting.
+absl::Status CheckOpenClaims(pqxx::work& tx, int64_t worker_id) {
+  pqxx::row n = pg::Exec1(tx,
+                          "SELECT count(*) FROM prepared_data WHERE worker_id = $1 AND "
+                          "state = 'preparing' AND claim_expires_at >= now()",
+                          worker_id);
+  if (n[0].as<int64_t>() >= kMaxOpenDataClaims) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("worker_id ", worker_id, " already holds ", n[0].as<int64_t>(),
+                     " open data-preparation claims (the limit is ", kMaxOpenDataClaims,
+                     "); publish or abandon one, or wait for one to expire"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req) {
+absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, int64_t token_id) {
   return db_->Tx<Resp>("claim data preparation", [&](pqxx::work& tx) -> absl::StatusOr<Resp> {
-    if (pg::Exec(tx, "SELECT 1 FROM workers WHERE id = $1", req.worker_id()).empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("worker_id ", req.worker_id(), " is not registered (call Register first)"));
+    // The claim is recorded in the worker's name and every other worker is told who prepares:
+    // only the worker's own token may claim for it (another token's worker gets the same answer
+    // as an unknown id, as for Deregister), and a stopped worker must register again.
+    pqxx::result w = pg::Exec(tx,
+                              "SELECT stopped_at IS NOT NULL FROM workers WHERE id = $1 AND "
+                              "token_id IS NOT DISTINCT FROM $2",
+                              req.worker_id(), token_id);
+    if (w.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("worker_id ", req.worker_id(),
+                       " is not registered with this token (call Register first)"));
+    }
+    if (w[0][0].as<bool>()) {
+      return absl::NotFoundError(absl::StrCat(
+          "worker_id ", req.worker_id(), " was deregistered (it stopped); call Register again"));
     }
     // Two tries: a concurrent first claim makes our INSERT find the row, which we then read.
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -65,6 +93,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req) {
           req.key());
       if (r.empty()) {
         if (!req.claim_token().empty()) return ClaimLost(req.key());
+        if (auto s = CheckOpenClaims(tx, req.worker_id()); !s.ok()) return s;
         auto claimed =
             NewClaim(tx, req.key(), req.worker_id(), claim_seconds_, false, req.description());
         if (absl::IsAborted(claimed.status())) continue;
@@ -107,6 +136,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req) {
         out.set_claim_expires_at(r[0][3].as<double>());
         return out;
       }
+      if (auto s = CheckOpenClaims(tx, req.worker_id()); !s.ok()) return s;
       return NewClaim(tx, req.key(), req.worker_id(), claim_seconds_, true, req.description());
     }
     return absl::UnavailableError("claim data preparation: the claim row kept changing; retry");
@@ -128,6 +158,40 @@ absl::Status PreparedStore::CheckClaim(const std::string& key, const std::string
       .status();
 }
 
+absl::Status PreparedStore::RecordUpload(const std::string& key, const std::string& claim_token,
+                                         const v1::PreparedFileRef& ref,
+                                         const std::function<absl::Status()>& commit) {
+  return db_
+      ->Tx<bool>(
+          "record prepared upload",
+          [&](pqxx::work& tx) -> absl::StatusOr<bool> {
+            const std::string digest = Sha256Hex(claim_token);
+            pqxx::result r = pg::Exec(tx,
+                                      "SELECT 1 FROM prepared_data WHERE key = $1 AND "
+                                      "state = 'preparing' AND claim_token_sha256 = $2 AND "
+                                      "claim_expires_at >= now() FOR UPDATE",
+                                      key, digest);
+            if (r.empty()) return ClaimLost(key);
+            pqxx::row n = pg::Exec1(tx,
+                                    "SELECT count(*) FROM prepared_uploads WHERE key = $1 AND "
+                                    "claim_token_sha256 = $2 AND sha256 <> $3",
+                                    key, digest, ref.sha256());
+            if (n[0].as<int64_t>() >= kMaxUploadsPerClaim) {
+              return absl::ResourceExhaustedError(absl::StrCat(
+                  "prepared file: this claim on data key ", key.substr(0, 16), " already uploaded ",
+                  n[0].as<int64_t>(), " files (the limit is ", kMaxUploadsPerClaim, ")"));
+            }
+            if (auto s = commit(); !s.ok()) return s;
+            pg::Exec(tx,
+                     "INSERT INTO prepared_uploads (key, claim_token_sha256, sha256, size_bytes) "
+                     "VALUES ($1, $2, $3, $4) ON CONFLICT (key, claim_token_sha256, sha256) "
+                     "DO UPDATE SET size_bytes = excluded.size_bytes, uploaded_at = now()",
+                     key, digest, ref.sha256(), ref.size_bytes());
+            return true;
+          })
+      .status();
+}
+
 absl::Status PreparedStore::Publish(const std::string& key, const std::string& claim_token,
                                     const std::vector<v1::PreparedFileRef>& files,
                                     const std::function<absl::Status()>& check_files) {
@@ -143,6 +207,21 @@ absl::Status PreparedStore::Publish(const std::string& key, const std::string& c
                      return ClaimLost(key);
                    }
                    if (r[0][0].as<std::string>() == "ready") return true;  // a retried publish
+                   // Only files this claim uploaded: a hash that is in the store for another
+                   // reason (another run's checkpoint) must not become readable by every worker.
+                   const std::string digest = Sha256Hex(claim_token);
+                   for (size_t i = 0; i < files.size(); ++i) {
+                     if (pg::Exec(tx,
+                                  "SELECT 1 FROM prepared_uploads WHERE key = $1 AND "
+                                  "claim_token_sha256 = $2 AND sha256 = $3 AND size_bytes = $4",
+                                  key, digest, files[i].sha256(), files[i].size_bytes())
+                             .empty()) {
+                       return absl::FailedPreconditionError(absl::StrCat(
+                           "files[", i, "] (", files[i].role(), ", sha256 ", files[i].sha256(),
+                           ") was not uploaded under this claim with that size; PutPreparedFile "
+                           "it first"));
+                     }
+                   }
                    if (auto s = check_files(); !s.ok()) return s;
                    for (const auto& f : files) {
                      pg::Exec(tx,
@@ -154,6 +233,7 @@ absl::Status PreparedStore::Publish(const std::string& key, const std::string& c
                             "UPDATE prepared_data SET state = 'ready', ready_at = now(), "
                             "claim_expires_at = NULL WHERE key = $1",
                             key);
+                   pg::Exec(tx, "DELETE FROM prepared_uploads WHERE key = $1", key);
                    return true;
                  })
       .status();

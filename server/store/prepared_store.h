@@ -16,6 +16,11 @@
 
 namespace ablate::server {
 
+// Live data-preparation claims one worker may hold at once (a worker prepares one at a time).
+inline constexpr int kMaxOpenDataClaims = 4;
+// Distinct files one claim may upload (a data set publishes at most 8).
+inline constexpr int kMaxUploadsPerClaim = 16;
+
 class PreparedStore {
  public:
   PreparedStore(Db* db, double claim_seconds) : db_(db), claim_seconds_(claim_seconds) {}
@@ -26,13 +31,26 @@ class PreparedStore {
   // claim, one taken over from an expired claim, or the caller's own claim renewed when
   // request.claim_token is its token). A renewal with a token that no longer holds the claim is
   // FAILED_PRECONDITION ("claim lost"). request fields are checked by the caller.
-  absl::StatusOr<v1::DataPrepClaimResponse> Claim(const v1::DataPrepClaimRequest& request);
+  // The worker must be registered with the caller's token (`token_id`, 0 without auth) and not
+  // stopped (NOT_FOUND), and hold fewer than kMaxOpenDataClaims live claims to take a new one
+  // (RESOURCE_EXHAUSTED).
+  absl::StatusOr<v1::DataPrepClaimResponse> Claim(const v1::DataPrepClaimRequest& request,
+                                                  int64_t token_id);
 
   // FAILED_PRECONDITION unless `claim_token` holds the live claim on `key`.
   absl::Status CheckClaim(const std::string& key, const std::string& claim_token);
 
-  // Under the claim (row-locked): `check_files` (do the blobs exist with these sizes?) runs,
-  // then the key becomes ready with `files`. A publish repeated after success is accepted.
+  // Under the live claim (row-locked): `commit` (keep the uploaded blob) runs, then the upload is
+  // recorded as this claim's. FAILED_PRECONDITION ("claim lost") without the claim;
+  // RESOURCE_EXHAUSTED past kMaxUploadsPerClaim distinct files.
+  absl::Status RecordUpload(const std::string& key, const std::string& claim_token,
+                            const v1::PreparedFileRef& ref,
+                            const std::function<absl::Status()>& commit);
+
+  // Under the claim (row-locked): every file must have been uploaded under this claim
+  // (RecordUpload) with that size, and `check_files` (do the blobs still exist with these
+  // sizes?) runs; then the key becomes ready with `files`. A publish repeated after success is
+  // accepted.
   absl::Status Publish(const std::string& key, const std::string& claim_token,
                        const std::vector<v1::PreparedFileRef>& files,
                        const std::function<absl::Status()>& check_files);

@@ -111,22 +111,47 @@ absl::StatusOr<T> RunTransitions::Transition(
 
 // ---- queued -> leased: Lease -------------------------------------------------------------------
 
-absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id) {
+absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t token_id) {
   // 256 bits: a worker token holder cannot guess another worker's lease.
   auto token = RandomHex(32);
   if (!token.ok()) return absl::InternalError(absl::StrCat("lease: ", token.status().message()));
   const std::string digest = TokenDigest(*token);
   return Transition<LeaseOutcome>(
       "lease", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<LeaseOutcome> {
-        // One statement, so the hot path is one round trip. Without a checkpoint the attempt starts
-        // over and every earlier point goes (step > -1); with one, the points after its step go,
-        // and the new attempt's series continues without gap or duplicate.
+        // The worker's row first, locked: it must be the caller's (registered with this token),
+        // not stopped (Deregister), and below its declared slots. The lock serialises one
+        // worker's concurrent Leases, so the count the next statement makes (a new snapshot,
+        // taken after the lock) includes every lease the worker won before: a worker can never
+        // hold more runs than it declared, however many Leases it sends at once.
+        pqxx::result wr =
+            pg::ExecPrepared(tx, "lease_worker",
+                             "SELECT token_id IS NOT DISTINCT FROM $2, stopped_at IS NOT NULL, "
+                             "  least(greatest(coalesce((info->>'slots')::int, 1), 1), $3) "
+                             "FROM workers WHERE id = $1 FOR UPDATE",
+                             worker_id, token_id, kMaxWorkerSlots);
+        if (wr.empty() || !wr[0][0].as<bool>()) {
+          // Another token's worker gets the same answer as an unknown id: a probe learns nothing.
+          return absl::NotFoundError(absl::StrCat(
+              "worker ", worker_id, " is not registered with this token (call Register first)"));
+        }
+        if (wr[0][1].as<bool>()) {
+          return absl::NotFoundError(absl::StrCat("worker ", worker_id,
+                                                  " was deregistered (it stopped); call Register "
+                                                  "again before leasing"));
+        }
+        const int slots = wr[0][2].as<int>();
+        // One statement after the lock, so the hot path is two round trips. Without a checkpoint
+        // the attempt starts over and every earlier point goes (step > -1); with one, the points
+        // after its step go, and the new attempt's series continues without gap or duplicate.
         pqxx::result lr = pg::ExecPrepared(
             tx, "lease",
             "WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1), "
+            "held AS (SELECT array_agg(id ORDER BY id) AS ids, count(*) AS n FROM runs "
+            "  WHERE worker_id = $1 AND state IN ('leased', 'running')), "
             "next AS ("
             "  SELECT id FROM runs WHERE state = 'queued' "
             "  AND device IN ('auto', (SELECT device_kind FROM w)) "
+            "  AND (SELECT n FROM held) < $4 "
             "  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED), "
             "ck AS ("
             "  SELECT c.step, c.sha256, c.size_bytes FROM checkpoints c, next "
@@ -148,16 +173,20 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id) {
             "SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt, "
             "  extract(epoch from upd.lease_expires_at), "
             "  (SELECT spec::text FROM run_specs WHERE run_id = upd.id), ck.step, ck.sha256, "
-            "  ck.size_bytes "
+            "  ck.size_bytes, (SELECT n FROM held), "
+            "  coalesce((SELECT array_to_string(ids, ', ') FROM held), '') "
             "FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true",
-            worker_id, lease_seconds_, digest);
+            worker_id, lease_seconds_, digest, slots);
         const pqxx::row row = lr[0];
-        if (row[0].is_null()) {
-          return absl::NotFoundError(
-              absl::StrCat("worker ", worker_id, " is not registered (call Register first)"));
-        }
         LeaseOutcome result;
         result.device_kind = row[0].as<std::string>();
+        if (row[1].is_null() && row[9].as<int64_t>() >= slots) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              "lease refused: worker ", worker_id, " already holds ", row[9].as<int64_t>(),
+              " run lease(s) (runs ", row[10].as<std::string>(), "), the ", slots,
+              " slot(s) it declared at Register; complete or release one first, or register "
+              "with more --slots"));
+        }
         if (row[1].is_null()) return result;
         v1::LeaseResponse out;
         out.set_has_run(true);
@@ -183,17 +212,20 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id) {
 
 // ---- leased -> running, running -> running: Heartbeat ------------------------------------------
 
-absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::HeartbeatRequest& req) {
+absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::HeartbeatRequest& req,
+                                                                int64_t token_id) {
   return Transition<v1::HeartbeatResponse>(
       "heartbeat", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<v1::HeartbeatResponse> {
+        // Only the caller's own worker: another token cannot keep a worker looking alive.
         pqxx::result w =
             pg::Exec(tx,
                      "UPDATE workers SET last_seen_at = now(), current_run_id = nullif($2, 0) "
-                     "WHERE id = $1 RETURNING name",
-                     req.worker_id(), req.run_id());
+                     "WHERE id = $1 AND token_id IS NOT DISTINCT FROM $3 RETURNING name",
+                     req.worker_id(), req.run_id(), token_id);
         if (w.empty()) {
           return absl::NotFoundError(
-              absl::StrCat("worker ", req.worker_id(), " is not registered (call Register first)"));
+              absl::StrCat("worker ", req.worker_id(),
+                           " is not registered with this token (call Register first)"));
         }
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;

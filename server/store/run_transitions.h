@@ -34,6 +34,10 @@
 
 namespace ablate::server {
 
+// The most runs one worker may hold leases on at once, whatever slots it declares (the worker's
+// own --slots limit, worker/slots.h kMaxSlots).
+inline constexpr int kMaxWorkerSlots = 64;
+
 struct LeaseOutcome {
   std::string device_kind;                 // the worker's, for routing wake-ups
   std::optional<v1::LeaseResponse> lease;  // nullopt: nothing this worker can run is queued
@@ -58,11 +62,16 @@ class RunTransitions {
   // queued -> leased. Leases the next run this worker can run, if one is queued. When the run
   // has a checkpoint the response says so, and the run's points after that step are deleted in
   // the same transaction, so the new attempt's series continues without gap or duplicate.
-  absl::StatusOr<LeaseOutcome> Lease(int64_t worker_id);
+  // The worker must be registered with the caller's token (`token_id`, 0 without auth) and not
+  // deregistered (NOT_FOUND: register again), and hold fewer leases than the slots it declared
+  // (RESOURCE_EXHAUSTED naming the runs it holds).
+  absl::StatusOr<LeaseOutcome> Lease(int64_t worker_id, int64_t token_id);
 
   // leased -> running (the first one), running -> running: extends the lease. Fenced attempts
   // get lease_lost, cancelled runs cancel.
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  // The worker must be the caller's (`token_id`), as for Lease.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                  int64_t token_id);
 
   // No state change, fenced: upserts points keyed (run, name, step). Returns how many were
   // stored.

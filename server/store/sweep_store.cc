@@ -355,7 +355,9 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
                  "  THEN 'offline' WHEN held.ids IS NOT NULL THEN 'busy' ELSE 'idle' END, "
                  "  extract(epoch from w.registered_at), extract(epoch from w.last_seen_at), "
                  "  coalesce(held.ids[1], 0), w.runs_completed, "
-                 "  coalesce(array_to_string(held.ids, ','), '') "
+                 "  coalesce(array_to_string(held.ids, ','), ''), "
+                 "  (SELECT count(*) FROM prepared_data p WHERE p.worker_id = w.id "
+                 "    AND p.state = 'preparing' AND p.claim_expires_at >= now()) "
                  "FROM workers w LEFT JOIN held ON held.worker_id = w.id "
                  "WHERE $2 OR (w.stopped_at IS NULL AND w.last_seen_at >= now() - "
                  "make_interval(secs => $1)) "
@@ -377,6 +379,7 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
         int64_t v = 0;
         if (absl::SimpleAtoi(id, &v)) w.add_held_run_ids(v);
       }
+      w.set_open_data_claims(row[8].as<int>());
       out.push_back(std::move(w));
     }
     return out;

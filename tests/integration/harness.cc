@@ -148,22 +148,26 @@ v1::SubmitSweepResponse ServerFixture::Submit(const std::string& yaml, int repli
   return resp;
 }
 
-int64_t ServerFixture::Register(const std::string& name, const std::string& device, int replica) {
+int64_t ServerFixture::Register(const std::string& name, const std::string& device, int replica,
+                                int slots) {
   v1::RegisterRequest req;
   req.mutable_info()->set_name(name);
   req.mutable_info()->set_device_kind(device);
+  req.mutable_info()->set_slots(slots);
   v1::RegisterResponse resp;
   auto s = WorkerStub(replica)->Register(Ctx().get(), req, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
   return resp.worker_id();
 }
 
-v1::LeaseResponse ServerFixture::Lease(int64_t worker_id, double wait, int replica) {
+v1::LeaseResponse ServerFixture::Lease(int64_t worker_id, double wait, int replica,
+                                       const std::string& token) {
   v1::LeaseRequest req;
   req.set_worker_id(worker_id);
   req.set_wait_seconds(wait);
   v1::LeaseResponse resp;
-  auto s = WorkerStub(replica)->Lease(Ctx(admin_, wait + 30).get(), req, &resp);
+  auto s =
+      WorkerStub(replica)->Lease(Ctx(token.empty() ? admin_ : token, wait + 30).get(), req, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
   if (resp.has_run()) {
     std::lock_guard<std::mutex> lock(tokens_mu_);

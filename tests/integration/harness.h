@@ -44,9 +44,13 @@ class ServerFixture : public ::testing::Test {
 
   // Conveniences over the admin token.
   v1::SubmitSweepResponse Submit(const std::string& yaml, int replica = 0);
-  int64_t Register(const std::string& name, const std::string& device = "cpu", int replica = 0);
+  // `slots`: how many runs the worker may hold leases on at once (as ablate-worker --slots).
+  int64_t Register(const std::string& name, const std::string& device = "cpu", int replica = 0,
+                   int slots = 1);
   // Records each lease's token: LeaseToken(run, attempt) gives it back for fenced calls.
-  v1::LeaseResponse Lease(int64_t worker_id, double wait = 0, int replica = 0);
+  // `token`: the worker token the worker registered with (admin when empty).
+  v1::LeaseResponse Lease(int64_t worker_id, double wait = 0, int replica = 0,
+                          const std::string& token = "");
   std::string LeaseToken(int64_t run_id, int attempt);
   v1::GetSweepResponse GetSweep(int64_t sweep_id, bool runs = true);
   std::vector<v1::MetricPoint> Points(int64_t run_id);

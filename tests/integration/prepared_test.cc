@@ -26,20 +26,21 @@ class PreparedTest : public ServerFixture {
     o->prepare_claim_seconds = 60;
   }
 
+  // `as`: the worker token calling (admin when empty).
   grpc::Status Claim(int64_t worker, const std::string& key, Resp* resp,
-                     const std::string& token = "") {
+                     const std::string& token = "", const std::string& as = "") {
     v1::DataPrepClaimRequest req;
     req.set_worker_id(worker);
     req.set_key(key);
     req.set_description("vocab 4096 on test text");
     req.set_claim_token(token);
-    return WorkerStub()->ClaimDataPrep(Ctx().get(), req, resp);
+    return WorkerStub()->ClaimDataPrep(Ctx(as.empty() ? admin_ : as).get(), req, resp);
   }
 
   grpc::Status Put(const std::string& key, const std::string& token, const std::string& role,
                    const std::string& data, v1::PreparedFileRef* stored,
-                   int64_t announced_size = -1) {
-    auto ctx = Ctx();
+                   int64_t announced_size = -1, const std::string& as = "") {
+    auto ctx = Ctx(as.empty() ? admin_ : as);
     auto writer = WorkerStub()->PutPreparedFile(ctx.get(), stored);
     v1::PreparedFileChunk header;
     header.set_key(key);
@@ -59,18 +60,19 @@ class PreparedTest : public ServerFixture {
   }
 
   grpc::Status Publish(const std::string& key, const std::string& token,
-                       const std::vector<v1::PreparedFileRef>& files, bool abandon = false) {
+                       const std::vector<v1::PreparedFileRef>& files, bool abandon = false,
+                       const std::string& as = "") {
     v1::DataPrepPublishRequest req;
     req.set_key(key);
     req.set_claim_token(token);
     req.set_abandon(abandon);
     for (const auto& f : files) *req.add_files() = f;
     v1::DataPrepPublishResponse resp;
-    return WorkerStub()->PublishDataPrep(Ctx().get(), req, &resp);
+    return WorkerStub()->PublishDataPrep(Ctx(as.empty() ? admin_ : as).get(), req, &resp);
   }
 
-  grpc::Status Get(const std::string& sha, std::string* out) {
-    auto ctx = Ctx();
+  grpc::Status Get(const std::string& sha, std::string* out, const std::string& as = "") {
+    auto ctx = Ctx(as.empty() ? admin_ : as);
     v1::PreparedFileRequest req;
     req.set_sha256(sha);
     auto reader = WorkerStub()->GetPreparedFile(ctx.get(), req);
@@ -78,6 +80,16 @@ class PreparedTest : public ServerFixture {
     out->clear();
     while (reader->Read(&chunk)) *out += chunk.data();
     return reader->Finish();
+  }
+
+  int64_t RegisterAs(const std::string& token, const std::string& name) {
+    v1::RegisterRequest req;
+    req.mutable_info()->set_name(name);
+    req.mutable_info()->set_device_kind("cpu");
+    v1::RegisterResponse resp;
+    auto s = WorkerStub()->Register(Ctx(token).get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.worker_id();
   }
 
   void ExpireClaim(const std::string& key) {
@@ -231,7 +243,7 @@ TEST_F(PreparedTest, InputsAndSizesAreChecked) {
   EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(bad.error_message().find("key must be 64 lower-case hex digits"), std::string::npos);
   auto unregistered = Claim(987654, Sha256Hex("k"), &r);
-  EXPECT_EQ(unregistered.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(unregistered.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(unregistered.error_message().find("worker_id 987654 is not registered"),
             std::string::npos);
 
@@ -269,6 +281,164 @@ TEST_F(PreparedTest, InputsAndSizesAreChecked) {
   // Only published files are served: an uploaded but unpublished blob is not.
   std::string data;
   EXPECT_EQ(Get(refs[0].sha256(), &data).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// A published data set is served to every worker token, so it may name only files its own claim
+// uploaded: not a hash that is in the store as another run's checkpoint (which only that run's
+// lease may read through GetCheckpoint).
+TEST_F(PreparedTest, APublishedDataSetCannotNameAnotherRunsCheckpoint) {
+  const std::string owner = Token(server::Role::kWorker, "owner");
+  const std::string thief = Token(server::Role::kWorker, "thief");
+  Submit(SweepYaml("secret", 1, 1));
+  const int64_t a = RegisterAs(owner, "owner-1");
+  auto lease = Lease(a, 0, 0, owner);
+  ASSERT_TRUE(lease.has_run());
+  const std::string checkpoint = std::string(4000, 'c') + "the owner's weights";
+  {
+    v1::PutCheckpointResponse stored;
+    auto ctx = Ctx(owner);
+    auto writer = WorkerStub()->PutCheckpoint(ctx.get(), &stored);
+    v1::CheckpointChunk header;
+    header.set_run_id(lease.spec().run_id());
+    header.set_attempt(lease.lease().attempt());
+    header.set_lease_token(lease.lease().token());
+    header.mutable_ref()->set_step(10);
+    header.mutable_ref()->set_sha256(Sha256Hex(checkpoint));
+    header.mutable_ref()->set_size_bytes(static_cast<int64_t>(checkpoint.size()));
+    header.set_data(checkpoint);
+    writer->Write(header);
+    writer->WritesDone();
+    ASSERT_TRUE(writer->Finish().ok());
+  }
+
+  const int64_t b = RegisterAs(thief, "thief-1");
+  const std::string key = Sha256Hex("a fresh key");
+  Resp claim;
+  ASSERT_TRUE(Claim(b, key, &claim, "", thief).ok());
+  ASSERT_EQ(claim.state(), Resp::CLAIMED);
+  std::vector<v1::PreparedFileRef> refs;
+  for (const auto& [role, data] : Files()) {
+    if (role == "tokens_train" || role == "tokens_val") continue;
+    v1::PreparedFileRef stored;
+    ASSERT_TRUE(Put(key, claim.claim_token(), role, data, &stored, -1, thief).ok());
+    refs.push_back(stored);
+  }
+  v1::PreparedFileRef stolen;
+  stolen.set_role("tokens_train");
+  stolen.set_sha256(Sha256Hex(checkpoint));
+  stolen.set_size_bytes(static_cast<int64_t>(checkpoint.size()));
+  refs.push_back(stolen);
+  auto published = Publish(key, claim.claim_token(), refs, false, thief);
+  EXPECT_EQ(published.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(published.error_message().find("was not uploaded under this claim"), std::string::npos)
+      << published.error_message();
+  std::string bytes;
+  EXPECT_EQ(Get(Sha256Hex(checkpoint), &bytes, thief).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(bytes, "");
+
+  // Files uploaded under another (expired, taken-over) claim on the same key do not count
+  // either: the new claim publishes only what it uploaded itself.
+  ExpireClaim(key);
+  Resp taken;
+  ASSERT_TRUE(Claim(a, key, &taken, "", owner).ok());
+  ASSERT_EQ(taken.state(), Resp::CLAIMED);
+  refs.pop_back();
+  v1::PreparedFileRef train;
+  ASSERT_TRUE(
+      Put(key, taken.claim_token(), "tokens_train", Files()["tokens_train"], &train, -1, owner)
+          .ok());
+  auto reused = Publish(key, taken.claim_token(), {refs[0], refs[1], train}, false, owner);
+  EXPECT_EQ(reused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(reused.error_message().find("was not uploaded under this claim"), std::string::npos);
+}
+
+// Every call that names a worker id is refused unless the id is the caller's: a claim in
+// another worker's name would be recorded as that worker's, and every other worker told so.
+TEST_F(PreparedTest, NoCallActsInAnotherWorkersName) {
+  const std::string mine = Token(server::Role::kWorker, "mine");
+  const std::string theirs = Token(server::Role::kWorker, "theirs");
+  const int64_t victim = RegisterAs(theirs, "victim");
+  RegisterAs(mine, "impostor");
+  const std::string key = Sha256Hex("impersonated key");
+  Resp r;
+  auto claim = Claim(victim, key, &r, "", mine);
+  EXPECT_EQ(claim.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(claim.error_message().find("is not registered with this token"), std::string::npos)
+      << claim.error_message();
+  {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    EXPECT_TRUE(server::pg::Exec(tx, "SELECT 1 FROM prepared_data WHERE key = $1", key).empty());
+  }
+  Submit(SweepYaml("named", 1, 1));
+  v1::LeaseRequest lr;
+  lr.set_worker_id(victim);
+  v1::LeaseResponse lease;
+  auto leased = WorkerStub()->Lease(Ctx(mine).get(), lr, &lease);
+  EXPECT_EQ(leased.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_FALSE(lease.has_run());
+  v1::HeartbeatRequest hb;
+  hb.set_worker_id(victim);
+  v1::HeartbeatResponse hr;
+  EXPECT_EQ(WorkerStub()->Heartbeat(Ctx(mine).get(), hb, &hr).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  v1::CliDeregisterRequest dr;
+  dr.set_worker_id(victim);
+  v1::CliDeregisterResponse dresp;
+  EXPECT_EQ(WorkerStub()->Deregister(Ctx(mine).get(), dr, &dresp).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  // The owner's own calls still work.
+  EXPECT_TRUE(Claim(victim, key, &r, "", theirs).ok());
+  EXPECT_EQ(r.state(), Resp::CLAIMED);
+  EXPECT_TRUE(WorkerStub()->Lease(Ctx(theirs).get(), lr, &lease).ok());
+  EXPECT_TRUE(lease.has_run());
+}
+
+// A worker holds at most kMaxOpenDataClaims (4) live claims, and a claim uploads at most 16
+// distinct files; `ablate workers` (ListWorkers) shows the claims a worker holds.
+TEST_F(PreparedTest, OpenClaimsAndUploadsPerClaimAreCapped) {
+  const int64_t w = Register("greedy");
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 4; ++i) {
+    Resp r;
+    ASSERT_TRUE(Claim(w, Sha256Hex(absl::StrCat("greedy key ", i)), &r).ok());
+    ASSERT_EQ(r.state(), Resp::CLAIMED);
+    tokens.push_back(r.claim_token());
+  }
+  Resp fifth;
+  auto refused = Claim(w, Sha256Hex("greedy key 4"), &fifth);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("already holds 4 open data-preparation claims"),
+            std::string::npos)
+      << refused.error_message();
+  // Renewing a claim it holds is not a new claim.
+  Resp renewed;
+  EXPECT_TRUE(Claim(w, Sha256Hex("greedy key 0"), &renewed, tokens[0]).ok());
+  {
+    v1::ListWorkersRequest req;
+    v1::ListWorkersResponse resp;
+    ASSERT_TRUE(SweepStub()->ListWorkers(Ctx().get(), req, &resp).ok());
+    ASSERT_EQ(resp.workers_size(), 1);
+    EXPECT_EQ(resp.workers(0).open_data_claims(), 4);
+  }
+  // Abandoning one frees a place.
+  ASSERT_TRUE(Publish(Sha256Hex("greedy key 3"), tokens[3], {}, true).ok());
+  EXPECT_TRUE(Claim(w, Sha256Hex("greedy key 4"), &fifth).ok());
+  EXPECT_EQ(fifth.state(), Resp::CLAIMED);
+
+  // Uploads: 16 distinct files under one claim, then refused; re-uploading one is not new.
+  v1::PreparedFileRef stored;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_TRUE(
+        Put(Sha256Hex("greedy key 0"), tokens[0], "tokens_train", absl::StrCat("file ", i), &stored)
+            .ok())
+        << i;
+  }
+  auto seventeenth = Put(Sha256Hex("greedy key 0"), tokens[0], "tokens_train", "file 16", &stored);
+  EXPECT_EQ(seventeenth.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(seventeenth.error_message().find("already uploaded 16 files"), std::string::npos)
+      << seventeenth.error_message();
+  EXPECT_TRUE(Put(Sha256Hex("greedy key 0"), tokens[0], "tokens_train", "file 3", &stored).ok());
 }
 
 }  // namespace

@@ -165,7 +165,8 @@ TEST_F(QueueTest, SubmitLeaseHeartbeatReportComplete) {
 TEST_F(QueueTest, OneWorkerHoldsSeveralLeases) {
   auto sub = Submit(SweepYaml("slots", 2, 1));
   ASSERT_EQ(sub.runs(), 2);
-  const int64_t w = Register("w1");
+  // Three slots: after two leases a free slot asks again and finds the queue empty.
+  const int64_t w = Register("w1", "cpu", 0, 3);
   auto a = Lease(w);
   auto b = Lease(w);
   ASSERT_TRUE(a.has_run());
@@ -218,7 +219,8 @@ TEST_F(QueueTest, RacingWorkersNeverShareARun) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      const int64_t w = Register(absl::StrCat("racer", t));
+      // As many slots as a worker may declare: each racer leases until the queue is empty.
+      const int64_t w = Register(absl::StrCat("racer", t), "cpu", 0, 64);
       for (;;) {
         auto l = Lease(w);
         if (!l.has_run()) return;
@@ -471,9 +473,9 @@ TEST_F(QueueTest, WorkersOnlyLeaseRunsTheirDeviceCanRun) {
   // wrong kind has a pinned run at the head of the queue that it must skip.
   Submit(SweepYaml("laptop-only", 1, 1, ", device: mps"));
   Submit(SweepYaml("gpu-only", 1, 1, ", device: cuda, dtype: bfloat16"));
-  const int64_t cpu = Register("box", "cpu");
-  const int64_t mps = Register("laptop", "mps");
-  const int64_t gpu = Register("rented", "cuda");
+  const int64_t cpu = Register("box", "cpu", 0, 4);
+  const int64_t mps = Register("laptop", "mps", 0, 4);
+  const int64_t gpu = Register("rented", "cuda", 0, 4);
 
   EXPECT_FALSE(Lease(cpu).has_run());  // neither pinned run is for a CPU
   auto on_gpu = Lease(gpu);            // skips the mps run ahead of it
@@ -524,7 +526,7 @@ TEST_F(QueueTest, UnknownWorkerIsToldToRegister) {
   v1::LeaseResponse resp;
   auto s = WorkerStub()->Lease(Ctx().get(), req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(s.error_message(), "worker 424242 is not registered (call Register first)");
+  EXPECT_EQ(s.error_message(), "worker 424242 is not registered with this token (call Register first)");
 }
 
 }  // namespace

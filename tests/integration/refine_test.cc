@@ -70,7 +70,8 @@ TEST_F(RefineTest, BisectsTheMaxStableBracketOncePerPointAcrossReplicasUntilTheB
       "grid:\n  lr: {logspace: {min: 1.0e-3, max: 1.0e-1, per_decade: 1}}\n  seed: [0, 1]\n"
       "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
   const int64_t sweep = Submit(yaml).sweep().id();
-  const int64_t w0 = Register("w0", "cpu", 0), w1 = Register("w1", "cpu", 1);
+  // 64 slots: each worker leases every queued run at once (LeaseAll).
+  const int64_t w0 = Register("w0", "cpu", 0, 64), w1 = Register("w1", "cpu", 1, 64);
   auto base = LeaseAll(w0);
   ASSERT_EQ(base.size(), 6u);
   // 0.001 and 0.01 train, 0.1 diverges: max stable LR 0.01, bracket (0.01, 0.1), ratio 10.
@@ -139,7 +140,7 @@ TEST_F(RefineTest, PrunesAboveAnLrWhereEverySeedDivergedAndRetryRunsThemAfterAll
                                         "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0, 1]\n"
                                         "order: coarse_to_fine\nprune: {above_divergence: true}\n");
   const int64_t sweep = Submit(yaml).sweep().id();
-  const int64_t w = Register("w", "cpu", 0);
+  const int64_t w = Register("w", "cpu", 0, 64);  // leases every queued run at once
   // One run at a time, in queue order: LRs 0.001, 1, 0.01, 0.1, every seed of an LR together.
   std::vector<std::string> order;
   auto next = [&]() {

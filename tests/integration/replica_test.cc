@@ -28,7 +28,7 @@ TEST_F(ReplicaTest, TwoReplicasNeverHandOutARunTwice) {
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       const int replica = t % 2;
-      const int64_t w = Register(absl::StrCat("w", t), "cpu", replica);
+      const int64_t w = Register(absl::StrCat("w", t), "cpu", replica, 64);
       for (;;) {
         auto l = Lease(w, 0, replica);
         if (!l.has_run()) return;
@@ -55,7 +55,7 @@ TEST_F(ReplicaTest, ASubmitOnOneReplicaWakesALongPollOnTheOther) {
 
 TEST_F(ReplicaTest, SurvivesItsDatabaseConnectionsBeingKilled) {
   Submit(SweepYaml("restart", 3, 1));
-  const int64_t w = Register("steady");
+  const int64_t w = Register("steady", "cpu", 0, 2);
   ASSERT_TRUE(Lease(w).has_run());
   {
     pqxx::connection admin(url_);
@@ -70,7 +70,7 @@ TEST_F(ReplicaTest, SurvivesItsDatabaseConnectionsBeingKilled) {
   EXPECT_TRUE(l.has_run());
   // The LISTEN connection reconnects too: a long-poll is still woken by a submit.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const int64_t idle = Register("idle-after-restart");
+  const int64_t idle = Register("idle-after-restart", "cpu", 0, 2);
   ASSERT_TRUE(Lease(idle).has_run());  // the third run
   v1::LeaseResponse woken;
   std::thread waiter([&] { woken = Lease(idle, /*wait=*/10); });

@@ -3,11 +3,13 @@
 // belongs to the worker holding its token, not to whoever guesses the attempt number; a live
 // worker's name cannot be taken over; names and text are checked; metric steps and checkpoint
 // sizes are bounded; a refused upload leaves no blob; bad options stop the server at startup.
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -171,7 +173,7 @@ TEST_F(TrustTest, OnlyTheLeaseTokenHolderCanTouchARun) {
   int64_t a = 0, b = 0;
   ASSERT_TRUE(RegisterAs(a_token, "worker-a", &a).ok());
   ASSERT_TRUE(RegisterAs(b_token, "worker-b", &b).ok());
-  auto lease = Lease(a);
+  auto lease = Lease(a, 0, 0, a_token);
   ASSERT_TRUE(lease.has_run());
   const int64_t run = lease.spec().run_id();
   const std::string token = lease.lease().token();
@@ -376,6 +378,110 @@ TEST_F(TrustTest, CheckpointsAreCappedAndRefusedUploadsLeaveNoBlob) {
   ASSERT_TRUE(again.has_run());
   ASSERT_TRUE(Upload(admin_, run, 2, again.lease().token(), blob, 900).ok());
   EXPECT_EQ(StoreFiles().size(), 1u);
+}
+
+// A worker holds at most the slots it declared at Register (0, an older worker, counts as 1):
+// leasing on and on cannot drain a sweep, not even with many Leases at once.
+TEST_F(TrustTest, LeasesAreBoundedByTheWorkersSlots) {
+  Submit(SweepYaml("drain", 10, 1));
+  const std::string token = Token(Role::kWorker, "drainer");
+  int64_t two = 0;
+  {
+    v1::RegisterRequest req;
+    req.mutable_info()->set_name("two-slots");
+    req.mutable_info()->set_device_kind("cpu");
+    req.mutable_info()->set_slots(2);
+    v1::RegisterResponse resp;
+    ASSERT_TRUE(WorkerStub()->Register(Ctx(token).get(), req, &resp).ok());
+    two = resp.worker_id();
+  }
+  const auto first = Lease(two, 0, 0, token);
+  const auto second = Lease(two, 0, 0, token);
+  ASSERT_TRUE(first.has_run());
+  ASSERT_TRUE(second.has_run());
+  v1::LeaseRequest lr;
+  lr.set_worker_id(two);
+  v1::LeaseResponse third;
+  auto refused = WorkerStub()->Lease(Ctx(token).get(), lr, &third);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_FALSE(third.has_run());
+  EXPECT_NE(refused.error_message().find(
+                absl::StrCat("already holds 2 run lease(s) (runs ", first.spec().run_id(), ", ",
+                             second.spec().run_id(), "), the 2 slot(s) it declared at Register")),
+            std::string::npos)
+      << refused.error_message();
+  // Finishing one frees its slot.
+  v1::CompleteRequest done;
+  done.set_run_id(first.spec().run_id());
+  done.set_attempt(first.lease().attempt());
+  done.set_lease_token(first.lease().token());
+  done.set_state(v1::SUCCEEDED);
+  v1::CompleteResponse cr;
+  ASSERT_TRUE(WorkerStub()->Complete(Ctx(token).get(), done, &cr).ok());
+  EXPECT_TRUE(Lease(two, 0, 0, token).has_run());
+
+  // A worker that declares no slots holds one run; 16 Leases at once win exactly one.
+  int64_t old = 0;
+  ASSERT_TRUE(RegisterAs(token, "no-slots", &old).ok());
+  std::atomic<int> granted{0}, exhausted{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&] {
+      v1::LeaseRequest req;
+      req.set_worker_id(old);
+      v1::LeaseResponse resp;
+      auto s = WorkerStub()->Lease(Ctx(token).get(), req, &resp);
+      if (s.ok() && resp.has_run()) granted++;
+      if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) exhausted++;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(granted.load(), 1);
+  EXPECT_EQ(exhausted.load(), 15);
+  // ListWorkers shows what each holds against its slots.
+  v1::ListWorkersRequest req;
+  v1::ListWorkersResponse resp;
+  ASSERT_TRUE(SweepStub()->ListWorkers(Ctx().get(), req, &resp).ok());
+  std::map<std::string, std::pair<int, int>> held;
+  for (const auto& w : resp.workers()) {
+    held[w.info().name()] = {w.held_run_ids_size(), w.info().slots()};
+  }
+  EXPECT_EQ(held["two-slots"], std::make_pair(2, 2));
+  EXPECT_EQ(held["no-slots"], std::make_pair(1, 0));
+
+  // Declared slots are bounded too.
+  v1::RegisterRequest greedy;
+  greedy.mutable_info()->set_name("greedy");
+  greedy.mutable_info()->set_device_kind("cpu");
+  greedy.mutable_info()->set_slots(65);
+  v1::RegisterResponse gr;
+  auto bad = WorkerStub()->Register(Ctx(token).get(), greedy, &gr);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(bad.error_message(), "info.slots must be between 0 and 64 (got 65)");
+}
+
+// A deregistered worker (it said it stopped) must register again before it leases.
+TEST_F(TrustTest, ADeregisteredWorkerMustRegisterAgainToLease) {
+  Submit(SweepYaml("after-stop", 2, 1));
+  const std::string token = Token(Role::kWorker, "stopper");
+  int64_t id = 0;
+  ASSERT_TRUE(RegisterAs(token, "stopper-1", &id).ok());
+  v1::CliDeregisterRequest dr;
+  dr.set_worker_id(id);
+  v1::CliDeregisterResponse dresp;
+  ASSERT_TRUE(WorkerStub()->Deregister(Ctx(token).get(), dr, &dresp).ok());
+  v1::LeaseRequest lr;
+  lr.set_worker_id(id);
+  v1::LeaseResponse lease;
+  auto refused = WorkerStub()->Lease(Ctx(token).get(), lr, &lease);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(refused.error_message().find("was deregistered"), std::string::npos)
+      << refused.error_message();
+  EXPECT_FALSE(lease.has_run());
+  int64_t again = 0;
+  ASSERT_TRUE(RegisterAs(token, "stopper-1", &again).ok());
+  EXPECT_EQ(again, id);
+  EXPECT_TRUE(Lease(id, 0, 0, token).has_run());
 }
 
 TEST_F(TrustTest, BadOptionsStopTheServerNamingTheFlag) {
