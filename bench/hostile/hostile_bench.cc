@@ -1,9 +1,14 @@
-// hostile_bench: what bursts of hostile SubmitSweep requests cost a real ablate-server (issue 10).
-// Starts the server binary on a throwaway PostgreSQL (scripts/dev-postgres), fires 8 concurrent
-// submits of each kind, and prints the server's peak RSS (VmHWM) and RSS after each burst from
-// /proc/PID/status. Prints figures; asserts nothing. Target: peak < 300 MB.
+// hostile_bench: a hostile client against a real ablate-server (token auth) on a throwaway
+// PostgreSQL (scripts/dev-postgres).
+//   1. Submits: 8 concurrent hostile SubmitSweep requests of each kind; the server's peak RSS
+//      (VmHWM) and RSS after each burst from /proc/PID/status. Target: peak < 300 MB.
+//   2. The whole RPC surface (surface.cc): one attack per rule and RPC (roles, no or revoked
+//      token, another worker's identity or lease, sizes and counts, path-like names,
+//      refine/prune input), each with the status code it must get; then bursts that abuse
+//      memory, with the RSS after each.
+// Prints figures; exits 1 if any attack was not refused as expected.
 //
-//   hostile_bench [--database-url URL]
+//   hostile_bench [--database-url URL] [--surface-only]
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,21 +25,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "bench/bench_db.h"
+#include "bench/hostile/surface.h"
 #include "grpcpp/grpcpp.h"
 
 namespace {
 
 using namespace ablate;
 
-// A /proc/PID/status figure in MB ("VmHWM", "VmRSS").
-double StatusMb(pid_t pid, const std::string& key) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
-  }
-  return -1;
-}
+using ablate::bench::StatusMb;
 
 const char kData[] = "data: {train: \"synthetic:50\", val: \"synthetic:10\"}\n";
 
@@ -66,17 +64,45 @@ std::vector<Kind> Kinds() {
 
 }  // namespace
 
+// `ablate-server token create` for `role`: the token's secret ("" on failure).
+std::string CreateToken(const std::string& url, const std::string& role, const std::string& name) {
+  return ablate::bench::Shell(absl::StrCat(ABLATE_SERVER_BIN, " token create --database-url '", url,
+                                           "' --role ", role, " --name ", name, " 2>/dev/null"));
+}
+
 int main(int argc, char** argv) {
   ablate::bench::BenchDatabase db(argc, argv, "hostile_bench");
   if (db.url().empty()) return 1;
+  bool surface_only = false;
+  for (int i = 1; i < argc; ++i) surface_only |= std::string(argv[i]) == "--surface-only";
   const std::string& url = db.url();
+  // Tokens need the schema; the revoked one is revoked before the server starts (no cache).
+  ablate::bench::Shell(
+      absl::StrCat(ABLATE_SERVER_BIN, " migrate --database-url '", url, "' 2>/dev/null"));
+  ablate::bench::SurfaceTokens tokens;
+  tokens.admin = CreateToken(url, "admin", "hostile-admin");
+  tokens.user = CreateToken(url, "user", "hostile-user");
+  tokens.worker_a = CreateToken(url, "worker", "hostile-worker-a");
+  tokens.worker_b = CreateToken(url, "worker", "hostile-worker-b");
+  tokens.revoked = CreateToken(url, "worker", "hostile-revoked");
+  const std::string revoked_id = ablate::bench::Shell(
+      absl::StrCat(ABLATE_SERVER_BIN, " token list --database-url '", url,
+                   "' 2>/dev/null | awk '$NF == \"hostile-revoked\" {print $1}'"));
+  ablate::bench::Shell(absl::StrCat(ABLATE_SERVER_BIN, " token revoke --database-url '", url, "' ",
+                                    revoked_id, " 2>/dev/null"));
+  if (tokens.admin.empty() || tokens.worker_b.empty() || revoked_id.empty()) {
+    std::fprintf(stderr, "hostile_bench: could not create tokens with ablate-server token\n");
+    return 1;
+  }
   const std::string listen = absl::StrCat("127.0.0.1:", 20000 + getpid() % 20000);
-  const std::string store = (std::filesystem::temp_directory_path() / "ablate-hostile-store");
+  const std::string store =
+      (std::filesystem::temp_directory_path() / absl::StrCat("ablate-hostile-store-", getpid()));
   const pid_t server = fork();
   if (server == 0) {
     execl(ABLATE_SERVER_BIN, ABLATE_SERVER_BIN, "serve", "--database-url", url.c_str(), "--listen",
-          listen.c_str(), "--metrics-listen", "", "--auth", "none", "--store-dir", store.c_str(),
-          "--log-level", "warn", static_cast<char*>(nullptr));
+          listen.c_str(), "--metrics-listen", "", "--auth", "token", "--store-dir", store.c_str(),
+          "--max-checkpoint-bytes", "67108864", "--max-prepared-bytes", "67108864", "--log-level",
+          "error", static_cast<char*>(nullptr));
     _exit(127);
   }
   grpc::ChannelArguments args;
@@ -91,7 +117,7 @@ int main(int argc, char** argv) {
   std::printf("hostile_bench: ablate-server pid %d, RSS at start %.0f MB\n", server,
               StatusMb(server, "VmRSS"));
   int round = 0;
-  for (const Kind& kind : Kinds()) {
+  for (const Kind& kind : surface_only ? std::vector<Kind>{} : Kinds()) {
     std::vector<std::thread> threads;
     std::vector<grpc::Status> results(8);
     const auto t0 = std::chrono::steady_clock::now();
@@ -99,6 +125,7 @@ int main(int argc, char** argv) {
       threads.emplace_back([&, i] {
         auto stub = v1::SweepService::NewStub(channel);
         grpc::ClientContext ctx;
+        ctx.AddMetadata("authorization", absl::StrCat("Bearer ", tokens.admin));
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
         v1::SubmitSweepRequest req;
         std::string yaml = kind.yaml;
@@ -137,9 +164,15 @@ int main(int argc, char** argv) {
         StatusMb(server, "VmRSS"), sample.empty() ? "" : "  e.g. ", sample.c_str());
     ++round;
   }
+  const int unexpected = ablate::bench::RunSurfaceAttacks(channel, tokens, server);
   std::printf("server peak RSS over the whole run: %.0f MB   [target < 300 MB]\n",
               StatusMb(server, "VmHWM"));
+  int status = 0;
+  const bool alive = waitpid(server, &status, WNOHANG) == 0;
+  std::printf("server %s\n", alive ? "still serving (no crash)" : "DIED during the run");
   kill(server, SIGTERM);
   waitpid(server, nullptr, 0);
-  return 0;
+  std::error_code ec;
+  std::filesystem::remove_all(store, ec);
+  return unexpected == 0 && alive ? 0 : 1;
 }
