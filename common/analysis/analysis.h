@@ -61,7 +61,7 @@ struct Point {
   std::optional<double> stable_loss_std;
   int n_stable = 0;
   // 0: an LR of the base grid; k >= 1: an LR the sweep's refinement added in round k (the
-  // smallest round of the point's runs). LR sensitivity uses base-grid LRs only.
+  // smallest round of the point's runs). η*, ℓ* and LR sensitivity use base-grid LRs only.
   int refine_round = 0;
   int n_pending = 0;  // queued, leased or running
   int n_failed = 0;   // failed or cancelled
@@ -78,12 +78,16 @@ struct Curve {
   std::string context;  // "pos=rope" or ""
   std::string variant;
   std::string moderator;
-  std::optional<double> l0;      // mean initial loss of all the curve's runs
-  std::vector<Point> points;     // ascending LR
-  std::optional<double> opt_lr;  // η*: argmin of the seed-averaged loss
+  std::optional<double> l0;   // mean initial loss of all the curve's runs
+  std::vector<Point> points;  // ascending LR
+  // η*: argmin of the seed-averaged loss over the base grid's LRs (refine_round 0; all LRs only
+  // when no base-grid LR finished), and ℓ* there: the ℓ* LR sensitivity and max good LR use.
+  std::optional<double> opt_lr;
   std::optional<double> opt_loss;
   std::optional<double> lr_sensitivity;
   int sensitivity_points = 0;  // LRs in [lr_min, lr_max] that entered the mean
+  // Of those, LRs whose ℓ rests on skipped runs (inferred at ℓ0, never measured).
+  int sensitivity_inferred = 0;
   std::optional<double> max_stable_lr;
   std::optional<double> max_good_lr;
   // The bracket around each boundary: the next LR above it that has a finished run (where the

@@ -18,10 +18,20 @@ std::string Signed(double x) { return absl::StrFormat("%+.4g", x); }
 }  // namespace
 
 void ComputeCurveMetrics(const Options& options, Curve* curve) {
-  const Point* best = nullptr;
+  // η*, ℓ* and LR sensitivity come from one set of points: the base grid's LRs (refine_round 0),
+  // the same LRs for every curve. Refinement adds LRs where a boundary's bracket is wide and the
+  // budget reaches, unevenly across curves: a refined midpoint near η* would lower ℓ* and raise
+  // that curve's sensitivity alone, so a comparison would measure where the budget went. Refined
+  // LRs only narrow boundaries (below). A curve with no base-grid LR finished falls back to all.
+  bool on_grid = false;
   for (const auto& p : curve->points) {
     curve->seeds = std::max(curve->seeds, p.n);
     if (p.n_pending + p.n_failed + p.n_absent > 0) curve->complete = false;
+    on_grid |= p.loss.has_value() && p.refine_round == 0;
+  }
+  const Point* best = nullptr;
+  for (const auto& p : curve->points) {
+    if (on_grid && p.refine_round > 0) continue;
     // Seeds are averaged first, then minimised: η* is the LR with the best mean, never the
     // luckiest single seed. Ties go to the smaller LR.
     if (p.loss && (best == nullptr || *p.loss < *best->loss)) best = &p;
@@ -31,18 +41,17 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
   curve->opt_loss = *best->loss;
   const double opt = *best->loss;
 
-  // LR sensitivity: mean over the grid's LRs in [a, b] of min(ℓ(η), ℓ0) - ℓ*. Capping at ℓ0
-  // keeps one catastrophic LR from dominating: a diverged run is "as bad as not training".
-  // Only the base grid's LRs count: refinement adds LRs near the boundaries, and averaging over
-  // them would weight the unstable region more and break comparability with Wortsman et al.
-  // (ℓ* may come from a refined LR: it is the best the curve reached).
+  // LR sensitivity (Wortsman et al. 2023): mean over the grid's LRs in [a, b] of
+  // min(ℓ(η), ℓ0) - ℓ*. Capping at ℓ0 keeps one catastrophic LR from dominating: a diverged run
+  // is "as bad as not training". Base-grid LRs only, like ℓ* above.
   double sum = 0;
   int count = 0;
   for (const auto& p : curve->points) {
-    if (!p.loss || !p.l0 || p.refine_round > 0) continue;
+    if (!p.loss || !p.l0 || (on_grid && p.refine_round > 0)) continue;
     if (!LessOrClose(options.lr_min, p.lr) || !LessOrClose(p.lr, options.lr_max)) continue;
     sum += std::min(*p.loss, *p.l0) - opt;
     ++count;
+    if (p.n_inferred > 0) ++curve->sensitivity_inferred;
   }
   curve->sensitivity_points = count;
   if (count > 0) curve->lr_sensitivity = sum / count;

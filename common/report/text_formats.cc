@@ -40,8 +40,8 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
   if (a.refined > 0 || a.inferred > 0) {
     absl::StrAppend(&out, a.refined,
                     " runs are at LRs the sweep's refinement added (marked [refined rK]); they "
-                    "enter every boundary and figure, but LR sensitivity uses the base grid's LRs "
-                    "only. ",
+                    "enter every boundary and figure, but eta*, loss* and LR sensitivity use the "
+                    "base grid's LRs only. ",
                     a.inferred,
                     " runs were skipped above divergence and count as diverged at l0 "
                     "(inferred, hollow markers).\n\n");

@@ -540,6 +540,27 @@ TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
   EXPECT_EQ(refined.refined, 1);
 }
 
+TEST(Analysis, ARefinedPointOnTheCurveLeavesLrSensitivityUnchanged) {
+  // ℓ(η) = 3 + 0.5 (log10 η + 1.5)^2, a parabola in log LR with its minimum between the grid's
+  // 1e-2 and 1e-1: the grid sees 4.125, 3.125, 3.125, 4.125; the refined midpoint 0.0316228
+  // lies on the same curve at 3.0. ℓ* and LR sensitivity come from the base grid alike, so the
+  // midpoint moves neither: sensitivity over [3e-4, 0.3] = (1 + 0 + 0) / 3 against ℓ* = 3.125.
+  auto loss = [](double lr) { return 3 + 0.5 * std::pow(std::log10(lr) + 1.5, 2); };
+  RunSet s;
+  for (const char* lr : {"0.001", "0.01", "0.1", "1"})
+    s.Add("none", "2", lr, 0, loss(std::stod(lr)));
+  const auto base = s.Analyse();
+  s.Add("none", "2", "0.0316228", 0, loss(0.0316228)).set_refine_round(1);
+  const auto refined = s.Analyse();
+  const Curve& b = *CurveOf(base, "none", "2");
+  const Curve& r = *CurveOf(refined, "none", "2");
+  EXPECT_NEAR(*b.lr_sensitivity, 1.0 / 3, 1e-9);
+  EXPECT_NEAR(*r.lr_sensitivity, *b.lr_sensitivity, 0.01);
+  // The ℓ* reported is the one the sensitivity is measured from.
+  EXPECT_NEAR(*r.opt_loss, 3.125, 1e-9);
+  EXPECT_DOUBLE_EQ(*r.opt_lr, 0.01);
+}
+
 ablate::v1::RefineStatus Rule(std::vector<std::string> boundaries, double until = 1.3,
                               int budget = 96) {
   ablate::v1::RefineStatus rule;
