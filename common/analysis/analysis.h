@@ -115,8 +115,11 @@ struct Necessity {
   // holds); refinement bisects this bracket.
   std::optional<double> bracket_lo;
   std::optional<double> bracket_hi;
-  std::optional<double> cap;  // the treated variant's max stable LR (the comparison's upper end)
-  std::string detail;         // the numbers at the crossing, or why there is none
+  // The comparison's upper end: the treated variant's max good LR (where it still trains a good
+  // model); no η† without one.
+  std::optional<double> cap;
+  int inferred = 0;                // compared LRs where either point rests on skipped runs
+  std::string detail;              // the numbers at the crossing, or why there is none
   std::vector<std::string> mixed;  // what differs among the runs of the two curves compared
 };
 
