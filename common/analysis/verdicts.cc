@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/analysis/curve_metrics.h"
+#include "common/analysis/stats.h"
 
 namespace ablate::analysis {
 namespace {
@@ -95,6 +96,33 @@ int Compare(const std::optional<double>& base, const std::optional<double>& trea
   return (lower ? t < b : t > b) ? 1 : -1;
 }
 
+// Where a boundary lies, as far as the runs say: in [lo, hi), lo the boundary itself (the last
+// LR that still held), hi the next LR tried above it (infinity when none was). "none" (the
+// smallest LR tried already failed) lies in [0, that LR).
+struct Span {
+  double lo = 0;
+  double hi = std::numeric_limits<double>::infinity();
+};
+
+Span BoundarySpan(const Curve& c, const std::optional<double>& value,
+                  const std::optional<double>& above) {
+  if (value) return {*value, above.value_or(std::numeric_limits<double>::infinity())};
+  for (const auto& p : c.points) {
+    if (p.n > 0) return {0, p.lr};
+  }
+  return {};
+}
+
+// -1 / 0 / +1: the treated boundary lies below / indistinguishably from / above the baseline's.
+// Boundaries are compared as brackets, not values: under a budget one curve's bracket may be
+// refined and the other's not, and a difference within a bracket is not a measured difference.
+// Only brackets that do not overlap decide.
+int CompareSpans(const Span& base, const Span& treated) {
+  if (LessOrClose(base.hi, treated.lo)) return 1;
+  if (LessOrClose(treated.hi, base.lo)) return -1;
+  return 0;
+}
+
 Verdict H2(const Analysis& a, const std::string& context, const std::string& variant) {
   const auto& o = a.options;
   int compared = 0, better = 0, worse = 0;
@@ -104,8 +132,10 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
     const Curve* q = a.FindCurve(context, variant, m);
     if (b == nullptr || q == nullptr || !b->opt_lr || !q->opt_lr) continue;
     ++compared;
-    const int stable = Compare(b->max_stable_lr, q->max_stable_lr, false);
-    const int good = Compare(b->max_good_lr, q->max_good_lr, false);
+    const int stable = CompareSpans(BoundarySpan(*b, b->max_stable_lr, b->max_stable_above),
+                                    BoundarySpan(*q, q->max_stable_lr, q->max_stable_above));
+    const int good = CompareSpans(BoundarySpan(*b, b->max_good_lr, b->max_good_above),
+                                  BoundarySpan(*q, q->max_good_lr, q->max_good_above));
     const int sens = (b->lr_sensitivity && q->lr_sensitivity)
                          // Sensitivities are losses: closer than the δ floor is a tie.
                          ? Compare(b->lr_sensitivity, q->lr_sensitivity, true, o.delta_floor)

@@ -603,6 +603,36 @@ TEST(Analysis, EtaDaggerIsComparedUpToTheTreatedVariantsMaxGoodLr) {
   EXPECT_FALSE(s.Analyse().necessity[0].eta_dagger.has_value());
 }
 
+TEST(Analysis, H2ComparesBoundariesAsBracketsAndOverlapIsATie) {
+  // none's max stable LR was refined to (0.0177828, 0.0316228), layernorm's stayed on the grid
+  // at (0.01, 0.1): the brackets overlap, so neither is higher. Max good LR likewise. LR
+  // sensitivity (base grid 1e-3, 1e-2, 1e-1): none (0.5 + 0 + 5) / 3, layernorm (0.1 + 0 + 5) / 3,
+  // lower by 0.133 > δ: H2 holds on the one comparison that is resolved.
+  RunSet s;
+  s.Add("none", "2", "0.001", 0, 3.5);
+  s.Add("none", "2", "0.01", 0, 3.0);
+  s.Add("none", "2", "0.0177828", 0, 3.1).set_refine_round(1);
+  s.Add("none", "2", "0.0316228", 0, -1).set_refine_round(1);
+  s.Add("none", "2", "0.1", 0, -1);
+  s.Add("layernorm", "2", "0.001", 0, 3.1);
+  s.Add("layernorm", "2", "0.01", 0, 3.0);
+  s.Add("layernorm", "2", "0.1", 0, -1);
+  const auto a = s.Analyse();
+  EXPECT_DOUBLE_EQ(*CurveOf(a, "none", "2")->max_stable_lr, 0.0177828);
+  EXPECT_DOUBLE_EQ(*CurveOf(a, "layernorm", "2")->max_stable_lr, 0.01);
+  ASSERT_EQ(a.verdicts[1].hypothesis, "H2");
+  EXPECT_EQ(a.verdicts[1].outcome, "supported") << a.verdicts[1].line;
+  // Brackets that do not overlap still decide: layernorm stable up to 0.1 (above: 1).
+  s.runs.back().set_state(ablate::v1::SUCCEEDED);
+  s.runs.back().mutable_result()->set_diverged(false);
+  s.runs.back().mutable_result()->set_final_val_loss(3.05);
+  s.Add("layernorm", "2", "1", 0, -1);
+  s.Add("none", "2", "1", 0, -1);
+  const auto b = s.Analyse();
+  EXPECT_EQ(b.verdicts[1].outcome, "supported") << b.verdicts[1].line;
+  EXPECT_THAT(b.verdicts[1].line, HasSubstr("stable 0.01778->0.1"));
+}
+
 ablate::v1::RefineStatus Rule(std::vector<std::string> boundaries, double until = 1.3,
                               int budget = 96) {
   ablate::v1::RefineStatus rule;
