@@ -633,6 +633,43 @@ TEST(Analysis, H2ComparesBoundariesAsBracketsAndOverlapIsATie) {
   EXPECT_THAT(b.verdicts[1].line, HasSubstr("stable 0.01778->0.1"));
 }
 
+TEST(Analysis, H3ToleranceIsEachEtaDaggersOwnBracket) {
+  // Grid 3e-4, 1e-3, 3e-3, 1e-2, one seed (δ = 0.02), layernorm 3.0 everywhere. η† lies in
+  // (1e-3, 3e-3) at depth 2 (≈ 0.0012) and in (3e-4, 1e-3) at depth 8 (≈ 0.0009): at 1e-3 the
+  // baseline is not worse at depth 2 and is at depth 8, so η† fell, though by less than half a
+  // grid step. Dense refined LRs in another context must not change that.
+  RunSet s;
+  const char* lrs[] = {"0.0003", "0.001", "0.003", "0.01"};
+  const double d2[] = {0, 0, 0.1205, 0.5}, d8[] = {0, 0.0219, 0.3, 0.5};
+  for (int i = 0; i < 4; ++i) {
+    s.Add("none", "2", lrs[i], 0, 3.0 + d2[i]);
+    s.Add("none", "8", lrs[i], 0, 3.0 + d8[i]);
+    s.Add("layernorm", "2", lrs[i], 0, 3.0);
+    s.Add("layernorm", "8", lrs[i], 0, 3.0);
+  }
+  auto h3 = [](const Analysis& a) {
+    for (const auto& v : a.verdicts) {
+      if (v.hypothesis == "H3" && v.context.empty()) return v;
+    }
+    ADD_FAILURE() << "no H3";
+    return Verdict{};
+  };
+  const auto a = s.Analyse();
+  ASSERT_EQ(a.necessity.size(), 2u);
+  EXPECT_NEAR(*a.necessity[0].eta_dagger, 0.0012, 0.00005);
+  EXPECT_DOUBLE_EQ(*a.necessity[0].bracket_lo, 0.001);
+  EXPECT_NEAR(*a.necessity[1].eta_dagger, 0.0009, 0.00005);
+  EXPECT_DOUBLE_EQ(*a.necessity[1].bracket_hi, 0.001);
+  EXPECT_EQ(h3(a).outcome, "supported") << h3(a).line;
+  for (const char* lr : {"0.000387298", "0.000547723", "0.000707107", "0.00083666", "0.00122474",
+                         "0.00173205", "0.00223607", "0.0025923"}) {
+    s.Add("none", "2", lr, 0, 3.0).set_refine_round(1);
+    (*s.runs.back().mutable_grid_values())["pos"] = "rope";
+  }
+  const auto b = s.Analyse();
+  EXPECT_EQ(h3(b).outcome, "supported") << h3(b).line;
+}
+
 ablate::v1::RefineStatus Rule(std::vector<std::string> boundaries, double until = 1.3,
                               int budget = 96) {
   ablate::v1::RefineStatus rule;
