@@ -95,6 +95,10 @@ struct Curve {
   // bracket is open above.
   std::optional<double> max_stable_above;
   std::optional<double> max_good_above;
+  // The sweep refines this boundary, its bracket is still wider than until_ratio, and the
+  // refinement budget (max_new_runs) could not pay for its midpoint (MarkUnresolvedByBudget).
+  bool max_stable_unresolved_by_budget = false;
+  bool max_good_unresolved_by_budget = false;
   int seeds = 0;         // most finished seeds at any LR
   bool complete = true;  // no pending, failed or absent run
   // What differs among all the curve's finished runs (η*, sensitivity and max LRs compare LRs).
@@ -118,9 +122,10 @@ struct Necessity {
   // The comparison's upper end: the treated variant's max good LR (where it still trains a good
   // model); no η† without one.
   std::optional<double> cap;
-  int inferred = 0;                // compared LRs where either point rests on skipped runs
-  std::string detail;              // the numbers at the crossing, or why there is none
-  std::vector<std::string> mixed;  // what differs among the runs of the two curves compared
+  int inferred = 0;                   // compared LRs where either point rests on skipped runs
+  bool unresolved_by_budget = false;  // as Curve::max_stable_unresolved_by_budget, for η†
+  std::string detail;                 // the numbers at the crossing, or why there is none
+  std::vector<std::string> mixed;     // what differs among the runs of the two curves compared
 };
 
 struct Verdict {
@@ -149,6 +154,7 @@ struct Analysis {
   int absent = 0;
   int inferred = 0;  // skipped runs counted as diverged at ℓ0 (pruning), included in diverged
   int refined = 0;   // runs at LRs the sweep's refinement added
+  int unresolved_by_budget = 0;  // boundaries marked so (MarkUnresolvedByBudget); 0 until then
   int max_seeds = 0;
   bool has_threshold = false;      // some run reached a steps-to-threshold target (else n/a)
   bool partial = false;            // some run is pending, failed or absent

@@ -66,6 +66,7 @@ std::string FormatJson(const analysis::Analysis& a) {
             {"absent", a.absent},
             {"inferred", a.inferred},
             {"refined", a.refined},
+            {"unresolved_by_budget", a.unresolved_by_budget},
             {"partial", a.partial},
             {"notes", a.notes},
             {"mixed", json::array()},
@@ -85,6 +86,8 @@ std::string FormatJson(const analysis::Analysis& a) {
                {"max_good_lr", Opt(c.max_good_lr)},
                {"max_stable_bracket", {Opt(c.max_stable_lr), Opt(c.max_stable_above)}},
                {"max_good_bracket", {Opt(c.max_good_lr), Opt(c.max_good_above)}},
+               {"max_stable_unresolved_by_budget", c.max_stable_unresolved_by_budget},
+               {"max_good_unresolved_by_budget", c.max_good_unresolved_by_budget},
                {"seeds", c.seeds},
                {"complete", c.complete},
                {"mixed", c.mixed},
@@ -101,6 +104,7 @@ std::string FormatJson(const analysis::Analysis& a) {
                               {"interpolated", n.interpolated},
                               {"bracket", {Opt(n.bracket_lo), Opt(n.bracket_hi)}},
                               {"cap", Opt(n.cap)},
+                              {"unresolved_by_budget", n.unresolved_by_budget},
                               {"detail", n.detail},
                               {"mixed", n.mixed}});
   }

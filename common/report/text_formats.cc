@@ -71,7 +71,9 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
   }
   out +=
       "\n## Boundaries as brackets\n\nEach boundary lies between two tried LRs; the ratio "
-      "hi/lo is how sharply the runs locate it (refinement narrows it).\n\n";
+      "hi/lo is how sharply the runs locate it (refinement narrows it). [unresolved by budget]: "
+      "the sweep refines this boundary, but its bracket is still wider than until_ratio because "
+      "the refinement budget (max_new_runs) ran out.\n\n";
   out += RenderMarkdown(BoundaryTable(a));
   out += "\n## Final validation loss vs LR\n\nMean ± sample std over finished seeds (n).\n";
   for (const auto& context : a.contexts) {

@@ -788,6 +788,30 @@ TEST(Refine, ABracketThatDoesNotFitTheBudgetIsLeftWhole) {
   EXPECT_FALSE(plan->budget_exhausted);
 }
 
+TEST(Refine, BoundariesTheBudgetLeftUnresolvedAreMarked) {
+  RunSet s = StableBracketSet();
+  s.Add("none", "2", "0.0001", 0, 3.2).set_refine_round(1);  // one refined run already
+  const auto rule = Rule({"max_stable"}, 1.3, /*budget=*/2);
+  auto plan = PlanRefinement(s.runs, rule);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->brackets.size(), 1u);
+  EXPECT_TRUE(plan->brackets[0].unresolved_by_budget);
+  EXPECT_EQ(plan->brackets[0].variant, "none");
+  EXPECT_EQ(plan->brackets[0].moderator, "2");
+  Analysis a = s.Analyse();
+  ASSERT_TRUE(MarkUnresolvedByBudget(s.runs, rule, &a).ok());
+  const Curve& c = *CurveOf(a, "none", "2");
+  EXPECT_TRUE(c.max_stable_unresolved_by_budget);
+  EXPECT_FALSE(c.max_good_unresolved_by_budget);  // not a boundary the rule refines
+  EXPECT_EQ(a.unresolved_by_budget, 1);
+  EXPECT_THAT(a.notes, testing::Contains(HasSubstr("1 boundary left unresolved")));
+  // With the budget for it, the bracket is being refined, not left unresolved.
+  Analysis b = s.Analyse();
+  ASSERT_TRUE(MarkUnresolvedByBudget(s.runs, Rule({"max_stable"}, 1.3, 3), &b).ok());
+  EXPECT_FALSE(CurveOf(b, "none", "2")->max_stable_unresolved_by_budget);
+  EXPECT_EQ(b.unresolved_by_budget, 0);
+}
+
 TEST(Refine, EtaDaggerAddsTheMidpointForBothVariants) {
   RunSet s;
   for (int seed : {0, 1}) {
