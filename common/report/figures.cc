@@ -259,6 +259,9 @@ struct Series {
   // By a.moderators (η† only): the bracket of a value the refinement budget left unresolved,
   // drawn as an error bar over it. Empty: none is.
   std::vector<std::optional<std::pair<double, double>>> unresolved;
+  // By a.moderators: the value rests on skipped runs' ℓ0 (inferred, never measured), drawn
+  // hollow. Empty: none does.
+  std::vector<bool> inferred;
 };
 
 // `lr_extent` (η† only): the y range is the sweep's LRs, where every η† lies, and "none" is
@@ -292,7 +295,7 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
   }
   int block = 0;
   for (size_t s = 0; s < series.size(); ++s) {
-    bool any = false, any_none = false, any_unresolved = false;
+    bool any = false, any_none = false, any_unresolved = false, any_inferred = false;
     std::string rows;
     for (size_t m = 0; m < a.moderators.size(); ++m) {
       const auto& v = series[s].values[m];
@@ -309,9 +312,11 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
                                       ? absl::StrCat(Num(series[s].unresolved[m]->first), " ",
                                                      Num(series[s].unresolved[m]->second))
                                       : std::string("? ?");
+      const bool inferred = usable && m < series[s].inferred.size() && series[s].inferred[m];
+      any_inferred |= inferred;
       // Data-file strings take double quotes; setting values never contain one.
       absl::StrAppend(&rows, m, " \"", a.moderators[m], "\" ", usable ? Num(*v) : "?", " ",
-                      none ? Num(*none_at) : "?", " ", bracket, "\n");
+                      none ? Num(*none_at) : "?", " ", bracket, " ", inferred ? 1 : 0, "\n");
       if (none) {
         labels.push_back(absl::StrCat("set label 'none' at first ", m, ", first ", Num(*none_at),
                                       " center offset 0,1 tc rgb '", Color(s), "'\n"));
@@ -319,10 +324,19 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
     }
     if (!any && !any_none) continue;
     absl::StrAppend(&f.data, "# ", series[s].label, "\n# position ", a.options.moderator_axis,
-                    " value ('?' = none) none_marker unresolved_lo unresolved_hi\n", rows, "\n\n");
+                    " value ('?' = none) none_marker unresolved_lo unresolved_hi inferred\n", rows,
+                    "\n\n");
     plots.push_back(absl::StrCat("'", name, ".dat' index ", block,
                                  " using 1:3:xtic(2) with linespoints lw 2 pt 7 lc rgb '", Color(s),
                                  "' title ", Quote(series[s].label)));
+    if (any_inferred) {
+      const std::string where = absl::StrCat("'", name, ".dat' index ", block);
+      plots.push_back(absl::StrCat(
+          where, " using 1:($7 > 0 ? $3 : 1/0) with points pt 7 ps 1.2 lc rgb 'white' notitle"));
+      plots.push_back(absl::StrCat(where,
+                                   " using 1:($7 > 0 ? $3 : 1/0) with points pt 6 ps 1.2 lc rgb '",
+                                   Color(s), "' title ", Quote("rests on inferred points")));
+    }
     if (any_unresolved) {
       plots.push_back(
           absl::StrCat("'", name, ".dat' index ", block,
@@ -425,22 +439,24 @@ std::vector<Figure> BuildFigures(const Analysis& a, const std::string& title, co
       }
     }
     for (const auto& v : a.variants) {
-      Series sens{absl::StrCat(o.variant_axis, "=", v), {}, {}, {}};
+      Series sens{absl::StrCat(o.variant_axis, "=", v), {}, {}, {}, {}};
       for (const auto& m : a.moderators) {
         const Curve* c = a.FindCurve(context, v, m);
         sens.values.push_back(c ? c->lr_sensitivity : std::nullopt);
+        sens.inferred.push_back(c != nullptr && c->sensitivity_inferred > 0);
       }
       sensitivity.push_back(std::move(sens));
       if (v == a.baseline) continue;
-      Series e{absl::StrCat(v, " vs ", a.baseline), {}, {}, {}};
+      Series e{absl::StrCat(v, " vs ", a.baseline), {}, {}, {}, {}};
       for (const auto& m : a.moderators) {
         std::optional<double> value;
         std::optional<std::pair<double, double>> unresolved;
-        bool compared = false;
+        bool compared = false, inferred = false;
         for (const auto& n : a.necessity) {
           if (n.context == context && n.variant == v && n.moderator == m) {
             value = n.eta_dagger;
             compared = true;
+            inferred = n.inferred > 0;
             if (n.unresolved_by_budget && n.bracket_lo && n.bracket_hi) {
               unresolved = std::make_pair(*n.bracket_lo, *n.bracket_hi);
             }
@@ -449,6 +465,7 @@ std::vector<Figure> BuildFigures(const Analysis& a, const std::string& title, co
         e.values.push_back(value);
         e.none.push_back(compared && !value);
         e.unresolved.push_back(unresolved);
+        e.inferred.push_back(inferred);
       }
       eta.push_back(std::move(e));
     }

@@ -82,6 +82,7 @@ std::string FormatJson(const analysis::Analysis& a) {
                {"opt_loss", Opt(c.opt_loss)},
                {"lr_sensitivity", Opt(c.lr_sensitivity)},
                {"sensitivity_points", c.sensitivity_points},
+               {"sensitivity_inferred", c.sensitivity_inferred},
                {"max_stable_lr", Opt(c.max_stable_lr)},
                {"max_good_lr", Opt(c.max_good_lr)},
                {"max_stable_bracket", {Opt(c.max_stable_lr), Opt(c.max_stable_above)}},
@@ -104,6 +105,7 @@ std::string FormatJson(const analysis::Analysis& a) {
                               {"interpolated", n.interpolated},
                               {"bracket", {Opt(n.bracket_lo), Opt(n.bracket_hi)}},
                               {"cap", Opt(n.cap)},
+                              {"inferred", n.inferred},
                               {"unresolved_by_budget", n.unresolved_by_budget},
                               {"detail", n.detail},
                               {"mixed", n.mixed}});

@@ -36,6 +36,11 @@ constexpr const char* kUnresolved = " [unresolved by budget]";
 
 std::string Unresolved(bool unresolved) { return unresolved ? kUnresolved : ""; }
 
+// After a figure that rests on skipped runs' ℓ0 (pruned, never measured).
+std::string Inferred(int lrs) {
+  return lrs == 0 ? "" : absl::StrCat(" (", lrs, lrs == 1 ? " LR" : " LRs", " inferred)");
+}
+
 std::string CurveStatus(const Curve& c) {
   int pending = 0, failed = 0, absent = 0;
   for (const auto& p : c.points) {
@@ -74,7 +79,8 @@ Table SummaryTable(const Analysis& a) {
     const Point* opt = PointAt(c, c.opt_lr);
     row.insert(row.end(),
                {c.variant, c.moderator, Fmt(c.opt_lr), Fmt(c.opt_loss),
-                Fmt(opt ? opt->perplexity : std::nullopt), Fmt(c.lr_sensitivity),
+                Fmt(opt ? opt->perplexity : std::nullopt),
+                absl::StrCat(Fmt(c.lr_sensitivity), Inferred(c.sensitivity_inferred)),
                 absl::StrCat(Fmt(c.max_stable_lr), Unresolved(c.max_stable_unresolved_by_budget)),
                 absl::StrCat(Fmt(c.max_good_lr), Unresolved(c.max_good_unresolved_by_budget)),
                 Steps(a, opt), absl::StrCat(c.seeds), CurveStatus(c)});
@@ -90,10 +96,15 @@ Table NecessityTable(const Analysis& a) {
   for (const auto& n : a.necessity) {
     const std::string how =
         !n.eta_dagger ? "never necessary" : (n.interpolated ? "interpolated" : "at a grid LR");
-    t.rows.push_back({n.context.empty() ? "-" : n.context, n.moderator,
-                      absl::StrCat(n.variant, " vs ", n.baseline),
-                      absl::StrCat(Fmt(n.eta_dagger), Unresolved(n.unresolved_by_budget)),
-                      absl::StrCat(how, ": ", n.detail, MixedMark(n.mixed))});
+    t.rows.push_back(
+        {n.context.empty() ? "-" : n.context, n.moderator,
+         absl::StrCat(n.variant, " vs ", n.baseline),
+         absl::StrCat(Fmt(n.eta_dagger), Unresolved(n.unresolved_by_budget)),
+         absl::StrCat(how, ": ", n.detail, MixedMark(n.mixed),
+                      n.inferred == 0 ? ""
+                                      : absl::StrCat(" [", n.inferred,
+                                                     " compared LRs rest on skipped runs: "
+                                                     "inferred]"))});
   }
   return t;
 }

@@ -520,6 +520,24 @@ TEST(Analysis, SkippedRunsCountAsDivergedAndAreInferred) {
   EXPECT_TRUE(noted);
 }
 
+TEST(Analysis, FiguresRestingOnSkippedRunsCountTheirInferredLrs) {
+  // none diverged at 0.01 (every seed) and was skipped at 0.1, where layernorm still trains
+  // well: the gap there, and none's LR sensitivity, rest on an inferred l0.
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.001", seed, 3.0);
+    s.Add("none", "2", "0.01", seed, -1);
+    s.Add("none", "2", "0.1", seed, 0, ablate::v1::SKIPPED).clear_result();
+    for (const char* lr : {"0.001", "0.01", "0.1"}) s.Add("layernorm", "2", lr, seed, 3.0);
+  }
+  const auto a = s.Analyse();
+  EXPECT_EQ(CurveOf(a, "none", "2")->sensitivity_inferred, 1);
+  EXPECT_EQ(CurveOf(a, "layernorm", "2")->sensitivity_inferred, 0);
+  ASSERT_EQ(a.necessity.size(), 1u);
+  EXPECT_EQ(a.necessity[0].inferred, 1);
+  EXPECT_DOUBLE_EQ(*a.necessity[0].bracket_hi, 0.01);
+}
+
 TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
   RunSet s;
   for (const char* lr : {"0.001", "0.01", "0.1"}) s.Add("none", "2", lr, 0, 3.0);

@@ -184,6 +184,16 @@ TEST(WriteReport, BoundariesAreBracketsAndRefinedAndInferredPointsAreMarked) {
   const auto json = nlohmann::json::parse(FormatJson(*analysis));
   EXPECT_EQ(json["inferred"], 2);
   EXPECT_EQ(json["refined"], 2);
+  // The skipped point at 0.3 is in [3e-4, 0.3]: none's LR sensitivity at depth 8 rests on an
+  // inferred l0, and every output says so; the other curves' do not.
+  EXPECT_EQ(json["curves"][1]["sensitivity_inferred"], 1);
+  EXPECT_EQ(json["curves"][0]["sensitivity_inferred"], 0);
+  EXPECT_THAT(table, testing::ContainsRegex("none +8 +0.001 +3.005 +[0-9.]+ +[0-9.]+ "
+                                            "\\(1 LR inferred\\) "));
+  EXPECT_THAT(md, HasSubstr("(1 LR inferred)"));
+  const std::string sens = Slurp(dir + "/lr_sensitivity.gp");
+  EXPECT_THAT(sens, HasSubstr("'rests on inferred points'"));
+  EXPECT_THAT(Slurp(dir + "/lr_sensitivity.dat"), HasSubstr("1 \"8\" 2.7225 ? ? ? 1\n"));
 }
 
 TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
@@ -446,7 +456,7 @@ TEST(WriteReport, BoundariesTheRefinementBudgetLeftUnresolvedAreMarked) {
   ASSERT_NE(eta, nullptr);
   EXPECT_THAT(eta->script, HasSubstr("with yerrorbars"));
   EXPECT_THAT(eta->script, HasSubstr("unresolved by budget"));
-  EXPECT_THAT(eta->data, HasSubstr(" 0.001 0.01\n"));
+  EXPECT_THAT(eta->data, HasSubstr(" 0.001 0.01 0\n"));
   // gnuplot draws them: no warning, every PNG written.
   const std::string dir = TempDir() + "/out";
   auto written = WriteReport(*analysis, runs, ReportOptions{}, dir);
