@@ -11,6 +11,7 @@
 #include "client/commands.h"
 #include "client/render.h"
 #include "common/analysis/analysis.h"
+#include "common/analysis/refine.h"
 #include "common/report/export.h"
 #include "common/report/report.h"
 #include "common/sweep/config_fields.h"
@@ -131,6 +132,17 @@ int Report(Context& ctx, const ReportArgs& args) {
   }
   auto result = analysis::Analyze(runs, opts);
   if (!result.ok()) return Fail(result.status());
+  // The sweep's refine status (GetSweep, or sweep.json of an export) says which boundaries the
+  // budget left wider than until_ratio; every output marks them. Not being able to tell must not
+  // cost the report itself.
+  if (sweep.has_refine()) {
+    if (absl::Status s = analysis::MarkUnresolvedByBudget(runs, sweep.refine(), &*result);
+        !s.ok()) {
+      std::cerr << "ablate: warning: cannot tell which boundaries the refinement budget left "
+                   "unresolved: "
+                << s.message() << "\n";
+    }
+  }
   // Checked before anything is printed or written: a pipeline that demands a uniform fleet gets
   // no report it might publish by mistake, only what differs (FailedPrecondition: exit 6).
   if (args.require_uniform) {

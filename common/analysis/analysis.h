@@ -61,7 +61,7 @@ struct Point {
   std::optional<double> stable_loss_std;
   int n_stable = 0;
   // 0: an LR of the base grid; k >= 1: an LR the sweep's refinement added in round k (the
-  // smallest round of the point's runs). LR sensitivity uses base-grid LRs only.
+  // smallest round of the point's runs). η*, ℓ* and LR sensitivity use base-grid LRs only.
   int refine_round = 0;
   int n_pending = 0;  // queued, leased or running
   int n_failed = 0;   // failed or cancelled
@@ -78,12 +78,16 @@ struct Curve {
   std::string context;  // "pos=rope" or ""
   std::string variant;
   std::string moderator;
-  std::optional<double> l0;      // mean initial loss of all the curve's runs
-  std::vector<Point> points;     // ascending LR
-  std::optional<double> opt_lr;  // η*: argmin of the seed-averaged loss
+  std::optional<double> l0;   // mean initial loss of all the curve's runs
+  std::vector<Point> points;  // ascending LR
+  // η*: argmin of the seed-averaged loss over the base grid's LRs (refine_round 0; all LRs only
+  // when no base-grid LR finished), and ℓ* there: the ℓ* LR sensitivity and max good LR use.
+  std::optional<double> opt_lr;
   std::optional<double> opt_loss;
   std::optional<double> lr_sensitivity;
   int sensitivity_points = 0;  // LRs in [lr_min, lr_max] that entered the mean
+  // Of those, LRs whose ℓ rests on skipped runs (inferred at ℓ0, never measured).
+  int sensitivity_inferred = 0;
   std::optional<double> max_stable_lr;
   std::optional<double> max_good_lr;
   // The bracket around each boundary: the next LR above it that has a finished run (where the
@@ -91,6 +95,10 @@ struct Curve {
   // bracket is open above.
   std::optional<double> max_stable_above;
   std::optional<double> max_good_above;
+  // The sweep refines this boundary, its bracket is still wider than until_ratio, and the
+  // refinement budget (max_new_runs) could not pay for its midpoint (MarkUnresolvedByBudget).
+  bool max_stable_unresolved_by_budget = false;
+  bool max_good_unresolved_by_budget = false;
   int seeds = 0;         // most finished seeds at any LR
   bool complete = true;  // no pending, failed or absent run
   // What differs among all the curve's finished runs (η*, sensitivity and max LRs compare LRs).
@@ -111,9 +119,13 @@ struct Necessity {
   // holds); refinement bisects this bracket.
   std::optional<double> bracket_lo;
   std::optional<double> bracket_hi;
-  std::optional<double> cap;  // the treated variant's max stable LR (the comparison's upper end)
-  std::string detail;         // the numbers at the crossing, or why there is none
-  std::vector<std::string> mixed;  // what differs among the runs of the two curves compared
+  // The comparison's upper end: the treated variant's max good LR (where it still trains a good
+  // model); no η† without one.
+  std::optional<double> cap;
+  int inferred = 0;                   // compared LRs where either point rests on skipped runs
+  bool unresolved_by_budget = false;  // as Curve::max_stable_unresolved_by_budget, for η†
+  std::string detail;                 // the numbers at the crossing, or why there is none
+  std::vector<std::string> mixed;     // what differs among the runs of the two curves compared
 };
 
 struct Verdict {
@@ -142,6 +154,7 @@ struct Analysis {
   int absent = 0;
   int inferred = 0;  // skipped runs counted as diverged at ℓ0 (pruning), included in diverged
   int refined = 0;   // runs at LRs the sweep's refinement added
+  int unresolved_by_budget = 0;  // boundaries marked so (MarkUnresolvedByBudget); 0 until then
   int max_seeds = 0;
   bool has_threshold = false;      // some run reached a steps-to-threshold target (else n/a)
   bool partial = false;            // some run is pending, failed or absent

@@ -41,6 +41,7 @@ std::string SeedKey(const Run& r) {
 struct Candidate {
   Bracket bracket;
   std::vector<const Curve*> curves;
+  size_t index = 0;  // in RefinePlan::brackets
 };
 
 }  // namespace
@@ -76,12 +77,14 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
   for (const auto& c : a.curves) {
     const std::string where = CurveLabel(options, c);
     if (wants(kMaxStable) && c.max_stable_lr && c.max_stable_above) {
-      candidates.push_back(
-          {{std::string(kMaxStable), where, *c.max_stable_lr, *c.max_stable_above}, {&c}});
+      candidates.push_back({{std::string(kMaxStable), where, *c.max_stable_lr, *c.max_stable_above,
+                             c.context, c.variant, c.moderator},
+                            {&c}});
     }
     if (wants(kMaxGood) && c.max_good_lr && c.max_good_above) {
-      candidates.push_back(
-          {{std::string(kMaxGood), where, *c.max_good_lr, *c.max_good_above}, {&c}});
+      candidates.push_back({{std::string(kMaxGood), where, *c.max_good_lr, *c.max_good_above,
+                             c.context, c.variant, c.moderator},
+                            {&c}});
     }
   }
   if (wants(kEtaDagger)) {
@@ -94,12 +97,15 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
       if (!n.context.empty()) parts.push_back(n.context);
       parts.push_back(absl::StrCat(options.moderator_axis, "=", n.moderator));
       parts.push_back(absl::StrCat(options.variant_axis, "=", n.variant));
-      candidates.push_back(
-          {{std::string(kEtaDagger), absl::StrJoin(parts, ","), *n.bracket_lo, *n.bracket_hi},
-           {base, treated}});
+      candidates.push_back({{std::string(kEtaDagger), absl::StrJoin(parts, ","), *n.bracket_lo,
+                             *n.bracket_hi, n.context, n.variant, n.moderator},
+                            {base, treated}});
     }
   }
-  for (const auto& cand : candidates) plan.brackets.push_back(cand.bracket);
+  for (auto& cand : candidates) {
+    cand.index = plan.brackets.size();
+    plan.brackets.push_back(cand.bracket);
+  }
 
   // Widest first, so a budget that cannot cover everything goes where the answer is vaguest;
   // ties keep the curve order (stable sort), so every replica plans the same runs.
@@ -162,6 +168,7 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
     if (adds.empty()) continue;
     if (static_cast<int>(adds.size()) > left) {
       plan.budget_exhausted = true;
+      plan.brackets[cand.index].unresolved_by_budget = true;
       continue;
     }
     left -= static_cast<int>(adds.size());
@@ -171,6 +178,41 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
     }
   }
   return plan;
+}
+
+absl::Status MarkUnresolvedByBudget(const std::vector<Run>& runs,
+                                    const ablate::v1::RefineStatus& rule, Analysis* analysis) {
+  absl::StatusOr<RefinePlan> plan = PlanRefinement(runs, rule, analysis->options);
+  if (!plan.ok()) return plan.status();
+  int marked = 0;
+  for (const auto& b : plan->brackets) {
+    if (!b.unresolved_by_budget) continue;
+    for (auto& c : analysis->curves) {
+      if (c.context != b.context || c.variant != b.variant || c.moderator != b.moderator) continue;
+      bool& flag = b.boundary == kMaxStable ? c.max_stable_unresolved_by_budget
+                                            : c.max_good_unresolved_by_budget;
+      if (b.boundary != kEtaDagger && !flag) {
+        flag = true;
+        ++marked;
+      }
+    }
+    for (auto& n : analysis->necessity) {
+      if (b.boundary == kEtaDagger && n.context == b.context && n.variant == b.variant &&
+          n.moderator == b.moderator && !n.unresolved_by_budget) {
+        n.unresolved_by_budget = true;
+        ++marked;
+      }
+    }
+  }
+  analysis->unresolved_by_budget += marked;
+  if (marked > 0) {
+    analysis->notes.push_back(absl::StrCat(marked, marked == 1 ? " boundary" : " boundaries",
+                                           " left unresolved by the refinement budget (",
+                                           plan->used, " of ", rule.max_new_runs(),
+                                           " new runs used): bracket still wider than until_ratio ",
+                                           rule.until_ratio(), ", marked [unresolved by budget]"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs, Options options) {

@@ -27,6 +27,13 @@ struct Bracket {
   std::string where;     // "qk_norm=none,n_layer=4" (η†: "n_layer=4,qk_norm=layernorm")
   double lo = 0;
   double hi = 0;
+  // The curve (η†: the treated variant's pair) it belongs to, to find it in an Analysis.
+  std::string context;
+  std::string variant;
+  std::string moderator;
+  // Wider than until_ratio, and its midpoint's runs did not fit what is left of max_new_runs:
+  // the budget, not the rule, ends its refinement.
+  bool unresolved_by_budget = false;
   double ratio() const { return hi / lo; }
 };
 
@@ -61,6 +68,14 @@ struct RefinePlan {
 absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<ablate::v1::Run>& runs,
                                           const ablate::v1::RefineStatus& rule,
                                           Options options = {});
+
+// Marks in `analysis` every boundary PlanRefinement(runs, rule, analysis->options) leaves
+// unresolved for want of budget (Bracket::unresolved_by_budget): the curve's
+// max_stable/max_good_unresolved_by_budget, the η† row's unresolved_by_budget, the count and a
+// note. `analysis` must come from Analyze(runs, analysis->options). The report calls it with the
+// sweep's RefineStatus (GetSweep, or sweep.json of an export).
+absl::Status MarkUnresolvedByBudget(const std::vector<ablate::v1::Run>& runs,
+                                    const ablate::v1::RefineStatus& rule, Analysis* analysis);
 
 struct PruneRun {
   int64_t run_id = 0;

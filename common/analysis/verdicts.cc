@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/analysis/curve_metrics.h"
+#include "common/analysis/stats.h"
 
 namespace ablate::analysis {
 namespace {
@@ -95,6 +96,33 @@ int Compare(const std::optional<double>& base, const std::optional<double>& trea
   return (lower ? t < b : t > b) ? 1 : -1;
 }
 
+// Where a boundary lies, as far as the runs say: in [lo, hi), lo the boundary itself (the last
+// LR that still held), hi the next LR tried above it (infinity when none was). "none" (the
+// smallest LR tried already failed) lies in [0, that LR).
+struct Span {
+  double lo = 0;
+  double hi = std::numeric_limits<double>::infinity();
+};
+
+Span BoundarySpan(const Curve& c, const std::optional<double>& value,
+                  const std::optional<double>& above) {
+  if (value) return {*value, above.value_or(std::numeric_limits<double>::infinity())};
+  for (const auto& p : c.points) {
+    if (p.n > 0) return {0, p.lr};
+  }
+  return {};
+}
+
+// -1 / 0 / +1: the treated boundary lies below / indistinguishably from / above the baseline's.
+// Boundaries are compared as brackets, not values: under a budget one curve's bracket may be
+// refined and the other's not, and a difference within a bracket is not a measured difference.
+// Only brackets that do not overlap decide.
+int CompareSpans(const Span& base, const Span& treated) {
+  if (LessOrClose(base.hi, treated.lo)) return 1;
+  if (LessOrClose(treated.hi, base.lo)) return -1;
+  return 0;
+}
+
 Verdict H2(const Analysis& a, const std::string& context, const std::string& variant) {
   const auto& o = a.options;
   int compared = 0, better = 0, worse = 0;
@@ -104,8 +132,10 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
     const Curve* q = a.FindCurve(context, variant, m);
     if (b == nullptr || q == nullptr || !b->opt_lr || !q->opt_lr) continue;
     ++compared;
-    const int stable = Compare(b->max_stable_lr, q->max_stable_lr, false);
-    const int good = Compare(b->max_good_lr, q->max_good_lr, false);
+    const int stable = CompareSpans(BoundarySpan(*b, b->max_stable_lr, b->max_stable_above),
+                                    BoundarySpan(*q, q->max_stable_lr, q->max_stable_above));
+    const int good = CompareSpans(BoundarySpan(*b, b->max_good_lr, b->max_good_above),
+                                  BoundarySpan(*q, q->max_good_lr, q->max_good_above));
     const int sens = (b->lr_sensitivity && q->lr_sensitivity)
                          // Sensitivities are losses: closer than the δ floor is a tie.
                          ? Compare(b->lr_sensitivity, q->lr_sensitivity, true, o.delta_floor)
@@ -133,60 +163,55 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
   return v;
 }
 
-// The median ratio between consecutive LRs of the grid (10 for a decade grid); 10 if unknown.
-double GridRatio(const Analysis& a) {
-  std::set<double> lrs;
-  for (const auto& c : a.curves) {
-    for (const auto& p : c.points) lrs.insert(p.lr);
-  }
-  std::vector<double> ratios;
-  for (auto it = lrs.begin(); it != lrs.end() && std::next(it) != lrs.end(); ++it) {
-    ratios.push_back(*std::next(it) / *it);
-  }
-  if (ratios.empty()) return 10;
-  std::sort(ratios.begin(), ratios.end());
-  return ratios[ratios.size() / 2];
-}
-
 Verdict H3(const Analysis& a, const std::string& context, const std::string& variant) {
   const auto& o = a.options;
-  std::vector<std::pair<std::string, std::optional<double>>> seq;
+  struct Entry {
+    std::string moderator;
+    std::optional<double> eta;
+    Span span;  // where η† lies as far as the runs say; "none" = (inf, inf)
+  };
+  std::vector<Entry> seq;
   for (const auto& m : a.moderators) {
     for (const auto& n : a.necessity) {
-      if (n.context == context && n.variant == variant && n.moderator == m) {
-        seq.emplace_back(m, n.eta_dagger);
+      if (n.context != context || n.variant != variant || n.moderator != m) continue;
+      Entry e{m, n.eta_dagger, {}};
+      if (!n.eta_dagger) {
+        e.span = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+      } else if (n.bracket_lo && n.bracket_hi) {
+        e.span = {*n.bracket_lo, *n.bracket_hi};  // interpolated: in (lo, hi]
+      } else {
+        e.span = {0, *n.eta_dagger};  // worse from the smallest compared LR on: at or below it
       }
+      seq.push_back(std::move(e));
     }
   }
   int defined = 0;
-  for (const auto& s : seq) defined += s.second ? 1 : 0;
+  for (const auto& e : seq) defined += e.eta ? 1 : 0;
   std::vector<std::string> parts;
-  for (const auto& [m, eta] : seq) parts.push_back(absl::StrCat(m, ": ", Num(eta)));
+  for (const auto& e : seq) parts.push_back(absl::StrCat(e.moderator, ": ", Num(e.eta)));
   Verdict v;
   v.hypothesis = "H3";
   v.outcome = "inconclusive";
   if (seq.size() >= 2 && defined >= 1) {
+    // Each η† is known only to its bracket (the two compared LRs it lies between): a step is a
+    // fall or a rise only when the two brackets are disjoint, so 0.00132 -> 0.00126 within one
+    // bracket is no trend, and 0.0012 in (1e-3, 3e-3] -> 0.0009 in (3e-4, 1e-3] is a fall
+    // (at 1e-3 the baseline was not worse at one depth and was at the other). Each η†'s own
+    // bracket, not a sweep-wide grid step: refining another group's LRs changes nothing here.
     // "none" = never needed = +infinity, so none -> 0.05 -> 0.01 is a falling threshold.
-    auto value = [](const std::optional<double>& e) {
-      return e.value_or(std::numeric_limits<double>::infinity());
-    };
-    // An interpolated η† is not resolved finer than the LR grid: steps smaller than half a
-    // grid step (in log LR) count as flat, so 0.00132 -> 0.00126 on a decade grid is no trend.
-    const double tol = 0.5 * std::log(GridRatio(a));
-    auto step = [&](double from, double to) {  // -1 falls, 0 flat, +1 rises
-      if (std::isinf(from) && std::isinf(to)) return 0;
-      if (std::isinf(from)) return -1;
-      if (std::isinf(to)) return 1;
-      const double d = std::log(to) - std::log(from);
-      return d < -tol ? -1 : (d > tol ? 1 : 0);
+    auto step = [](const Span& from, const Span& to) {  // -1 falls, 0 flat, +1 rises
+      if (std::isinf(from.lo) && std::isinf(to.lo)) return 0;
+      if (LessOrClose(to.hi, from.lo)) return -1;
+      if (LessOrClose(from.hi, to.lo)) return 1;
+      return 0;
     };
     bool rises = false, falls = false;
     for (size_t i = 1; i < seq.size(); ++i) {
-      const int s = step(value(seq[i - 1].second), value(seq[i].second));
+      const int s = step(seq[i - 1].span, seq[i].span);
       rises |= s > 0;
       falls |= s < 0;
     }
-    const int overall = step(value(seq.front().second), value(seq.back().second));
+    const int overall = step(seq.front().span, seq.back().span);
     if (!rises && overall < 0) {
       v.outcome = "supported";
     } else if (!falls || overall >= 0) {

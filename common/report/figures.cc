@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -157,9 +158,23 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
   std::vector<double> xs, ys;
   int block = 0;
   bool inferred = false, refined = false;
+  // A boundary's bracket the refinement budget left wider than until_ratio: shaded in the
+  // curve's colour, so the figure shows where the boundary could lie, not just a line.
+  std::vector<std::string> shades;
   for (size_t v = 0; v < a.variants.size(); ++v) {
     const Curve* c = a.FindCurve(context, a.variants[v], moderator);
     if (c == nullptr) continue;
+    for (const auto& [unresolved, lo, hi] :
+         {std::tuple{c->max_stable_unresolved_by_budget, c->max_stable_lr, c->max_stable_above},
+          std::tuple{c->max_good_unresolved_by_budget, c->max_good_lr, c->max_good_above}}) {
+      if (!unresolved || !lo || !hi) continue;
+      const std::string shade = absl::StrCat("set object rect from ", Num(*lo), ", graph 0 to ",
+                                             Num(*hi), ", graph 1 behind fc rgb '", Color(v),
+                                             "' fs transparent solid 0.12 noborder\n");
+      if (std::find(shades.begin(), shades.end(), shade) == shades.end()) {
+        shades.push_back(shade);
+      }
+    }
     std::string rows;
     for (const auto& p : c->points) {
       if (!p.loss) continue;
@@ -208,9 +223,13 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
   f.caption = ContextTitle(
       absl::StrCat(title, ": final validation loss vs LR, ", o.moderator_axis, "=", moderator,
                    a.max_seeds >= 2 ? " (band: ±1 seed std)" : " (1 seed: no band)",
-                   "; dashed: l0, where diverged runs count"),
+                   "; dashed: l0, where diverged runs count",
+                   shades.empty() ? ""
+                                  : "; shaded: a boundary's bracket left unresolved by the "
+                                    "refinement budget"),
       context);
   f.script = Preamble(f.name, f.caption, o.lr_axis, "final val loss (nats)", true, false);
+  for (const auto& shade : shades) f.script += shade;
   // The l0 line is the value every diverged run is counted at: it must be inside the range.
   if (l0) ys.push_back(*l0);
   const auto x = Extent(xs);
@@ -237,6 +256,12 @@ struct Series {
   // By a.moderators: the value is "none" (η†: never necessary), drawn as a marker at the top of
   // the plot rather than left out. Empty: no value is "none", a missing one is just missing.
   std::vector<bool> none;
+  // By a.moderators (η† only): the bracket of a value the refinement budget left unresolved,
+  // drawn as an error bar over it. Empty: none is.
+  std::vector<std::optional<std::pair<double, double>>> unresolved;
+  // By a.moderators: the value rests on skipped runs' ℓ0 (inferred, never measured), drawn
+  // hollow. Empty: none does.
+  std::vector<bool> inferred;
 };
 
 // `lr_extent` (η† only): the y range is the sweep's LRs, where every η† lies, and "none" is
@@ -270,7 +295,7 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
   }
   int block = 0;
   for (size_t s = 0; s < series.size(); ++s) {
-    bool any = false, any_none = false;
+    bool any = false, any_none = false, any_unresolved = false, any_inferred = false;
     std::string rows;
     for (size_t m = 0; m < a.moderators.size(); ++m) {
       const auto& v = series[s].values[m];
@@ -280,9 +305,18 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
       any |= usable;
       any_none |= none;
       if (usable) ys.push_back(*v);
+      const bool unresolved =
+          usable && m < series[s].unresolved.size() && series[s].unresolved[m].has_value();
+      any_unresolved |= unresolved;
+      const std::string bracket = unresolved
+                                      ? absl::StrCat(Num(series[s].unresolved[m]->first), " ",
+                                                     Num(series[s].unresolved[m]->second))
+                                      : std::string("? ?");
+      const bool inferred = usable && m < series[s].inferred.size() && series[s].inferred[m];
+      any_inferred |= inferred;
       // Data-file strings take double quotes; setting values never contain one.
       absl::StrAppend(&rows, m, " \"", a.moderators[m], "\" ", usable ? Num(*v) : "?", " ",
-                      none ? Num(*none_at) : "?", "\n");
+                      none ? Num(*none_at) : "?", " ", bracket, " ", inferred ? 1 : 0, "\n");
       if (none) {
         labels.push_back(absl::StrCat("set label 'none' at first ", m, ", first ", Num(*none_at),
                                       " center offset 0,1 tc rgb '", Color(s), "'\n"));
@@ -290,10 +324,25 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
     }
     if (!any && !any_none) continue;
     absl::StrAppend(&f.data, "# ", series[s].label, "\n# position ", a.options.moderator_axis,
-                    " value ('?' = none) none_marker\n", rows, "\n\n");
+                    " value ('?' = none) none_marker unresolved_lo unresolved_hi inferred\n", rows,
+                    "\n\n");
     plots.push_back(absl::StrCat("'", name, ".dat' index ", block,
                                  " using 1:3:xtic(2) with linespoints lw 2 pt 7 lc rgb '", Color(s),
                                  "' title ", Quote(series[s].label)));
+    if (any_inferred) {
+      const std::string where = absl::StrCat("'", name, ".dat' index ", block);
+      plots.push_back(absl::StrCat(
+          where, " using 1:($7 > 0 ? $3 : 1/0) with points pt 7 ps 1.2 lc rgb 'white' notitle"));
+      plots.push_back(absl::StrCat(where,
+                                   " using 1:($7 > 0 ? $3 : 1/0) with points pt 6 ps 1.2 lc rgb '",
+                                   Color(s), "' title ", Quote("rests on inferred points")));
+    }
+    if (any_unresolved) {
+      plots.push_back(
+          absl::StrCat("'", name, ".dat' index ", block,
+                       " using 1:3:5:6 with yerrorbars pt 6 lc rgb '", Color(s), "' title ",
+                       Quote(absl::StrCat(series[s].label, ": unresolved by budget (bracket)"))));
+    }
     if (any_none) {
       plots.push_back(absl::StrCat("'", name, ".dat' index ", block,
                                    " using 1:4:xtic(2) with points pt 9 lc rgb '", Color(s),
@@ -390,25 +439,33 @@ std::vector<Figure> BuildFigures(const Analysis& a, const std::string& title, co
       }
     }
     for (const auto& v : a.variants) {
-      Series sens{absl::StrCat(o.variant_axis, "=", v), {}, {}};
+      Series sens{absl::StrCat(o.variant_axis, "=", v), {}, {}, {}, {}};
       for (const auto& m : a.moderators) {
         const Curve* c = a.FindCurve(context, v, m);
         sens.values.push_back(c ? c->lr_sensitivity : std::nullopt);
+        sens.inferred.push_back(c != nullptr && c->sensitivity_inferred > 0);
       }
       sensitivity.push_back(std::move(sens));
       if (v == a.baseline) continue;
-      Series e{absl::StrCat(v, " vs ", a.baseline), {}, {}};
+      Series e{absl::StrCat(v, " vs ", a.baseline), {}, {}, {}, {}};
       for (const auto& m : a.moderators) {
         std::optional<double> value;
-        bool compared = false;
+        std::optional<std::pair<double, double>> unresolved;
+        bool compared = false, inferred = false;
         for (const auto& n : a.necessity) {
           if (n.context == context && n.variant == v && n.moderator == m) {
             value = n.eta_dagger;
             compared = true;
+            inferred = n.inferred > 0;
+            if (n.unresolved_by_budget && n.bracket_lo && n.bracket_hi) {
+              unresolved = std::make_pair(*n.bracket_lo, *n.bracket_hi);
+            }
           }
         }
         e.values.push_back(value);
         e.none.push_back(compared && !value);
+        e.unresolved.push_back(unresolved);
+        e.inferred.push_back(inferred);
       }
       eta.push_back(std::move(e));
     }

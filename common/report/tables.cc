@@ -31,6 +31,16 @@ std::string Steps(const Analysis& a, const Point* p) {
   return Fmt(p->steps_to_threshold, "never");
 }
 
+// After a boundary whose bracket the refinement budget left wider than until_ratio.
+constexpr const char* kUnresolved = " [unresolved by budget]";
+
+std::string Unresolved(bool unresolved) { return unresolved ? kUnresolved : ""; }
+
+// After a figure that rests on skipped runs' ℓ0 (pruned, never measured).
+std::string Inferred(int lrs) {
+  return lrs == 0 ? "" : absl::StrCat(" (", lrs, lrs == 1 ? " LR" : " LRs", " inferred)");
+}
+
 std::string CurveStatus(const Curve& c) {
   int pending = 0, failed = 0, absent = 0;
   for (const auto& p : c.points) {
@@ -67,10 +77,13 @@ Table SummaryTable(const Analysis& a) {
     std::vector<std::string> row;
     if (contexts) row.push_back(c.context);
     const Point* opt = PointAt(c, c.opt_lr);
-    row.insert(row.end(), {c.variant, c.moderator, Fmt(c.opt_lr), Fmt(c.opt_loss),
-                           Fmt(opt ? opt->perplexity : std::nullopt), Fmt(c.lr_sensitivity),
-                           Fmt(c.max_stable_lr), Fmt(c.max_good_lr), Steps(a, opt),
-                           absl::StrCat(c.seeds), CurveStatus(c)});
+    row.insert(row.end(),
+               {c.variant, c.moderator, Fmt(c.opt_lr), Fmt(c.opt_loss),
+                Fmt(opt ? opt->perplexity : std::nullopt),
+                absl::StrCat(Fmt(c.lr_sensitivity), Inferred(c.sensitivity_inferred)),
+                absl::StrCat(Fmt(c.max_stable_lr), Unresolved(c.max_stable_unresolved_by_budget)),
+                absl::StrCat(Fmt(c.max_good_lr), Unresolved(c.max_good_unresolved_by_budget)),
+                Steps(a, opt), absl::StrCat(c.seeds), CurveStatus(c)});
     if (mixed) row.push_back(c.mixed.empty() ? "-" : absl::StrJoin(c.mixed, ", "));
     t.rows.push_back(std::move(row));
   }
@@ -83,9 +96,15 @@ Table NecessityTable(const Analysis& a) {
   for (const auto& n : a.necessity) {
     const std::string how =
         !n.eta_dagger ? "never necessary" : (n.interpolated ? "interpolated" : "at a grid LR");
-    t.rows.push_back({n.context.empty() ? "-" : n.context, n.moderator,
-                      absl::StrCat(n.variant, " vs ", n.baseline), Fmt(n.eta_dagger),
-                      absl::StrCat(how, ": ", n.detail, MixedMark(n.mixed))});
+    t.rows.push_back(
+        {n.context.empty() ? "-" : n.context, n.moderator,
+         absl::StrCat(n.variant, " vs ", n.baseline),
+         absl::StrCat(Fmt(n.eta_dagger), Unresolved(n.unresolved_by_budget)),
+         absl::StrCat(how, ": ", n.detail, MixedMark(n.mixed),
+                      n.inferred == 0 ? ""
+                                      : absl::StrCat(" [", n.inferred,
+                                                     " compared LRs rest on skipped runs: "
+                                                     "inferred]"))});
   }
   return t;
 }
@@ -96,7 +115,7 @@ Table BoundaryTable(const Analysis& a) {
   t.header = {"boundary", "where", "value", "bracket (lo, hi)", "ratio"};
   auto add = [&](const std::string& boundary, const std::string& where,
                  const std::optional<double>& value, const std::optional<double>& lo,
-                 const std::optional<double>& hi) {
+                 const std::optional<double>& hi, bool unresolved) {
     std::string bracket = "-", ratio = "-";
     if (lo && hi) {
       bracket = absl::StrCat("(", Fmt(lo), ", ", Fmt(hi), ")");
@@ -105,20 +124,22 @@ Table BoundaryTable(const Analysis& a) {
       bracket = absl::StrCat("(", Fmt(lo), ", open)");
       ratio = "open";
     }
-    t.rows.push_back({boundary, where, Fmt(value), bracket, ratio});
+    t.rows.push_back({boundary, where, Fmt(value), bracket, ratio + Unresolved(unresolved)});
   };
   for (const auto& c : a.curves) {
     std::string where =
         absl::StrCat(o.variant_axis, "=", c.variant, " ", o.moderator_axis, "=", c.moderator);
     if (!c.context.empty()) where = absl::StrCat(c.context, " ", where);
-    add("max stable LR", where, c.max_stable_lr, c.max_stable_lr, c.max_stable_above);
-    add("max good LR", where, c.max_good_lr, c.max_good_lr, c.max_good_above);
+    add("max stable LR", where, c.max_stable_lr, c.max_stable_lr, c.max_stable_above,
+        c.max_stable_unresolved_by_budget);
+    add("max good LR", where, c.max_good_lr, c.max_good_lr, c.max_good_above,
+        c.max_good_unresolved_by_budget);
   }
   for (const auto& n : a.necessity) {
     std::string where =
         absl::StrCat(o.moderator_axis, "=", n.moderator, " ", n.variant, " vs ", n.baseline);
     if (!n.context.empty()) where = absl::StrCat(n.context, " ", where);
-    add("eta-dagger", where, n.eta_dagger, n.bracket_lo, n.bracket_hi);
+    add("eta-dagger", where, n.eta_dagger, n.bracket_lo, n.bracket_hi, n.unresolved_by_budget);
   }
   return t;
 }

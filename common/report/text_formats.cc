@@ -40,8 +40,8 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
   if (a.refined > 0 || a.inferred > 0) {
     absl::StrAppend(&out, a.refined,
                     " runs are at LRs the sweep's refinement added (marked [refined rK]); they "
-                    "enter every boundary and figure, but LR sensitivity uses the base grid's LRs "
-                    "only. ",
+                    "enter every boundary and figure, but eta*, loss* and LR sensitivity use the "
+                    "base grid's LRs only. ",
                     a.inferred,
                     " runs were skipped above divergence and count as diverged at l0 "
                     "(inferred, hollow markers).\n\n");
@@ -71,7 +71,9 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
   }
   out +=
       "\n## Boundaries as brackets\n\nEach boundary lies between two tried LRs; the ratio "
-      "hi/lo is how sharply the runs locate it (refinement narrows it).\n\n";
+      "hi/lo is how sharply the runs locate it (refinement narrows it). [unresolved by budget]: "
+      "the sweep refines this boundary, but its bracket is still wider than until_ratio because "
+      "the refinement budget (max_new_runs) ran out.\n\n";
   out += RenderMarkdown(BoundaryTable(a));
   out += "\n## Final validation loss vs LR\n\nMean ± sample std over finished seeds (n).\n";
   for (const auto& context : a.contexts) {

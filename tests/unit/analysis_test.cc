@@ -235,7 +235,7 @@ TEST(Analysis, EtaDaggerEdgeCases) {
     EXPECT_FALSE(n.eta_dagger.has_value());
     EXPECT_THAT(n.detail, HasSubstr("<= delta"));
   }
-  {  // Only compared up to the treated variant's max stable LR: the gap at 0.1 is past it.
+  {  // Only compared up to the treated variant's max good LR: the gap at 0.1 is past it.
     RunSet s;
     s.Add("none", "2", "0.001", 0, 3.0);
     s.Add("none", "2", "0.01", 0, 3.0);
@@ -261,7 +261,7 @@ TEST(Analysis, EtaDaggerEdgeCases) {
     EXPECT_DOUBLE_EQ(*c.opt_lr, 0.001);  // ties go to the smaller LR
     EXPECT_DOUBLE_EQ(*c.lr_sensitivity, 0.0);
     EXPECT_FALSE(a.necessity[0].eta_dagger.has_value());
-    EXPECT_THAT(a.necessity[0].detail, HasSubstr("no stable LR"));
+    EXPECT_THAT(a.necessity[0].detail, HasSubstr("no good LR"));
   }
   {  // A single LR: figures exist, H1 cannot be judged.
     RunSet s;
@@ -520,6 +520,24 @@ TEST(Analysis, SkippedRunsCountAsDivergedAndAreInferred) {
   EXPECT_TRUE(noted);
 }
 
+TEST(Analysis, FiguresRestingOnSkippedRunsCountTheirInferredLrs) {
+  // none diverged at 0.01 (every seed) and was skipped at 0.1, where layernorm still trains
+  // well: the gap there, and none's LR sensitivity, rest on an inferred l0.
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.001", seed, 3.0);
+    s.Add("none", "2", "0.01", seed, -1);
+    s.Add("none", "2", "0.1", seed, 0, ablate::v1::SKIPPED).clear_result();
+    for (const char* lr : {"0.001", "0.01", "0.1"}) s.Add("layernorm", "2", lr, seed, 3.0);
+  }
+  const auto a = s.Analyse();
+  EXPECT_EQ(CurveOf(a, "none", "2")->sensitivity_inferred, 1);
+  EXPECT_EQ(CurveOf(a, "layernorm", "2")->sensitivity_inferred, 0);
+  ASSERT_EQ(a.necessity.size(), 1u);
+  EXPECT_EQ(a.necessity[0].inferred, 1);
+  EXPECT_DOUBLE_EQ(*a.necessity[0].bracket_hi, 0.01);
+}
+
 TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
   RunSet s;
   for (const char* lr : {"0.001", "0.01", "0.1"}) s.Add("none", "2", lr, 0, 3.0);
@@ -538,6 +556,136 @@ TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
   EXPECT_EQ(r.sensitivity_points, b.sensitivity_points);
   EXPECT_EQ(At(r, 0.316228).refine_round, 1);
   EXPECT_EQ(refined.refined, 1);
+}
+
+TEST(Analysis, ARefinedPointOnTheCurveLeavesLrSensitivityUnchanged) {
+  // ℓ(η) = 3 + 0.5 (log10 η + 1.5)^2, a parabola in log LR with its minimum between the grid's
+  // 1e-2 and 1e-1: the grid sees 4.125, 3.125, 3.125, 4.125; the refined midpoint 0.0316228
+  // lies on the same curve at 3.0. ℓ* and LR sensitivity come from the base grid alike, so the
+  // midpoint moves neither: sensitivity over [3e-4, 0.3] = (1 + 0 + 0) / 3 against ℓ* = 3.125.
+  auto loss = [](double lr) { return 3 + 0.5 * std::pow(std::log10(lr) + 1.5, 2); };
+  RunSet s;
+  for (const char* lr : {"0.001", "0.01", "0.1", "1"})
+    s.Add("none", "2", lr, 0, loss(std::stod(lr)));
+  const auto base = s.Analyse();
+  s.Add("none", "2", "0.0316228", 0, loss(0.0316228)).set_refine_round(1);
+  const auto refined = s.Analyse();
+  const Curve& b = *CurveOf(base, "none", "2");
+  const Curve& r = *CurveOf(refined, "none", "2");
+  EXPECT_NEAR(*b.lr_sensitivity, 1.0 / 3, 1e-9);
+  EXPECT_NEAR(*r.lr_sensitivity, *b.lr_sensitivity, 0.01);
+  // The ℓ* reported is the one the sensitivity is measured from.
+  EXPECT_NEAR(*r.opt_loss, 3.125, 1e-9);
+  EXPECT_DOUBLE_EQ(*r.opt_lr, 0.01);
+}
+
+TEST(Analysis, EtaDaggerIsComparedUpToTheTreatedVariantsMaxGoodLr) {
+  // The real case: none - layernorm = +0.93 nats at lr = 0.3, but at 1.687 (layernorm's max
+  // stable LR, both near the edge) +0.05 with δ = 0.22, so "worse at every LR up to the max
+  // stable LR" gave η† = none. Layernorm: η* = 0.1 (3.01), good while ℓ <= 3.01 + 0.2 (8 -
+  // 3.01) = 4.008, so max good LR = 0.95 (3.61); 1.687 (5.41) is stable but not good. At 0.95,
+  // the top compared LR, seeds scatter (none 3.65, 3.87): d = 0.15 < δ = 2 x 0.1105, the one
+  // noisy point at the top the rule forgives since 0.1 and 0.3 below it both hold. η† lies
+  // where the gap opens, between 0.03 (d = 0, δ = 0.028) and 0.1 (d = 0.5).
+  RunSet s;
+  const char* lrs[] = {"0.01", "0.03", "0.1", "0.3", "0.95", "1.687", "3"};
+  const double ln[][2] = {{3.5, 3.52}, {3.2, 3.22}, {3.0, 3.02}, {3.05, 3.07},
+                          {3.6, 3.62}, {5.3, 5.52}, {-1, -1}};
+  const double none[][2] = {{3.5, 3.52},  {3.2, 3.22},  {3.5, 3.52}, {3.98, 4.0},
+                            {3.65, 3.87}, {5.35, 5.57}, {-1, -1}};
+  for (int i = 0; i < 7; ++i) {
+    for (int seed : {0, 1}) {
+      s.Add("layernorm", "4", lrs[i], seed, ln[i][seed]);
+      s.Add("none", "4", lrs[i], seed, none[i][seed]);
+    }
+  }
+  const auto a = s.Analyse();
+  const Curve& q = *CurveOf(a, "layernorm", "4");
+  EXPECT_DOUBLE_EQ(*q.max_stable_lr, 1.687);
+  EXPECT_DOUBLE_EQ(*q.max_good_lr, 0.95);
+  const Necessity& n = a.necessity[0];
+  ASSERT_TRUE(n.eta_dagger.has_value()) << n.detail;
+  EXPECT_DOUBLE_EQ(*n.cap, 0.95);
+  EXPECT_DOUBLE_EQ(*n.bracket_lo, 0.03);
+  EXPECT_DOUBLE_EQ(*n.bracket_hi, 0.1);
+  EXPECT_GT(*n.eta_dagger, 0.03);
+  EXPECT_LT(*n.eta_dagger, 0.1);
+  EXPECT_THAT(n.detail, HasSubstr("lr=0.95"));
+  // Two failing points at the top are no noise: with none as good as layernorm at 0.3 too,
+  // the baseline is not worse up to the max good LR, and η† is none.
+  for (auto& r : s.runs) {
+    if (r.grid_values().at("qk_norm") == "none" && r.grid_values().at("lr") == "0.3") {
+      r.mutable_result()->set_final_val_loss(r.seed() == 0 ? 3.05 : 3.07);
+    }
+  }
+  EXPECT_FALSE(s.Analyse().necessity[0].eta_dagger.has_value());
+}
+
+TEST(Analysis, H2ComparesBoundariesAsBracketsAndOverlapIsATie) {
+  // none's max stable LR was refined to (0.0177828, 0.0316228), layernorm's stayed on the grid
+  // at (0.01, 0.1): the brackets overlap, so neither is higher. Max good LR likewise. LR
+  // sensitivity (base grid 1e-3, 1e-2, 1e-1): none (0.5 + 0 + 5) / 3, layernorm (0.1 + 0 + 5) / 3,
+  // lower by 0.133 > δ: H2 holds on the one comparison that is resolved.
+  RunSet s;
+  s.Add("none", "2", "0.001", 0, 3.5);
+  s.Add("none", "2", "0.01", 0, 3.0);
+  s.Add("none", "2", "0.0177828", 0, 3.1).set_refine_round(1);
+  s.Add("none", "2", "0.0316228", 0, -1).set_refine_round(1);
+  s.Add("none", "2", "0.1", 0, -1);
+  s.Add("layernorm", "2", "0.001", 0, 3.1);
+  s.Add("layernorm", "2", "0.01", 0, 3.0);
+  s.Add("layernorm", "2", "0.1", 0, -1);
+  const auto a = s.Analyse();
+  EXPECT_DOUBLE_EQ(*CurveOf(a, "none", "2")->max_stable_lr, 0.0177828);
+  EXPECT_DOUBLE_EQ(*CurveOf(a, "layernorm", "2")->max_stable_lr, 0.01);
+  ASSERT_EQ(a.verdicts[1].hypothesis, "H2");
+  EXPECT_EQ(a.verdicts[1].outcome, "supported") << a.verdicts[1].line;
+  // Brackets that do not overlap still decide: layernorm stable up to 0.1 (above: 1).
+  s.runs.back().set_state(ablate::v1::SUCCEEDED);
+  s.runs.back().mutable_result()->set_diverged(false);
+  s.runs.back().mutable_result()->set_final_val_loss(3.05);
+  s.Add("layernorm", "2", "1", 0, -1);
+  s.Add("none", "2", "1", 0, -1);
+  const auto b = s.Analyse();
+  EXPECT_EQ(b.verdicts[1].outcome, "supported") << b.verdicts[1].line;
+  EXPECT_THAT(b.verdicts[1].line, HasSubstr("stable 0.01778->0.1"));
+}
+
+TEST(Analysis, H3ToleranceIsEachEtaDaggersOwnBracket) {
+  // Grid 3e-4, 1e-3, 3e-3, 1e-2, one seed (δ = 0.02), layernorm 3.0 everywhere. η† lies in
+  // (1e-3, 3e-3) at depth 2 (≈ 0.0012) and in (3e-4, 1e-3) at depth 8 (≈ 0.0009): at 1e-3 the
+  // baseline is not worse at depth 2 and is at depth 8, so η† fell, though by less than half a
+  // grid step. Dense refined LRs in another context must not change that.
+  RunSet s;
+  const char* lrs[] = {"0.0003", "0.001", "0.003", "0.01"};
+  const double d2[] = {0, 0, 0.1205, 0.5}, d8[] = {0, 0.0219, 0.3, 0.5};
+  for (int i = 0; i < 4; ++i) {
+    s.Add("none", "2", lrs[i], 0, 3.0 + d2[i]);
+    s.Add("none", "8", lrs[i], 0, 3.0 + d8[i]);
+    s.Add("layernorm", "2", lrs[i], 0, 3.0);
+    s.Add("layernorm", "8", lrs[i], 0, 3.0);
+  }
+  auto h3 = [](const Analysis& a) {
+    for (const auto& v : a.verdicts) {
+      if (v.hypothesis == "H3" && v.context.empty()) return v;
+    }
+    ADD_FAILURE() << "no H3";
+    return Verdict{};
+  };
+  const auto a = s.Analyse();
+  ASSERT_EQ(a.necessity.size(), 2u);
+  EXPECT_NEAR(*a.necessity[0].eta_dagger, 0.0012, 0.00005);
+  EXPECT_DOUBLE_EQ(*a.necessity[0].bracket_lo, 0.001);
+  EXPECT_NEAR(*a.necessity[1].eta_dagger, 0.0009, 0.00005);
+  EXPECT_DOUBLE_EQ(*a.necessity[1].bracket_hi, 0.001);
+  EXPECT_EQ(h3(a).outcome, "supported") << h3(a).line;
+  for (const char* lr : {"0.000387298", "0.000547723", "0.000707107", "0.00083666", "0.00122474",
+                         "0.00173205", "0.00223607", "0.0025923"}) {
+    s.Add("none", "2", lr, 0, 3.0).set_refine_round(1);
+    (*s.runs.back().mutable_grid_values())["pos"] = "rope";
+  }
+  const auto b = s.Analyse();
+  EXPECT_EQ(h3(b).outcome, "supported") << h3(b).line;
 }
 
 ablate::v1::RefineStatus Rule(std::vector<std::string> boundaries, double until = 1.3,
@@ -656,6 +804,30 @@ TEST(Refine, ABracketThatDoesNotFitTheBudgetIsLeftWhole) {
   plan = PlanRefinement(s.runs, Rule({"max_stable"}, 1.3, /*budget=*/3));
   EXPECT_EQ(plan->runs.size(), 2u);
   EXPECT_FALSE(plan->budget_exhausted);
+}
+
+TEST(Refine, BoundariesTheBudgetLeftUnresolvedAreMarked) {
+  RunSet s = StableBracketSet();
+  s.Add("none", "2", "0.0001", 0, 3.2).set_refine_round(1);  // one refined run already
+  const auto rule = Rule({"max_stable"}, 1.3, /*budget=*/2);
+  auto plan = PlanRefinement(s.runs, rule);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->brackets.size(), 1u);
+  EXPECT_TRUE(plan->brackets[0].unresolved_by_budget);
+  EXPECT_EQ(plan->brackets[0].variant, "none");
+  EXPECT_EQ(plan->brackets[0].moderator, "2");
+  Analysis a = s.Analyse();
+  ASSERT_TRUE(MarkUnresolvedByBudget(s.runs, rule, &a).ok());
+  const Curve& c = *CurveOf(a, "none", "2");
+  EXPECT_TRUE(c.max_stable_unresolved_by_budget);
+  EXPECT_FALSE(c.max_good_unresolved_by_budget);  // not a boundary the rule refines
+  EXPECT_EQ(a.unresolved_by_budget, 1);
+  EXPECT_THAT(a.notes, testing::Contains(HasSubstr("1 boundary left unresolved")));
+  // With the budget for it, the bracket is being refined, not left unresolved.
+  Analysis b = s.Analyse();
+  ASSERT_TRUE(MarkUnresolvedByBudget(s.runs, Rule({"max_stable"}, 1.3, 3), &b).ok());
+  EXPECT_FALSE(CurveOf(b, "none", "2")->max_stable_unresolved_by_budget);
+  EXPECT_EQ(b.unresolved_by_budget, 0);
 }
 
 TEST(Refine, EtaDaggerAddsTheMidpointForBothVariants) {

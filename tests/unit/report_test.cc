@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "absl/strings/str_split.h"
+#include "common/analysis/refine.h"
 #include "common/report/csv.h"
 #include "common/report/export.h"
 #include "common/report/figures.h"
@@ -183,6 +184,16 @@ TEST(WriteReport, BoundariesAreBracketsAndRefinedAndInferredPointsAreMarked) {
   const auto json = nlohmann::json::parse(FormatJson(*analysis));
   EXPECT_EQ(json["inferred"], 2);
   EXPECT_EQ(json["refined"], 2);
+  // The skipped point at 0.3 is in [3e-4, 0.3]: none's LR sensitivity at depth 8 rests on an
+  // inferred l0, and every output says so; the other curves' do not.
+  EXPECT_EQ(json["curves"][1]["sensitivity_inferred"], 1);
+  EXPECT_EQ(json["curves"][0]["sensitivity_inferred"], 0);
+  EXPECT_THAT(table, testing::ContainsRegex("none +8 +0.001 +3.005 +[0-9.]+ +[0-9.]+ "
+                                            "\\(1 LR inferred\\) "));
+  EXPECT_THAT(md, HasSubstr("(1 LR inferred)"));
+  const std::string sens = Slurp(dir + "/lr_sensitivity.gp");
+  EXPECT_THAT(sens, HasSubstr("'rests on inferred points'"));
+  EXPECT_THAT(Slurp(dir + "/lr_sensitivity.dat"), HasSubstr("1 \"8\" 2.7225 ? ? ? 1\n"));
 }
 
 TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
@@ -403,6 +414,57 @@ TEST(Figures, EtaDaggerNoneEverywhereIsDrawnWithNoneMarked) {
   EXPECT_LT(y0, 0.001);
   EXPECT_THAT(eta->script, HasSubstr("title 'layernorm vs none: none'"));
   EXPECT_THAT(eta->data, HasSubstr("0 \"2\" ? "));  // no value, a marker
+}
+
+TEST(WriteReport, BoundariesTheRefinementBudgetLeftUnresolvedAreMarked) {
+  auto runs = StudyRuns();
+  runs[1].set_state(ablate::v1::SUCCEEDED);  // a complete sweep
+  *runs[1].mutable_result() = runs[0].result();
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  // A spent budget: none's max stable bracket at depth 8, (0.01, 0.1), and both η† brackets,
+  // (0.001, 0.01), stay wider than until_ratio.
+  ablate::v1::RefineStatus rule;
+  rule.set_axis("lr");
+  rule.add_boundaries("max_stable");
+  rule.add_boundaries("eta_dagger");
+  rule.set_until_ratio(1.3);
+  rule.set_max_new_runs(0);
+  ASSERT_TRUE(analysis::MarkUnresolvedByBudget(runs, rule, &*analysis).ok());
+  EXPECT_EQ(analysis->unresolved_by_budget, 3);
+  const std::string table = FormatTable(*analysis);
+  EXPECT_THAT(table, testing::ContainsRegex("max stable LR +qk_norm=none n_layer=8 +0.01 +"
+                                            "\\(0.01, 0.1\\) +10 \\[unresolved by budget\\]"));
+  EXPECT_THAT(table, testing::ContainsRegex("max stable LR +qk_norm=layernorm n_layer=8 +0.1 "
+                                            "+\\(0.1, open\\) +open\n"));
+  EXPECT_THAT(table, testing::ContainsRegex("eta-dagger +n_layer=2 layernorm vs none .*"
+                                            "\\[unresolved by budget\\]"));
+  EXPECT_THAT(table, HasSubstr("note: 3 boundaries left unresolved by the refinement budget"));
+  const auto j = nlohmann::json::parse(FormatJson(*analysis));
+  EXPECT_EQ(j["unresolved_by_budget"], 3);
+  EXPECT_TRUE(j["curves"][1]["max_stable_unresolved_by_budget"].get<bool>());  // none, depth 8
+  EXPECT_FALSE(j["curves"][0]["max_stable_unresolved_by_budget"].get<bool>());
+  EXPECT_TRUE(j["necessity"][0]["unresolved_by_budget"].get<bool>());
+  const auto figures = BuildFigures(*analysis, "t", Terminals{});
+  const Figure* f8 = FindFigure(figures, "loss_vs_lr__n_layer_8");
+  ASSERT_NE(f8, nullptr);
+  EXPECT_THAT(f8->script, HasSubstr("set object rect from 0.01, graph 0 to 0.1, graph 1"));
+  EXPECT_THAT(f8->caption, HasSubstr("unresolved by the refinement budget"));
+  EXPECT_THAT(FindFigure(figures, "loss_vs_lr__n_layer_2")->script,
+              Not(HasSubstr("set object rect")));
+  const Figure* eta = FindFigure(figures, "eta_dagger");
+  ASSERT_NE(eta, nullptr);
+  EXPECT_THAT(eta->script, HasSubstr("with yerrorbars"));
+  EXPECT_THAT(eta->script, HasSubstr("unresolved by budget"));
+  EXPECT_THAT(eta->data, HasSubstr(" 0.001 0.01 0\n"));
+  // gnuplot draws them: no warning, every PNG written.
+  const std::string dir = TempDir() + "/out";
+  auto written = WriteReport(*analysis, runs, ReportOptions{}, dir);
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_THAT(written->warnings, testing::IsEmpty());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/eta_dagger.png"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/loss_vs_lr__n_layer_8.png"));
+  EXPECT_THAT(Slurp(dir + "/report.md"), HasSubstr("[unresolved by budget]"));
 }
 
 TEST(Formats, TableMarkdownAndJsonCarryTheFigures) {
