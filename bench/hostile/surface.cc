@@ -40,12 +40,11 @@ std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token, double second
 }
 
 std::string SweepYaml(const std::string& name, const std::string& extra = "") {
-  return absl::StrCat(
-      "name: ", name,
-      "\ndata: {train: \"synthetic:50\", val: \"synthetic:10\"}\n"
-      "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100}\n"
-      "grid:\n  lr: [0.001, 0.002, 0.004, 0.008, 0.016, 0.032]\n",
-      extra);
+  return absl::StrCat("name: ", name,
+                      "\ndata: {train: \"synthetic:50\", val: \"synthetic:10\"}\n"
+                      "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100}\n"
+                      "grid:\n  lr: [0.001, 0.002, 0.004, 0.008, 0.016, 0.032]\n",
+                      extra);
 }
 
 // One worker-side lease as the attacks use it.
@@ -99,7 +98,8 @@ class Surface {
     v1::LeaseResponse resp;
     auto s = w_->Lease(Ctx(token).get(), req, &resp);
     if (s.ok() && !resp.has_run()) return grpc::Status(StatusCode::NOT_FOUND, "nothing queued");
-    if (held != nullptr) *held = {resp.lease().run_id(), resp.lease().attempt(), resp.lease().token()};
+    if (held != nullptr)
+      *held = {resp.lease().run_id(), resp.lease().attempt(), resp.lease().token()};
     return s;
   }
   grpc::Status Heartbeat(const std::string& token, int64_t worker, const Held& h,
@@ -160,8 +160,7 @@ class Surface {
     writer->WritesDone();
     return writer->Finish();
   }
-  grpc::Status GetCheckpoint(const std::string& token, const Held& h,
-                             const std::string& sha = "") {
+  grpc::Status GetCheckpoint(const std::string& token, const Held& h, const std::string& sha = "") {
     v1::GetCheckpointRequest req;
     req.set_run_id(h.run);
     req.set_attempt(h.attempt);
@@ -310,11 +309,12 @@ class Surface {
     ++attacks_;
     const bool as_expected = got.error_code() == want;
     if (!as_expected) ++unexpected_;
-    std::printf("%-16s %-60s %-19s %-19s%s\n", rpc, what.substr(0, 60).c_str(),
-                CodeName(want).c_str(), CodeName(got.error_code()).c_str(),
-                as_expected ? "" : absl::StrCat("  <-- NOT AS EXPECTED: ", got.error_message())
-                                       .substr(0, 200)
-                                       .c_str());
+    std::printf(
+        "%-16s %-60s %-19s %-19s%s\n", rpc, what.substr(0, 60).c_str(), CodeName(want).c_str(),
+        CodeName(got.error_code()).c_str(),
+        as_expected
+            ? ""
+            : absl::StrCat("  <-- NOT AS EXPECTED: ", got.error_message()).substr(0, 200).c_str());
   }
 
   bool SetUp() {
@@ -361,8 +361,8 @@ class Surface {
     Expect("ReportLogs", u, denied, Logs(t_.user, ra_, 1, 10));
     v1::DataPrepClaimResponse cr;
     Expect("ClaimDataPrep", u, denied, Claim(t_.user, a_, Sha256Hex("k"), &cr));
-    Expect("PutPreparedFile", u, denied, PutPrepared(t_.user, Sha256Hex("k"), Sha256Hex("c"),
-                                                     "tokens_train", "x", 1));
+    Expect("PutPreparedFile", u, denied,
+           PutPrepared(t_.user, Sha256Hex("k"), Sha256Hex("c"), "tokens_train", "x", 1));
     Expect("PublishDataPrep", u, denied, Publish(t_.user, Sha256Hex("k"), Sha256Hex("c"), {}));
     Expect("GetPreparedFile", u, denied, GetPrepared(t_.user, checkpoint_ref_.sha256()));
     Expect("Deregister", u, denied, Deregister(t_.user, a_));
@@ -414,8 +414,8 @@ class Surface {
     stolen.set_sha256(checkpoint_ref_.sha256());
     stolen.set_size_bytes(checkpoint_ref_.size_bytes());
     Expect("PublishDataPrep", "a data set naming worker a's checkpoint as tokens_train",
-           StatusCode::FAILED_PRECONDITION, Publish(t_.worker_b, key_, claim_,
-                                                    {refs[0], refs[1], stolen}));
+           StatusCode::FAILED_PRECONDITION,
+           Publish(t_.worker_b, key_, claim_, {refs[0], refs[1], stolen}));
     std::string bytes;
     Expect("GetPreparedFile", "worker a's checkpoint by its sha256", StatusCode::NOT_FOUND,
            GetPrepared(t_.worker_b, checkpoint_ref_.sha256(), &bytes));
@@ -425,8 +425,7 @@ class Surface {
     Expect("ClaimDataPrep", "renew the claim with a guessed claim token",
            StatusCode::FAILED_PRECONDITION,
            Claim(t_.worker_a, a_, key_, &renew, std::string(64, 'f')));
-    Expect("PutPreparedFile", "upload under a guessed claim token",
-           StatusCode::FAILED_PRECONDITION,
+    Expect("PutPreparedFile", "upload under a guessed claim token", StatusCode::FAILED_PRECONDITION,
            PutPrepared(t_.worker_a, key_, std::string(64, 'f'), "tokens_train", "t", 1));
     if (!Lease(t_.worker_b, b_, &rb_).ok()) return;
     Expect("Complete", "final weights = worker a's checkpoint (another run)",
@@ -453,16 +452,16 @@ class Surface {
     }
     Expect("PublishDataPrep", "9 files", StatusCode::INVALID_ARGUMENT,
            Publish(t_.worker_b, key_, claim_, nine));
-    Expect("ReportLogs", "101 lines", StatusCode::INVALID_ARGUMENT, Logs(t_.worker_a, ra_, 101, 10));
+    Expect("ReportLogs", "101 lines", StatusCode::INVALID_ARGUMENT,
+           Logs(t_.worker_a, ra_, 101, 10));
     Expect("ReportLogs", "a 513-byte line", StatusCode::INVALID_ARGUMENT,
            Logs(t_.worker_a, ra_, 1, 513));
     Expect("PutPreparedFile", "announces more than --max-prepared-bytes",
            StatusCode::INVALID_ARGUMENT,
            PutPrepared(t_.worker_b, key_, claim_, "tokens_train", "x", int64_t{1} << 40));
-    Expect("PutPreparedFile", "announces 1 KB, sends 70 MB (cap 64 MiB)",
-           StatusCode::INVALID_ARGUMENT,
-           PutPrepared(t_.worker_b, key_, claim_, "tokens_train", std::string(70 << 20, 'p'),
-                       1024));
+    Expect(
+        "PutPreparedFile", "announces 1 KB, sends 70 MB (cap 64 MiB)", StatusCode::INVALID_ARGUMENT,
+        PutPrepared(t_.worker_b, key_, claim_, "tokens_train", std::string(70 << 20, 'p'), 1024));
     Expect("PutCheckpoint", "announces more than --max-checkpoint-bytes",
            StatusCode::INVALID_ARGUMENT, PutCheckpoint(t_.worker_a, ra_, "x", int64_t{1} << 40));
   }
@@ -472,8 +471,8 @@ class Surface {
            PutPrepared(t_.worker_b, key_, claim_, "../../etc/passwd", "x", 1));
     Expect("GetPreparedFile", "sha256 \"../../../etc/passwd\"", StatusCode::INVALID_ARGUMENT,
            GetPrepared(t_.worker_b, "../../../etc/passwd"));
-    Expect("GetCheckpoint", "sha256 \"../../../etc/passwd\" (own lease)",
-           StatusCode::NOT_FOUND, GetCheckpoint(t_.worker_a, ra_, "../../../etc/passwd"));
+    Expect("GetCheckpoint", "sha256 \"../../../etc/passwd\" (own lease)", StatusCode::NOT_FOUND,
+           GetCheckpoint(t_.worker_a, ra_, "../../../etc/passwd"));
     Expect("GetArtifact", "name \"../../etc/passwd\"", StatusCode::INVALID_ARGUMENT,
            GetArtifact(t_.admin, ra_.run, "../../etc/passwd"));
     Expect("SubmitSweep", "data.train \"../../etc/passwd\"", StatusCode::INVALID_ARGUMENT,
@@ -491,9 +490,9 @@ class Surface {
            Submit(t_.admin, SweepYaml("r2", "refine: {max_new_runs: -1}\n")));
     Expect("SubmitSweep", "refine.axis \"../lr\"", bad,
            Submit(t_.admin, SweepYaml("r3", "refine: {axis: ../lr, max_new_runs: 4}\n")));
-    Expect("SubmitSweep", "refine.boundaries [everything]", bad,
-           Submit(t_.admin,
-                  SweepYaml("r4", "refine: {boundaries: [everything], max_new_runs: 4}\n")));
+    Expect(
+        "SubmitSweep", "refine.boundaries [everything]", bad,
+        Submit(t_.admin, SweepYaml("r4", "refine: {boundaries: [everything], max_new_runs: 4}\n")));
     Expect("SubmitSweep", "prune.above_divergence \"maybe\"", bad,
            Submit(t_.admin, SweepYaml("r5", "prune: {above_divergence: maybe}\n")));
     Expect("SubmitSweep", "refine.max_new_runs 10^12", bad,
@@ -542,8 +541,7 @@ class Surface {
     // Final weights of 32 MB, downloaded 8 at once by user tokens (allowed: any user may).
     const std::string weights(32 << 20, 'f');
     v1::CheckpointRef ref;
-    if (PutCheckpoint(t_.worker_a, ra_, weights, static_cast<int64_t>(weights.size()), &ref)
-            .ok() &&
+    if (PutCheckpoint(t_.worker_a, ra_, weights, static_cast<int64_t>(weights.size()), &ref).ok() &&
         Complete(t_.worker_a, ra_, v1::SUCCEEDED, &ref).ok()) {
       timed("GetArtifact: 32 MB final weights", 2, [&] {
         int64_t bytes = 0;

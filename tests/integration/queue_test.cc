@@ -526,7 +526,8 @@ TEST_F(QueueTest, UnknownWorkerIsToldToRegister) {
   v1::LeaseResponse resp;
   auto s = WorkerStub()->Lease(Ctx().get(), req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_EQ(s.error_message(), "worker 424242 is not registered with this token (call Register first)");
+  EXPECT_EQ(s.error_message(),
+            "worker 424242 is not registered with this token (call Register first)");
 }
 
 }  // namespace

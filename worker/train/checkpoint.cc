@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/file.h"
+#include "worker/train/torch_error.h"
 
 namespace ablate::train {
 namespace {
@@ -131,6 +132,9 @@ absl::Status LoadCheckpoint(const std::string& path, GPT& model, AdamW& optimize
       opt.exp_avg_sq.push_back(s);
     }
     optimizer.LoadState(opt);
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": unreadable checkpoint: ", TorchErrorLine(e)));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": unreadable checkpoint: ", e.what()));
   }

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/threads.h"
+#include "worker/train/torch_error.h"
 #include "worker/train/trainer.h"
 
 #if __has_include(<cuda_runtime_api.h>)
@@ -131,6 +132,9 @@ absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested) {
     auto device = ResolveDevice(requested);
     if (!device.ok()) return device.status();
     return DescribeDeviceInfo(*device);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(
+        absl::StrCat("probing device '", requested, "': ", TorchErrorLine(e)));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("probing device '", requested, "': ", e.what()));
   }

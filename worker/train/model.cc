@@ -35,8 +35,13 @@ torch::Tensor GPTImpl::Linear::operator()(const torch::Tensor& x) const {
   return torch::linear(x, weight, bias);
 }
 
+// Precision under bf16 autocast is explicit here, not left to the device's autocast op lists
+// (CPU autocast in LibTorch 1.13 runs layer_norm in its input's dtype, CUDA's in fp32; the lists
+// also change between releases): every norm, the softcap, the softmax and the loss take fp32 in
+// and give fp32 out, and only the GEMMs run in bf16. CPU and CUDA then run the same numerics.
+// In fp32 runs every cast below is a no-op that returns its input.
 torch::Tensor GPTImpl::Norm::operator()(const torch::Tensor& x, double eps) const {
-  return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+  return torch::layer_norm(x.to(torch::kFloat), {weight.size(0)}, weight, bias, eps);
 }
 
 GPTImpl::GPTImpl(const ablate::v1::RunConfig& config, int64_t vocab_size)
@@ -158,8 +163,9 @@ torch::Tensor GPTImpl::Dropout(const torch::Tensor& x) const {
 torch::Tensor GPTImpl::NormalizeHead(const Norm& norm, const torch::Tensor& x) const {
   const double eps = config_.qk_norm_eps();
   if (config_.qk_norm() == "layernorm") return norm(x, eps);
-  // RMSNorm: no mean subtraction, no shift.
-  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * norm.weight;
+  // RMSNorm: no mean subtraction, no shift; in fp32 like every norm.
+  const auto xf = x.to(torch::kFloat);
+  return xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * norm.weight;
 }
 
 torch::Tensor GPTImpl::ApplyRope(const torch::Tensor& x) const {
@@ -198,7 +204,10 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
   // run's own; see ScopedDropoutGenerator). Its default scale is 1/sqrt(hd), the same as below.
   if (probe == nullptr && config_.attn_softcap() <= 0 &&
       (!is_training() || config_.dropout() <= 0)) {
-    auto y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0,
+    // Under bf16, q and k leave QK-norm in fp32 while v comes from a bf16 GEMM: the fused
+    // kernel takes one dtype, the GEMM dtype (it accumulates its softmax in fp32 itself).
+    auto y = at::scaled_dot_product_attention(q.to(v.scalar_type()), k.to(v.scalar_type()), v,
+                                              /*attn_mask=*/{}, /*dropout_p=*/0.0,
                                               /*is_causal=*/true);
     return Dropout(b.attn_proj(y.transpose(1, 2).contiguous().view({batch, t, c})));
   }
@@ -208,7 +217,7 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
   torch::Tensor att;
   if (config_.attn_softcap() > 0) {
     // The cap must act before the mask (tanh(-inf) would unmask), so this path stays unfused.
-    att = torch::matmul(q, k.transpose(-2, -1)) * scale;
+    att = (torch::matmul(q, k.transpose(-2, -1)) * scale).to(torch::kFloat);
     if (probe != nullptr) RecordQk(q, k, att, mask, probe);
     const double cap = config_.attn_softcap();
     att = torch::tanh(att / cap) * cap;
@@ -223,7 +232,7 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
               .view({batch, h, t, t});
     if (probe != nullptr) RecordQk(q, k, att, mask, probe);
   }
-  att = torch::softmax(att, -1);
+  att = torch::softmax(att, -1, torch::kFloat);
   if (probe != nullptr) probe->attn_entropy = AttentionEntropy(att);
   att = Dropout(att);
   auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, t, c});

@@ -31,6 +31,7 @@
 #include "common/util/threads.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "spdlog/spdlog.h"
 #include "worker/train/adamw.h"
 #include "worker/train/autocast.h"
 #include "worker/train/batches.h"
@@ -43,6 +44,7 @@
 #include "worker/train/probes.h"
 #include "worker/train/schedule.h"
 #include "worker/train/step.h"
+#include "worker/train/torch_error.h"
 
 namespace ablate::train {
 namespace {
@@ -499,8 +501,13 @@ absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOp
   try {
     Run run(complete, options, observer);
     return run.Execute();
+  } catch (const c10::Error& e) {
+    // LibTorch reports shape errors, out-of-memory and the like as c10::Error, whose what()
+    // carries a C++ stack trace: the run's error is the cause alone, the trace goes to the
+    // worker's debug log.
+    spdlog::debug("training failed; LibTorch's full report:\n{}", e.what());
+    return absl::InternalError(absl::StrCat("training failed: ", TorchErrorLine(e)));
   } catch (const std::exception& e) {
-    // LibTorch reports shape errors, out-of-memory and the like as c10::Error.
     return absl::InternalError(absl::StrCat("training failed: ", e.what()));
   }
 }
