@@ -4,11 +4,16 @@
 #include <gmock/gmock.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "pqxx/pqxx"
+#include "server/store/pqxx_compat.h"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -23,6 +28,32 @@ constexpr char kData[] =
 
 class RefineTest : public ServerFixture {
  protected:
+  // Long leases, so none lapses by accident; ExpireLease forces one and the reaper (every 0.2 s)
+  // does the rest.
+  void Configure(server::ServerOptions* o) override {
+    o->lease_seconds = 30;
+    o->reap_interval_seconds = 0.2;
+  }
+
+  void ExpireLease(int64_t run) {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    server::pg::Exec(
+        tx, "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run);
+    tx.commit();
+  }
+
+  // Polls (bounded) until the sweep has `n` runs; returns the last read.
+  v1::GetSweepResponse WaitForRuns(int64_t sweep, int n) {
+    v1::GetSweepResponse got;
+    for (int i = 0; i < 100; ++i) {
+      got = GetSweep(sweep);
+      if (got.runs_size() >= n) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return got;
+  }
+
   void SetUp() override {
     ServerFixture::SetUp();
     ASSERT_NE(StartReplica(options_), nullptr);
@@ -183,6 +214,52 @@ TEST_F(RefineTest, PrunesAboveAnLrWhereEverySeedDivergedAndRetryRunsThemAfterAll
   for (const auto& r : RunsAt(sweep, "0.1")) queued += r.state() == v1::QUEUED ? 1 : 0;
   EXPECT_EQ(queued, 1);
   EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
+}
+
+// Every way a run ends goes through the same after-run step: a curve whose last run the reaper
+// fails (attempts exhausted) or the user cancels settles, and its bracket is refined then, not
+// at some later Complete that may never come.
+TEST_F(RefineTest, ARunTheReaperFailsSettlesItsCurveAndRefinesIt) {
+  const std::string yaml = absl::StrCat(
+      "name: reaped\n", kData,
+      "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\nmax_attempts: 1\n"
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto base = LeaseAll(w);
+  ASSERT_EQ(base.size(), 4u);
+  ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
+  ASSERT_TRUE(Complete(base.at("0.01/0"), v1::SUCCEEDED, 2.5).ok());
+  ASSERT_TRUE(Complete(base.at("0.1/0"), v1::DIVERGED, 0).ok());
+  EXPECT_EQ(GetSweep(sweep).runs_size(), 4) << "lr 1 is still running: the curve is unsettled";
+  ExpireLease(base.at("1/0").spec().run_id());  // its worker vanished; attempt 1 of 1: failed
+  const auto got = WaitForRuns(sweep, 5);
+  ASSERT_EQ(got.runs_size(), 5) << "the reaper's failure did not trigger refinement";
+  EXPECT_EQ(got.sweep().state(), "active");
+  EXPECT_EQ(RunsAt(sweep, "1")[0].state(), v1::FAILED);
+  EXPECT_EQ(RunsAt(sweep, "0.0316228").size(), 1u);
+}
+
+TEST_F(RefineTest, CancellingACurvesLastPendingRunRefinesIt) {
+  const std::string yaml = absl::StrCat(
+      "name: cancelled\n", kData, "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n",
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto base = LeaseAll(w);
+  ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
+  ASSERT_TRUE(Complete(base.at("0.01/0"), v1::SUCCEEDED, 2.5).ok());
+  ASSERT_TRUE(Complete(base.at("0.1/0"), v1::DIVERGED, 0).ok());
+  v1::CancelSweepRequest cancel;
+  cancel.mutable_sweep()->set_id(sweep);
+  cancel.add_run_ids(base.at("1/0").spec().run_id());
+  v1::CancelSweepResponse cancelled;
+  ASSERT_TRUE(SweepStub()->CancelSweep(Ctx().get(), cancel, &cancelled).ok());
+  EXPECT_EQ(cancelled.cancelled(), 1);
+  const auto got = GetSweep(sweep);
+  EXPECT_EQ(got.runs_size(), 5) << "cancelling the last pending run did not trigger refinement";
+  EXPECT_EQ(got.sweep().state(), "active");
+  EXPECT_EQ(RunsAt(sweep, "0.0316228").size(), 1u);
 }
 
 TEST_F(RefineTest, SubmitRefusesARefineOnANonLogAxisWithFileAndLine) {
