@@ -69,6 +69,11 @@ struct Limits {
 absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view file_name,
                                      const Limits& limits = {});
 
+// Re-reads a sweep file that ParseSweep accepted before (the server's stored spec_yaml): the same
+// parse and checks, without walking the grid again and without a grid size limit, so re-reading
+// a 100,000-run sweep costs what its text costs.
+absl::StatusOr<SweepSpec> ParseStoredSweep(std::string_view yaml, std::string_view file_name);
+
 // Expands the grid into run specs in the sweep's order: defaults applied, cell keys and
 // grid_values set, run_id/sweep_id left 0. Fails if any run's config is invalid.
 absl::StatusOr<std::vector<ablate::v1::RunSpec>> Expand(const SweepSpec& sweep,
@@ -82,6 +87,14 @@ absl::StatusOr<int64_t> CountRuns(const SweepSpec& sweep, const Limits& limits =
 // grid costs kilobytes where Expand's vector costs ~150 MB.
 using RunSink = std::function<absl::Status(ablate::v1::RunSpec&&)>;
 absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunSink& sink);
+
+// The run the grid expansion gives at one grid point: `grid_values` names a value for every grid
+// axis (canonical text; seed included when the grid has a seed axis), which need not be one of
+// the axis's listed values; refinement adds runs between grid LRs with it. The same code as
+// ForEachRun builds each run with, so every derived setting (min_lr = lr x min_lr_ratio, ...)
+// follows the point's own values. Errors name the file, the line and the field.
+absl::StatusOr<ablate::v1::RunSpec> ExpandPoint(
+    const SweepSpec& sweep, const google::protobuf::Map<std::string, std::string>& grid_values);
 
 // The order in which `order: coarse_to_fine` visits the n values of the lr axis: both ends,
 // the middle, then bisection level by level, rounding towards the nearer end so the sequence is

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -280,8 +281,9 @@ absl::Status ParseSetting(const YamlSource& source, const YAML::Node& key, const
   return absl::OkStatus();
 }
 
+// `walk`: expand and validate every run (a file ParseSweep accepted before skips it).
 absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, const Limits& limits,
-                            SweepSpec* sweep) {
+                            bool walk, SweepSpec* sweep) {
   if (!root.IsMap()) {
     return source.Error(root, "",
                         "a sweep file is a mapping with keys name, data, fixed, grid, ...");
@@ -414,6 +416,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
     return source.Error(prune_line, "prune.above_divergence",
                         "needs a learning-rate grid axis (lr, or refine.axis) to prune along");
   }
+  if (!walk) return absl::OkStatus();
   // Expansion is where per-run problems (n_embd % n_head, warmup > steps) surface; do it now so
   // a bad file is refused at submit, not when a worker picks up the bad run.
   return ForEachRun(*sweep, limits, [](ablate::v1::RunSpec&&) { return absl::OkStatus(); });
@@ -433,7 +436,21 @@ absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view fil
   ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
   SweepSpec sweep;
   sweep.file_name = std::string(file_name);
-  RETURN_IF_ERROR(source.CatchYaml([&] { return ParseSweepBody(source, root, limits, &sweep); }));
+  RETURN_IF_ERROR(
+      source.CatchYaml([&] { return ParseSweepBody(source, root, limits, true, &sweep); }));
+  return sweep;
+}
+
+absl::StatusOr<SweepSpec> ParseStoredSweep(std::string_view yaml, std::string_view file_name) {
+  RETURN_IF_ERROR(CheckFileName(file_name));
+  const YamlSource source{std::string(file_name)};
+  ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
+  SweepSpec sweep;
+  sweep.file_name = std::string(file_name);
+  Limits unbounded;
+  unbounded.max_runs = std::numeric_limits<int64_t>::max();
+  RETURN_IF_ERROR(
+      source.CatchYaml([&] { return ParseSweepBody(source, root, unbounded, false, &sweep); }));
   return sweep;
 }
 

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/sweep/sweep.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "pqxx/pqxx"
 #include "server/store/pqxx_compat.h"
 #include "tests/integration/harness.h"
@@ -214,6 +216,69 @@ TEST_F(RefineTest, PrunesAboveAnLrWhereEverySeedDivergedAndRetryRunsThemAfterAll
   for (const auto& r : RunsAt(sweep, "0.1")) queued += r.state() == v1::QUEUED ? 1 : 0;
   EXPECT_EQ(queued, 1);
   EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
+}
+
+// Issue: refinement copied the lower bracket end's stored spec and changed only `lr`, so a
+// refined run kept the template's absolute min_lr (lr x min_lr_ratio of another LR). A refined
+// run must be exactly what expanding the sweep file with its LR on the grid gives.
+TEST_F(RefineTest, RefinedRunsAreTheSweepFilesExpansionAtTheirLr) {
+  const std::string yaml =
+      "name: refine-spec\n"
+      "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: 256}}\n"
+      "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100, warmup: 10,\n"
+      "        min_lr_ratio: 0.2}\n"
+      "grid:\n  lr: {logspace: {min: 1.0e-3, max: 1.0e-1, per_decade: 1}}\n"
+      "  n_layer: [1, 2]\n  seed: [0, 1]\n"
+      "threshold: {train_loss: 3.0}\n"
+      "divergence: {loss_above_init_by: 2.0, patience: 7}\n"
+      "keep_final: false\n"
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 16}\n";
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto parsed = sweep::ParseSweep(yaml, "sweep.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  // The grid: 0.1 diverges everywhere, the rest trains; every run refinement adds trains too.
+  const std::set<std::string> grid = {"0.001", "0.01", "0.1"};
+  int refined = 0;
+  for (;;) {
+    auto l = Lease(w);
+    if (!l.has_run()) break;
+    if (grid.count(l.spec().grid_values().at("lr")) > 0) {
+      const bool diverge = l.spec().grid_values().at("lr") == "0.1";
+      ASSERT_TRUE(Complete(l, diverge ? v1::DIVERGED : v1::SUCCEEDED, 2.5).ok());
+      continue;
+    }
+    v1::RunSpec got = l.spec();
+    const std::string lr = got.grid_values().at("lr");
+    // What the grid would have run at this LR: the same file with this one value on the lr axis.
+    sweep::SweepSpec at = *parsed;
+    for (auto& axis : at.grid) {
+      if (axis.name == "lr") axis.values = {lr};
+    }
+    auto expanded = sweep::Expand(at);
+    ASSERT_TRUE(expanded.ok()) << expanded.status();
+    const v1::RunSpec* want = nullptr;
+    for (const auto& r : *expanded) {
+      if (r.cell() == got.cell() && r.grid_values().at("seed") == got.grid_values().at("seed")) {
+        want = &r;
+      }
+    }
+    ASSERT_NE(want, nullptr) << got.cell();
+    got.set_run_id(0);
+    got.set_sweep_id(0);
+    std::string diff;
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(differ.Compare(*want, got))
+        << got.cell() << "/" << got.grid_values().at("seed") << ":\n"
+        << diff;
+    EXPECT_DOUBLE_EQ(got.config().min_lr(), got.config().lr() * 0.2) << got.cell();
+    ++refined;
+    ASSERT_TRUE(Complete(l, v1::SUCCEEDED, 2.4).ok());
+  }
+  // Two curves, two seeds, and at least the first round's midpoint for each.
+  EXPECT_GE(refined, 4);
+  EXPECT_EQ(GetSweep(sweep).sweep().counts().refined(), refined);
 }
 
 // Every way a run ends goes through the same after-run step: a curve whose last run the reaper

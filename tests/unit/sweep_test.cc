@@ -412,6 +412,40 @@ TEST(Refine, BadInputIsRefusedWithFileLineAndField) {
               HasSubstr("s.yaml:4: refine.axis: grid.lr (line 3) is not a log-spaced"));
 }
 
+// ExpandPoint is the grid walk's run at any point: derived settings follow the point's values.
+TEST(ExpandPoint, GivesTheGridsRunAtAPointBetweenGridValues) {
+  auto s = ParseSweep(Sweep("fixed: {min_lr_ratio: 0.2}\n"
+                            "grid: {lr: [0.001, 0.1], n_layer: [1, 2], seed: [0, 1]}\n"),
+                      "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  google::protobuf::Map<std::string, std::string> at;
+  at["lr"] = "0.01";
+  at["n_layer"] = "2";
+  at["seed"] = "1";
+  auto run = ExpandPoint(*s, at);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_DOUBLE_EQ(run->config().lr(), 0.01);
+  EXPECT_DOUBLE_EQ(run->config().min_lr(), 0.002);  // 0.2 x its own lr, not a template's
+  EXPECT_EQ(run->config().n_layer(), 2);
+  EXPECT_EQ(run->config().seed(), 1);
+  EXPECT_EQ(run->cell(), "lr=0.01,n_layer=2");
+  // A grid point comes out exactly as the walk made it.
+  auto grid = Expand(*s);
+  ASSERT_TRUE(grid.ok());
+  const ablate::v1::RunSpec& first = grid->front();
+  auto same = ExpandPoint(*s, first.grid_values());
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*same, first));
+  at.erase("n_layer");
+  EXPECT_THAT(ExpandPoint(*s, at).status().message(),
+              HasSubstr("s.yaml:4: grid.n_layer: no value given"));
+  at["n_layer"] = "x";
+  EXPECT_THAT(ExpandPoint(*s, at).status().message(), HasSubstr("s.yaml:4: grid.n_layer:"));
+  at["n_layer"] = "2";
+  at["pos"] = "rope";
+  EXPECT_THAT(ExpandPoint(*s, at).status().message(), HasSubstr("'pos' is not a grid axis"));
+}
+
 TEST(Rejections, MalformedDocumentsComeBackAsErrorsNotExceptions) {
   const std::vector<std::string> docs = {
       "",
