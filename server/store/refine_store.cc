@@ -1,6 +1,7 @@
 #include "server/store/refine_store.h"
 
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,57 @@ int Prune(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
   for (const auto& row : done) skipped[row[0].as<int64_t>()] = true;
   for (auto& run : *runs) {
     if (skipped.count(run.id()) > 0) run.set_state(v1::SKIPPED);
+  }
+  return static_cast<int>(done.size());
+}
+
+// skipped -> queued for the runs whose pruning the evidence no longer supports (a success above
+// their wall, or their wall LR retried and succeeding): PlanRequeue. The event is `unskipped`,
+// not `requeued`, so a later, consistent wall may skip them again (a user's retry is final).
+int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
+            std::vector<v1::Run>* runs) {
+  auto plan = analysis::PlanRequeue(*runs, options);
+  if (!plan.ok()) {
+    LogPlanningError(sweep_id, plan.status());
+    return 0;
+  }
+  if (plan->empty()) return 0;
+  std::vector<int64_t> ids;
+  std::vector<std::string> reasons;
+  for (const auto& p : *plan) {
+    ids.push_back(p.run_id);
+    reasons.push_back(p.reason);
+  }
+  pqxx::result done =
+      pg::Exec(tx,
+               "WITH u AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)), "
+               "q AS (UPDATE runs r SET state = 'queued', error = '', finished_at = NULL "
+               "  FROM u WHERE r.id = u.id AND r.sweep_id = $1 AND r.state = 'skipped' "
+               "  RETURNING r.id, r.attempt, r.device, u.reason), "
+               "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+               "  SELECT id, 'unskipped', attempt, reason FROM q) "
+               "SELECT id, device FROM q",
+               sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
+  if (done.empty()) return 0;
+  std::set<std::string> devices;
+  std::set<int64_t> requeued;
+  for (const auto& row : done) {
+    requeued.insert(row[0].as<int64_t>());
+    devices.insert(row[1].as<std::string>());
+  }
+  for (auto& run : *runs) {
+    if (requeued.count(run.id()) > 0) {
+      run.set_state(v1::QUEUED);
+      run.clear_error();
+    }
+  }
+  // A sweep finished by its pruning has work again.
+  pg::Exec(tx,
+           "UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1 "
+           "AND state = 'finished'",
+           sweep_id);
+  for (const auto& device : devices) {
+    pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), device);
   }
   return static_cast<int>(done.size());
 }
@@ -168,6 +220,7 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
   if (runs.empty()) return out;
   if (prune) {
     out.skipped = Prune(tx, sweep_id, options, &runs);
+    out.requeued = Requeue(tx, sweep_id, options, &runs);
   }
   if (refine) {
     out.added =

@@ -56,6 +56,14 @@ class RefineTest : public ServerFixture {
     return got;
   }
 
+  std::vector<v1::RunEvent> Events(int64_t run) {
+    v1::ListRunEventsRequest req;
+    req.set_run_id(run);
+    v1::ListRunEventsResponse resp;
+    EXPECT_TRUE(SweepStub()->ListRunEvents(Ctx().get(), req, &resp).ok());
+    return {resp.events().begin(), resp.events().end()};
+  }
+
   void SetUp() override {
     ServerFixture::SetUp();
     ASSERT_NE(StartReplica(options_), nullptr);
@@ -325,6 +333,76 @@ TEST_F(RefineTest, CancellingACurvesLastPendingRunRefinesIt) {
   EXPECT_EQ(got.runs_size(), 5) << "cancelling the last pending run did not trigger refinement";
   EXPECT_EQ(got.sweep().state(), "active");
   EXPECT_EQ(RunsAt(sweep, "0.0316228").size(), 1u);
+}
+
+// Pruning needs consistent evidence: a run above the wall that succeeds, or the wall's own run
+// retried and succeeding, brings the runs it skipped back into the queue, with an event saying
+// why.
+TEST_F(RefineTest, ASuccessAboveTheWallRequeuesItsSkippedRuns) {
+  const std::string yaml = absl::StrCat("name: unwall\n", kData,
+                                        "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n"
+                                        "prune: {above_divergence: true}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto base = LeaseAll(w);
+  ASSERT_EQ(base.size(), 4u);
+  // 0.1 goes back to the queue unrun; 1 stays leased (a worker is training it).
+  ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
+  ExpireLease(base.at("0.1/0").spec().run_id());
+  for (int i = 0; i < 100 && RunsAt(sweep, "0.1")[0].state() != v1::QUEUED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(RunsAt(sweep, "0.1")[0].state(), v1::QUEUED);
+  // The one seed diverges at 0.01 and nothing above has succeeded: 0.1 is skipped.
+  ASSERT_TRUE(Complete(base.at("0.01/0"), v1::DIVERGED, 0).ok());
+  const auto skipped = RunsAt(sweep, "0.1")[0];
+  ASSERT_EQ(skipped.state(), v1::SKIPPED);
+  // Then 1 trains fine: the divergence at 0.01 was no wall.
+  ASSERT_TRUE(Complete(base.at("1/0"), v1::SUCCEEDED, 2.0).ok());
+  const auto back = RunsAt(sweep, "0.1")[0];
+  EXPECT_EQ(back.state(), v1::QUEUED);
+  EXPECT_EQ(back.error(), "");
+  const auto events = Events(skipped.id());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind(), "unskipped");
+  EXPECT_THAT(events.back().message(), HasSubstr("succeeded at lr=1"));
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
+  auto l = Lease(w);
+  ASSERT_TRUE(l.has_run());
+  EXPECT_EQ(l.spec().run_id(), skipped.id());
+}
+
+TEST_F(RefineTest, ARetriedSkippedRunThatSucceedsRequeuesTheRestOfTheWall) {
+  const std::string yaml = absl::StrCat("name: retried\n", kData,
+                                        "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n"
+                                        "prune: {above_divergence: true}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  ASSERT_TRUE(Complete(Lease(w), v1::SUCCEEDED, 3.0).ok());  // 0.001
+  ASSERT_TRUE(Complete(Lease(w), v1::DIVERGED, 0).ok());     // 0.01: 0.1 and 1 are skipped
+  const auto first = RunsAt(sweep, "0.1")[0];
+  const auto second = RunsAt(sweep, "1")[0];
+  ASSERT_EQ(first.state(), v1::SKIPPED);
+  ASSERT_EQ(second.state(), v1::SKIPPED);
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "finished");
+  // ablate retry --state skipped --run <0.1>: it trains, so 0.01 was no wall for 1 either.
+  v1::RetryRunsRequest retry;
+  retry.mutable_sweep()->set_id(sweep);
+  retry.add_run_ids(first.id());
+  retry.add_states(v1::SKIPPED);
+  v1::RetryRunsResponse requeued;
+  ASSERT_TRUE(SweepStub()->RetryRuns(Ctx().get(), retry, &requeued).ok());
+  ASSERT_EQ(requeued.requeued(), 1);
+  auto again = Lease(w);
+  ASSERT_EQ(again.spec().run_id(), first.id());
+  EXPECT_EQ(RunsAt(sweep, "1")[0].state(), v1::SKIPPED) << "no new evidence yet";
+  ASSERT_TRUE(Complete(again, v1::SUCCEEDED, 2.5).ok());
+  EXPECT_EQ(RunsAt(sweep, "1")[0].state(), v1::QUEUED);
+  const auto events = Events(second.id());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind(), "unskipped");
+  EXPECT_THAT(events.back().message(), HasSubstr("succeeded at lr=0.1"));
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
 }
 
 TEST_F(RefineTest, SubmitRefusesARefineOnANonLogAxisWithFileAndLine) {
