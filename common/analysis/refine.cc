@@ -284,4 +284,42 @@ absl::StatusOr<std::vector<PruneRun>> PlanRequeue(const std::vector<Run>& runs, 
   return out;
 }
 
+Options PlanningOptions(const sweep::SweepSpec& sweep) {
+  Options o;
+  const sweep::AnalysisSettings& a = sweep.analysis;
+  if (a.tau) o.tau = *a.tau;
+  if (a.delta) o.delta_floor = *a.delta;
+  if (a.lr_min) o.lr_min = *a.lr_min;
+  if (a.lr_max) o.lr_max = *a.lr_max;
+  if (a.variant) o.variant_axis = *a.variant;
+  if (a.by) o.moderator_axis = *a.by;
+  if (sweep.refine) o.lr_axis = sweep.refine->axis();
+  return o;
+}
+
+std::vector<std::string> OptionDifferences(const Options& used, const Options& planned) {
+  std::vector<std::string> out;
+  auto number = [&](const char* name, double u, double p) {
+    if (std::fabs(u - p) > 1e-12 * std::max(std::fabs(u), std::fabs(p))) {
+      out.push_back(absl::StrCat(name, " ", sweep::FormatDouble(u), " (refined for ",
+                                 sweep::FormatDouble(p), ")"));
+    }
+  };
+  auto text = [&](const char* name, const std::string& u, const std::string& p) {
+    if (u != p) out.push_back(absl::StrCat(name, " ", u, " (refined for ", p, ")"));
+  };
+  number("tau", used.tau, planned.tau);
+  number("delta", used.delta_floor, planned.delta_floor);
+  if (std::fabs(used.lr_min - planned.lr_min) > 1e-12 * planned.lr_min ||
+      std::fabs(used.lr_max - planned.lr_max) > 1e-12 * planned.lr_max) {
+    out.push_back(absl::StrCat("lr range ", sweep::FormatDouble(used.lr_min), ":",
+                               sweep::FormatDouble(used.lr_max), " (refined for ",
+                               sweep::FormatDouble(planned.lr_min), ":",
+                               sweep::FormatDouble(planned.lr_max), ")"));
+  }
+  text("variant", used.variant_axis, planned.variant_axis);
+  text("by", used.moderator_axis, planned.moderator_axis);
+  return out;
+}
+
 }  // namespace ablate::analysis

@@ -12,6 +12,7 @@
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
 #include "common/analysis/analysis.h"
+#include "common/sweep/sweep.h"
 
 namespace ablate::analysis {
 
@@ -83,5 +84,15 @@ absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<ablate::v1::
 // run PlanPruning would skip on the same runs. `reason` says which success freed the run.
 absl::StatusOr<std::vector<PruneRun>> PlanRequeue(const std::vector<ablate::v1::Run>& runs,
                                                   Options options = {});
+
+// The options a sweep's refinement and pruning are planned with and `ablate report` defaults
+// to: analysis::Options with the sweep file's `analysis:` applied (tau, delta -> delta_floor,
+// lr_range -> lr_min/lr_max, variant -> variant_axis, by -> moderator_axis) and lr_axis the
+// refined axis (`refine.axis`, else lr).
+Options PlanningOptions(const sweep::SweepSpec& sweep);
+
+// What differs between the options a report uses and those its sweep was planned with, e.g.
+// {"tau 0.3 (refined for 0.2)"}; empty when they agree.
+std::vector<std::string> OptionDifferences(const Options& used, const Options& planned);
 
 }  // namespace ablate::analysis

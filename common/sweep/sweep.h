@@ -31,6 +31,19 @@ struct Axis {
 
 enum class Order { kGrid, kCoarseToFine };
 
+// `analysis:` (docs/sweep-file.md#analysis-options): the analysis options the server plans
+// refinement and pruning with, and `ablate report`'s defaults, so both bracket the same
+// boundaries. Unset fields keep ablate::analysis::Options' defaults (common/analysis/refine.h,
+// PlanningOptions, maps them).
+struct AnalysisSettings {
+  std::optional<double> tau;     // max good LR's tolerance, in (0, 1)
+  std::optional<double> delta;   // η†'s δ floor in nats, >= 0
+  std::optional<double> lr_min;  // LR sensitivity's range, within the grid's LRs
+  std::optional<double> lr_max;
+  std::optional<std::string> variant;  // the axis compared (a grid axis)
+  std::optional<std::string> by;       // the moderator axis (a grid axis)
+};
+
 struct SweepSpec {
   std::string name;
   std::string file_name;
@@ -50,6 +63,7 @@ struct SweepSpec {
   // max_new_runs; new_runs/rounds stay 0 here (the server counts them).
   std::optional<ablate::v1::RefineStatus> refine;
   bool prune_above_divergence = false;  // `prune: {above_divergence: true}`
+  AnalysisSettings analysis;            // `analysis:`
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)

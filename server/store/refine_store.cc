@@ -204,14 +204,15 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
     LogPlanningError(sweep_id, absl::InternalError("sweeps.refine is not a RefineStatus"));
     return out;
   }
-  // The sweep file as submitted: refined runs are expanded from it. Parsed before taking the
-  // lock; without the grid walk it costs what the text costs.
+  // The sweep file as submitted: refined runs are expanded from it, and its `analysis:` options
+  // are what the boundaries are planned with (the ones `ablate report` defaults to). Parsed
+  // before taking the lock; without the grid walk it costs what the text costs.
   auto sweep = sweep::ParseStoredSweep(s[0][5].as<std::string>(), s[0][6].as<std::string>());
   if (!sweep.ok()) {
     LogPlanningError(sweep_id, sweep.status());
     return out;
   }
-  const analysis::Options options{};  // the report's defaults
+  const analysis::Options options = analysis::PlanningOptions(*sweep);
   pg::Exec(tx, "SELECT pg_advisory_xact_lock($1, $2)", kRefineLockClass,
            static_cast<int>(sweep_id % 2147483647));
   // Read after taking the lock: READ COMMITTED gives each statement a fresh snapshot, so this

@@ -207,5 +207,34 @@ TEST(RequeueRule, PlanningIsStable) {
   EXPECT_THAT(c.Pruned(), IsEmpty());
 }
 
+// `analysis:` in the sweep file is what the server plans with and what the report defaults to.
+TEST(PlanningOptions, MapTheSweepFilesAnalysisOntoOptions) {
+  auto s = sweep::ParseSweep(
+      "name: t\ndata: {train: a, val: b}\n"
+      "grid: {lr: [0.001, 0.01, 0.1], pos: [learned, rope], n_embd: [64, 128]}\n"
+      "analysis: {tau: 0.3, delta: 0.05, lr_range: [0.001, 0.01], variant: pos, by: n_embd}\n",
+      "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  const Options o = PlanningOptions(*s);
+  EXPECT_DOUBLE_EQ(o.tau, 0.3);
+  EXPECT_DOUBLE_EQ(o.delta_floor, 0.05);
+  EXPECT_DOUBLE_EQ(o.lr_min, 0.001);
+  EXPECT_DOUBLE_EQ(o.lr_max, 0.01);
+  EXPECT_EQ(o.variant_axis, "pos");
+  EXPECT_EQ(o.moderator_axis, "n_embd");
+  EXPECT_EQ(o.lr_axis, "lr");
+  EXPECT_THAT(OptionDifferences(o, o), IsEmpty());
+  Options asked = o;
+  asked.tau = 0.2;
+  asked.moderator_axis = "n_layer";
+  EXPECT_THAT(OptionDifferences(asked, o),
+              ElementsAre("tau 0.2 (refined for 0.3)", "by n_layer (refined for n_embd)"));
+  // Nothing given: the defaults, as `ablate report` has them.
+  auto plain =
+      sweep::ParseSweep("name: t\ndata: {train: a, val: b}\ngrid: {lr: [0.001, 0.01]}\n", "s.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_THAT(OptionDifferences(PlanningOptions(*plain), Options{}), IsEmpty());
+}
+
 }  // namespace
 }  // namespace ablate::analysis
