@@ -44,6 +44,10 @@ struct ReportArgs {
   // defaults may be absent (a sweep without n_layer reports one curve per variant).
   bool variant_given = false;
   bool by_given = false;
+  // Given on the command line: otherwise tau, delta, the LR range and the axes come from the
+  // sweep file's `analysis:` (the options its refinement and pruning were planned with).
+  bool tau_given = false;
+  bool delta_given = false;
   std::string format = "table";  // table | md | json
   bool require_uniform = false;  // a mixed cell or comparison is an error (exit 6), not a note
 };

@@ -1,6 +1,7 @@
 // export and report: a sweep's results leave the server, and become the study's answer.
 #include <algorithm>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -114,11 +115,21 @@ int Report(Context& ctx, const ReportArgs& args) {
                        "; its axes: ", absl::StrJoin(axes, ", "))));
     }
   }
-  analysis::Options opts;
-  opts.variant_axis = args.variant;
-  opts.moderator_axis = args.by;
-  opts.delta_floor = args.delta;
-  opts.tau = args.tau;
+  // The defaults are the options the sweep was planned with (its file's `analysis:`), so a
+  // plain report brackets the boundaries that refinement narrowed; flags override them.
+  std::optional<sweep::SweepSpec> parsed;
+  if (!sweep.spec_yaml().empty()) {
+    auto stored = sweep::ParseStoredSweep(sweep.spec_yaml(), sweep.file_name());
+    if (stored.ok()) parsed = *std::move(stored);
+  }
+  const analysis::Options planned =
+      parsed ? analysis::PlanningOptions(*parsed) : analysis::Options{};
+  analysis::Options opts = planned;
+  opts.lr_axis = analysis::Options{}.lr_axis;
+  if (args.variant_given) opts.variant_axis = args.variant;
+  if (args.by_given) opts.moderator_axis = args.by;
+  if (args.delta_given) opts.delta_floor = args.delta;
+  if (args.tau_given) opts.tau = args.tau;
   if (!args.lr_range.empty()) {
     auto range = ParseRange(args.lr_range);
     if (!range.ok()) return Fail(range.status());
@@ -126,10 +137,7 @@ int Report(Context& ctx, const ReportArgs& args) {
     opts.lr_max = range->second;
   }
   // ℓ0 falls back to ln(vocab) for cells where no run reported an initial loss.
-  if (!sweep.spec_yaml().empty()) {
-    auto parsed = sweep::ParseSweep(sweep.spec_yaml(), sweep.file_name());
-    if (parsed.ok()) opts.vocab = parsed->data.tokenizer().vocab();
-  }
+  if (parsed) opts.vocab = parsed->data.tokenizer().vocab();
   auto result = analysis::Analyze(runs, opts);
   if (!result.ok()) return Fail(result.status());
   // The sweep's refine status (GetSweep, or sweep.json of an export) says which boundaries the
@@ -141,6 +149,19 @@ int Report(Context& ctx, const ReportArgs& args) {
       std::cerr << "ablate: warning: cannot tell which boundaries the refinement budget left "
                    "unresolved: "
                 << s.message() << "\n";
+    }
+  }
+  // Refinement and pruning chose their runs for the planned options; under others the report's
+  // brackets are not the ones refinement narrowed.
+  if (sweep.has_refine() || sweep.prune_above_divergence()) {
+    analysis::Options compared = planned;
+    compared.lr_axis = opts.lr_axis;
+    const auto differ = analysis::OptionDifferences(opts, compared);
+    if (!differ.empty()) {
+      result->notes.push_back(
+          absl::StrCat("options differ from those sweep ", sweep.id(),
+                       " was refined and pruned for: ", absl::StrJoin(differ, ", "),
+                       "; its added LRs and skipped runs bracket the boundaries of the latter"));
     }
   }
   // Checked before anything is printed or written: a pipeline that demands a uniform fleet gets

@@ -121,11 +121,15 @@ int main(int argc, char** argv) {
                        "Analyse an `ablate export` directory instead (no server)");
   c_report->add_option("--out", report.out_dir, "Write report.md, CSVs and figures here");
   c_report->add_option("--lr-range", report.lr_range,
-                       "LR range A:B for LR sensitivity (default 3e-4:3e-1)");
-  c_report->add_option("--delta", report.delta, "Necessity-threshold floor in nats (default 0.02)");
-  c_report->add_option("--tau", report.tau, "Max-good-LR tolerance (default 0.2)");
-  c_report->add_option("--variant", report.variant, "Axis compared (default qk_norm)");
-  c_report->add_option("--by", report.by, "Moderator axis (default n_layer)");
+                       "LR range A:B for LR sensitivity (default: the sweep file's "
+                       "analysis.lr_range, else 3e-4:3e-1)");
+  c_report->add_option("--delta", report.delta,
+                       "Necessity-threshold floor in nats (default: analysis.delta, else 0.02)");
+  c_report->add_option("--tau", report.tau,
+                       "Max-good-LR tolerance (default: analysis.tau, else 0.2)");
+  c_report->add_option("--variant", report.variant,
+                       "Axis compared (default: analysis.variant, else qk_norm)");
+  c_report->add_option("--by", report.by, "Moderator axis (default: analysis.by, else n_layer)");
   c_report->add_option("--format", report.format, "table | md | json")
       ->check(CLI::IsMember({"table", "md", "json"}));
   c_report->add_flag("--require-uniform", report.require_uniform,
@@ -207,6 +211,8 @@ int main(int argc, char** argv) {
 
   report.variant_given = c_report->get_option("--variant")->count() > 0;
   report.by_given = c_report->get_option("--by")->count() > 0;
+  report.tau_given = c_report->get_option("--tau")->count() > 0;
+  report.delta_given = c_report->get_option("--delta")->count() > 0;
   if (*c_report && report.sweep.empty() == report.from.empty()) {
     return ablate::cli_edge::UsageError(*c_report, "give a sweep id or name, or --from DIR (one)");
   }

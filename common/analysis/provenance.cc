@@ -14,8 +14,9 @@
 namespace ablate::analysis {
 namespace {
 
-constexpr std::array<const char*, 4> kFields = {"device kind", "dtype", "torch version",
-                                                "tokenizer"};
+constexpr std::array<const char*, 5> kFields = {"device kind", "dtype", "torch version",
+                                                "tokenizer", "shard count"};
+constexpr size_t kShardField = 4;
 // Enough hex digits to tell tokenizers apart in a line a person reads.
 constexpr size_t kShaShown = 12;
 // --require-uniform names this many mixed entries, then counts the rest.
@@ -31,8 +32,11 @@ std::string Show(const Provenance& p, size_t field) {
       return OrUnknown(p.dtype);
     case 2:
       return absl::StrCat("torch ", OrUnknown(p.torch_version));
-    default:
+    case 3:
       return absl::StrCat("tokenizer ", OrUnknown(p.tokenizer_sha256.substr(0, kShaShown)));
+    default:
+      return p.shards > 0 ? absl::StrCat(p.shards, p.shards == 1 ? " shard" : " shards")
+                          : std::string("? shards");
   }
 }
 
@@ -44,10 +48,13 @@ bool Differ(const Provenance& a, const Provenance& b, size_t field) {
       return a.dtype != b.dtype;
     case 2:
       return a.torch_version != b.torch_version;
-    default:
+    case 3:
       // Results from before the trainer recorded its tokenizer say nothing either way.
       return !a.tokenizer_sha256.empty() && !b.tokenizer_sha256.empty() &&
              a.tokenizer_sha256 != b.tokenizer_sha256;
+    default:
+      // 0: no dropout (the count does not matter) or a result from before it was recorded.
+      return a.shards > 0 && b.shards > 0 && a.shards != b.shards;
   }
 }
 
@@ -116,6 +123,8 @@ std::string Count(const std::vector<MixedRuns>& all, const std::string& kind, co
 Provenance ProvenanceOf(const ablate::v1::Run& run) {
   const auto& r = run.result();
   Provenance p{r.device_kind(), r.dtype(), r.torch_version(), r.tokenizer_sha256()};
+  // Only dropout draws per shard; without it every shard count computes the same numbers.
+  if (run.config().dropout() > 0) p.shards = r.shards();
   if (p.device_kind.empty()) {
     for (const char* kind : {"cuda", "mps", "cpu"}) {
       if (absl::StartsWith(r.device(), kind)) p.device_kind = kind;
@@ -144,6 +153,8 @@ std::vector<std::string> ProvenanceLabels(const ProvenanceCounts& runs,
   for (const auto& [p, n] : runs) {
     std::vector<std::string> parts;
     for (size_t f = 0; f < kFields.size(); ++f) {
+      // Listing everything (cells.csv), a shard count shows only where it matters (dropout).
+      if (differs.empty() && f == kShardField && p.shards == 0) continue;
       if (differs.empty() || std::find(differs.begin(), differs.end(), kFields[f]) != differs.end())
         parts.push_back(Show(p, f));
     }

@@ -2,7 +2,7 @@
 // bfloat16) must not silently compare numbers produced on different stacks. Every cell, every
 // compared pair (baseline vs variant at one LR), every pair of curves behind an eta-dagger and
 // every verdict is checked for runs that differ in device kind, dtype, torch version or (where
-// both runs know it) tokenizer SHA-256.
+// both runs know it) tokenizer SHA-256 or, for runs with dropout, shard count.
 #pragma once
 
 #include <compare>
@@ -24,6 +24,10 @@ struct Provenance {
   std::string dtype;        // float32 | bfloat16
   std::string torch_version;
   std::string tokenizer_sha256;  // empty: not recorded (results from before the field existed)
+  // With dropout > 0, the shards a CPU step split each batch into (the worker's --threads): the
+  // masks are drawn per shard, so the count changes the numbers. 0: no dropout (the count does
+  // not matter) or not recorded.
+  int shards = 0;
   auto operator<=>(const Provenance&) const = default;
 };
 
@@ -34,8 +38,9 @@ Provenance ProvenanceOf(const ablate::v1::Run& run);
 // Finished runs per distinct provenance.
 using ProvenanceCounts = std::map<Provenance, int>;
 
-// Which of "device kind", "dtype", "torch version", "tokenizer" (in that order) differ between
-// some two of `runs`; empty when they all ran alike. Tokenizers count only when both are known.
+// Which of "device kind", "dtype", "torch version", "tokenizer", "shard count" (in that order)
+// differ between some two of `runs`; empty when they all ran alike. Tokenizers and shard counts
+// count only when both are known.
 std::vector<std::string> ProvenanceDifferences(const ProvenanceCounts& runs);
 
 // Each distinct provenance by the fields in `differs`, with its run count: "cuda/bfloat16 (2

@@ -215,6 +215,55 @@ absl::Status MarkUnresolvedByBudget(const std::vector<Run>& runs,
   return absl::OkStatus();
 }
 
+namespace {
+
+// One curve's evidence per point, for the pruning rules.
+struct PointEvidence {
+  const Point* point = nullptr;
+  int succeeded = 0;  // finished and not diverged
+  int measured = 0;   // diverged runs that ran (not skipped)
+  int pending = 0;    // queued, leased or running
+  bool success_above = false;
+};
+
+std::vector<PointEvidence> Evidence(const Curve& c) {
+  std::vector<PointEvidence> out;
+  for (const auto& p : c.points) {
+    PointEvidence e;
+    e.point = &p;
+    e.succeeded = p.n - p.n_diverged;
+    e.measured = p.n_diverged - p.n_inferred;
+    e.pending = p.n_pending;
+    out.push_back(e);
+  }
+  bool above = false;
+  for (size_t i = out.size(); i-- > 0;) {
+    out[i].success_above = above;
+    above |= out[i].succeeded > 0;
+  }
+  return out;
+}
+
+// The smallest LR at which every seed of the curve ran and diverged and above which nothing
+// succeeded; null when there is none.
+const PointEvidence* Wall(const std::vector<PointEvidence>& points, size_t seeds) {
+  for (const auto& e : points) {
+    const Point& p = *e.point;
+    if (p.n_pending == 0 && p.n_failed == 0 && p.n_absent == 0 && p.n > 0 && e.measured == p.n &&
+        p.n == static_cast<int>(seeds) && !e.success_above) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+// Whether this LR keeps the runs skipped above it skipped: it is a wall, or may yet become one.
+bool Holds(const PointEvidence& e) {
+  return e.succeeded == 0 && !e.success_above && (e.measured > 0 || e.pending > 0);
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs, Options options) {
   absl::StatusOr<Analysis> analysed = Analyze(runs, options);
   if (!analysed.ok()) return analysed.status();
@@ -226,25 +275,92 @@ absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs, 
     for (const auto& p : c.points) {
       for (int64_t id : p.run_ids) seeds.insert(SeedKey(*by_id.at(id)));
     }
-    const Point* wall = nullptr;
-    for (const auto& p : c.points) {
-      if (p.n_pending == 0 && p.n_failed == 0 && p.n_absent == 0 && p.n > 0 &&
-          p.n_diverged == p.n && p.n == static_cast<int>(seeds.size())) {
-        wall = &p;
-        break;
-      }
-    }
+    const std::vector<PointEvidence> evidence = Evidence(c);
+    const PointEvidence* wall = Wall(evidence, seeds.size());
     if (wall == nullptr) continue;
     const std::string reason =
         absl::StrCat("every seed (", seeds.size(), ") of ", CurveLabel(options, c), " diverged at ",
-                     options.lr_axis, "=", wall->lr_text);
+                     options.lr_axis, "=", wall->point->lr_text);
     for (const auto& p : c.points) {
-      if (!(p.lr > wall->lr)) continue;
+      if (!(p.lr > wall->point->lr)) continue;
       for (int64_t id : p.run_ids) {
         if (by_id.at(id)->state() == ablate::v1::QUEUED) out.push_back({id, reason});
       }
     }
   }
+  return out;
+}
+
+absl::StatusOr<std::vector<PruneRun>> PlanRequeue(const std::vector<Run>& runs, Options options) {
+  bool any_skipped = false;
+  for (const auto& r : runs) any_skipped |= r.state() == ablate::v1::SKIPPED;
+  if (!any_skipped) return std::vector<PruneRun>{};
+  absl::StatusOr<Analysis> analysed = Analyze(runs, options);
+  if (!analysed.ok()) return analysed.status();
+  std::map<int64_t, const Run*> by_id;
+  for (const auto& r : runs) by_id[r.id()] = &r;
+  std::vector<PruneRun> out;
+  for (const auto& c : analysed->curves) {
+    const std::vector<PointEvidence> evidence = Evidence(c);
+    const PointEvidence* held_by = nullptr;  // the lowest LR that holds, if any
+    const Point* success = nullptr;          // the highest LR with a success
+    for (const auto& e : evidence) {
+      if (held_by == nullptr && Holds(e)) held_by = &e;
+      if (e.succeeded > 0) success = e.point;
+    }
+    for (const auto& e : evidence) {
+      if (held_by != nullptr && e.point->lr > held_by->point->lr) break;
+      if (held_by == &e) continue;  // a wall's own runs are never skipped by it
+      for (int64_t id : e.point->run_ids) {
+        if (by_id.at(id)->state() != ablate::v1::SKIPPED) continue;
+        out.push_back(
+            {id, absl::StrCat("requeued: no wall below ", options.lr_axis, "=", e.point->lr_text,
+                              " in ", CurveLabel(options, c), " any more",
+                              success != nullptr
+                                  ? absl::StrCat(" (a run succeeded at ", options.lr_axis, "=",
+                                                 success->lr_text, ")")
+                                  : std::string())});
+      }
+    }
+  }
+  return out;
+}
+
+Options PlanningOptions(const sweep::SweepSpec& sweep) {
+  Options o;
+  const sweep::AnalysisSettings& a = sweep.analysis;
+  if (a.tau) o.tau = *a.tau;
+  if (a.delta) o.delta_floor = *a.delta;
+  if (a.lr_min) o.lr_min = *a.lr_min;
+  if (a.lr_max) o.lr_max = *a.lr_max;
+  if (a.variant) o.variant_axis = *a.variant;
+  if (a.by) o.moderator_axis = *a.by;
+  if (sweep.refine) o.lr_axis = sweep.refine->axis();
+  return o;
+}
+
+std::vector<std::string> OptionDifferences(const Options& used, const Options& planned) {
+  std::vector<std::string> out;
+  auto number = [&](const char* name, double u, double p) {
+    if (std::fabs(u - p) > 1e-12 * std::max(std::fabs(u), std::fabs(p))) {
+      out.push_back(absl::StrCat(name, " ", sweep::FormatDouble(u), " (refined for ",
+                                 sweep::FormatDouble(p), ")"));
+    }
+  };
+  auto text = [&](const char* name, const std::string& u, const std::string& p) {
+    if (u != p) out.push_back(absl::StrCat(name, " ", u, " (refined for ", p, ")"));
+  };
+  number("tau", used.tau, planned.tau);
+  number("delta", used.delta_floor, planned.delta_floor);
+  if (std::fabs(used.lr_min - planned.lr_min) > 1e-12 * planned.lr_min ||
+      std::fabs(used.lr_max - planned.lr_max) > 1e-12 * planned.lr_max) {
+    out.push_back(absl::StrCat("lr range ", sweep::FormatDouble(used.lr_min), ":",
+                               sweep::FormatDouble(used.lr_max), " (refined for ",
+                               sweep::FormatDouble(planned.lr_min), ":",
+                               sweep::FormatDouble(planned.lr_max), ")"));
+  }
+  text("variant", used.variant_axis, planned.variant_axis);
+  text("by", used.moderator_axis, planned.moderator_axis);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
 #include "common/analysis/analysis.h"
+#include "common/sweep/sweep.h"
 
 namespace ablate::analysis {
 
@@ -82,9 +83,31 @@ struct PruneRun {
   std::string reason;  // "every seed (2) of qk_norm=none,n_layer=4 diverged at lr=0.1"
 };
 
-// The queued runs of each curve at LRs above the smallest LR at which every seed of the curve
-// diverged (skipped runs count as diverged). Leased and running runs are left alone.
+// Pruning needs consistent evidence (docs/sweep-file.md#refinement-and-pruning). A curve's
+// *wall* is its smallest LR at which every seed of the curve ran and diverged (measured: a
+// skipped run is no evidence, nor is a failed, cancelled or pending one) and above which no run
+// of the curve succeeded. PlanPruning: the queued runs of each curve above its wall. Leased and
+// running runs are left alone.
 absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<ablate::v1::Run>& runs,
                                                   Options options = {});
+
+// The skipped runs of each curve that the evidence no longer keeps skipped, to go back to the
+// queue: those with no LR below them that is, or may yet become, a wall. An LR may become one
+// when none of its runs succeeded, one diverged or is still pending (e.g. retried), and no run
+// above it succeeded; so a success above a wall, or a retried wall LR that succeeds, brings the
+// runs it skipped back, while a retried wall still running keeps them waiting. Never returns a
+// run PlanPruning would skip on the same runs. `reason` says which success freed the run.
+absl::StatusOr<std::vector<PruneRun>> PlanRequeue(const std::vector<ablate::v1::Run>& runs,
+                                                  Options options = {});
+
+// The options a sweep's refinement and pruning are planned with and `ablate report` defaults
+// to: analysis::Options with the sweep file's `analysis:` applied (tau, delta -> delta_floor,
+// lr_range -> lr_min/lr_max, variant -> variant_axis, by -> moderator_axis) and lr_axis the
+// refined axis (`refine.axis`, else lr).
+Options PlanningOptions(const sweep::SweepSpec& sweep);
+
+// What differs between the options a report uses and those its sweep was planned with, e.g.
+// {"tau 0.3 (refined for 0.2)"}; empty when they agree.
+std::vector<std::string> OptionDifferences(const Options& used, const Options& planned);
 
 }  // namespace ablate::analysis

@@ -82,7 +82,79 @@ absl::Status LocateProblem(const SweepSpec& sweep, const ConfigProblem& problem)
                                                  " (default): ", problem.message));
 }
 
+bool HasSeedAxis(const SweepSpec& sweep) {
+  for (const auto& axis : sweep.grid) {
+    if (axis.name == "seed") return true;
+  }
+  return false;
+}
+
+// The run at one grid point, `values[i]` the canonical text of grid axis i: the one place a run
+// is built from the sweep, for the grid walk and for the points refinement adds (ExpandPoint),
+// so a refined run is what the grid would have run at its values, derived settings included.
+absl::StatusOr<RunSpec> BuildRun(const SweepSpec& sweep,
+                                 const std::vector<const std::string*>& values,
+                                 bool has_seed_axis) {
+  RunSpec run;
+  run.set_sweep_name(sweep.name);
+  *run.mutable_config() = sweep.fixed;
+  for (size_t i = 0; i < sweep.grid.size(); ++i) {
+    const Axis& axis = sweep.grid[i];
+    SetSetting(run.mutable_config(), FindSetting(axis.name), *values[i]);
+    (*run.mutable_grid_values())[axis.name] = *values[i];
+  }
+  ApplyDefaults(run.mutable_config());
+  if (!has_seed_axis) (*run.mutable_grid_values())["seed"] = absl::StrCat(run.config().seed());
+  if (auto problem = FindConfigProblem(run.config())) return LocateProblem(sweep, *problem);
+  // A sweep's runs go to whichever worker leases them. The lease matches `device` only, and an
+  // MPS worker cannot run bfloat16: it would take such a run and fail it for good.
+  if (run.config().dtype() == "bfloat16" && run.config().device() == "auto") {
+    return LocateProblem(sweep, ConfigProblem{{"dtype", "device"},
+                                              "bfloat16 in a sweep needs device: cuda or cpu "
+                                              "(with device auto an MPS worker, which cannot "
+                                              "run bfloat16, could lease the run)"});
+  }
+  run.set_cell(CellKey(run.grid_values()));
+  *run.mutable_data() = sweep.data;
+  *run.mutable_divergence() = sweep.divergence;
+  *run.mutable_threshold() = sweep.threshold;
+  run.set_keep_final(sweep.keep_final);
+  return run;
+}
+
 }  // namespace
+
+absl::StatusOr<RunSpec> ExpandPoint(const SweepSpec& sweep,
+                                    const google::protobuf::Map<std::string, std::string>& at) {
+  const std::string prefix = sweep.file_name.empty() ? "sweep" : sweep.file_name;
+  std::vector<std::string> texts;
+  texts.reserve(sweep.grid.size());
+  for (const auto& axis : sweep.grid) {
+    auto it = at.find(axis.name);
+    const auto* setting = FindSetting(axis.name);
+    if (it == at.end() || setting == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ":", axis.line, ": grid.", axis.name,
+                                                     ": no value given for this axis"));
+    }
+    auto canonical = CanonicalValue(setting, it->second);
+    if (!canonical.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ":", axis.line, ": grid.", axis.name,
+                                                     ": ", canonical.status().message()));
+    }
+    texts.push_back(*std::move(canonical));
+  }
+  for (const auto& [name, value] : at) {
+    const bool known = std::any_of(sweep.grid.begin(), sweep.grid.end(),
+                                   [&](const Axis& a) { return a.name == name; });
+    if (!known && name != "seed") {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, ":", std::max(1, sweep.grid_line),
+                                                     ": grid: '", name, "' is not a grid axis"));
+    }
+  }
+  std::vector<const std::string*> values;
+  for (const auto& t : texts) values.push_back(&t);
+  return BuildRun(sweep, values, HasSeedAxis(sweep));
+}
 
 std::vector<int> CoarseToFineOrder(int n) {
   std::vector<int> order;
@@ -145,38 +217,18 @@ absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunS
   const int64_t total = *counted;
   const Traversal traversal = MakeTraversal(sweep);
   const size_t n = sweep.grid.size();
-  bool has_seed_axis = false;
-  for (const auto& axis : sweep.grid) has_seed_axis |= axis.name == "seed";
+  const bool has_seed_axis = HasSeedAxis(sweep);
 
   // Odometer over traversal positions; the last axis in traversal order turns fastest.
   std::vector<size_t> digit(n, 0);
+  std::vector<const std::string*> values(n);
   for (int64_t r = 0; r < total; ++r) {
-    RunSpec run;
-    run.set_sweep_name(sweep.name);
-    *run.mutable_config() = sweep.fixed;
     for (size_t i = 0; i < n; ++i) {
-      const Axis& axis = sweep.grid[i];
-      const auto& value = axis.values[traversal.value_order[i][digit[i]]];
-      SetSetting(run.mutable_config(), FindSetting(axis.name), value);
-      (*run.mutable_grid_values())[axis.name] = value;
+      values[i] = &sweep.grid[i].values[traversal.value_order[i][digit[i]]];
     }
-    ApplyDefaults(run.mutable_config());
-    if (!has_seed_axis) (*run.mutable_grid_values())["seed"] = absl::StrCat(run.config().seed());
-    if (auto problem = FindConfigProblem(run.config())) return LocateProblem(sweep, *problem);
-    // A sweep's runs go to whichever worker leases them. The lease matches `device` only, and an
-    // MPS worker cannot run bfloat16: it would take such a run and fail it for good.
-    if (run.config().dtype() == "bfloat16" && run.config().device() == "auto") {
-      return LocateProblem(sweep, ConfigProblem{{"dtype", "device"},
-                                                "bfloat16 in a sweep needs device: cuda or cpu "
-                                                "(with device auto an MPS worker, which cannot "
-                                                "run bfloat16, could lease the run)"});
-    }
-    run.set_cell(CellKey(run.grid_values()));
-    *run.mutable_data() = sweep.data;
-    *run.mutable_divergence() = sweep.divergence;
-    *run.mutable_threshold() = sweep.threshold;
-    run.set_keep_final(sweep.keep_final);
-    if (auto s = sink(std::move(run)); !s.ok()) return s;
+    auto run = BuildRun(sweep, values, has_seed_axis);
+    if (!run.ok()) return run.status();
+    if (auto s = sink(*std::move(run)); !s.ok()) return s;
 
     for (size_t k = traversal.axes.size(); k-- > 0;) {
       const size_t axis = traversal.axes[k];

@@ -31,6 +31,19 @@ struct Axis {
 
 enum class Order { kGrid, kCoarseToFine };
 
+// `analysis:` (docs/sweep-file.md#analysis-options): the analysis options the server plans
+// refinement and pruning with, and `ablate report`'s defaults, so both bracket the same
+// boundaries. Unset fields keep ablate::analysis::Options' defaults (common/analysis/refine.h,
+// PlanningOptions, maps them).
+struct AnalysisSettings {
+  std::optional<double> tau;     // max good LR's tolerance, in (0, 1)
+  std::optional<double> delta;   // η†'s δ floor in nats, >= 0
+  std::optional<double> lr_min;  // LR sensitivity's range, within the grid's LRs
+  std::optional<double> lr_max;
+  std::optional<std::string> variant;  // the axis compared (a grid axis)
+  std::optional<std::string> by;       // the moderator axis (a grid axis)
+};
+
 struct SweepSpec {
   std::string name;
   std::string file_name;
@@ -50,6 +63,7 @@ struct SweepSpec {
   // max_new_runs; new_runs/rounds stay 0 here (the server counts them).
   std::optional<ablate::v1::RefineStatus> refine;
   bool prune_above_divergence = false;  // `prune: {above_divergence: true}`
+  AnalysisSettings analysis;            // `analysis:`
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)
@@ -69,6 +83,11 @@ struct Limits {
 absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view file_name,
                                      const Limits& limits = {});
 
+// Re-reads a sweep file that ParseSweep accepted before (the server's stored spec_yaml): the same
+// parse and checks, without walking the grid again and without a grid size limit, so re-reading
+// a 100,000-run sweep costs what its text costs.
+absl::StatusOr<SweepSpec> ParseStoredSweep(std::string_view yaml, std::string_view file_name);
+
 // Expands the grid into run specs in the sweep's order: defaults applied, cell keys and
 // grid_values set, run_id/sweep_id left 0. Fails if any run's config is invalid.
 absl::StatusOr<std::vector<ablate::v1::RunSpec>> Expand(const SweepSpec& sweep,
@@ -82,6 +101,14 @@ absl::StatusOr<int64_t> CountRuns(const SweepSpec& sweep, const Limits& limits =
 // grid costs kilobytes where Expand's vector costs ~150 MB.
 using RunSink = std::function<absl::Status(ablate::v1::RunSpec&&)>;
 absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunSink& sink);
+
+// The run the grid expansion gives at one grid point: `grid_values` names a value for every grid
+// axis (canonical text; seed included when the grid has a seed axis), which need not be one of
+// the axis's listed values; refinement adds runs between grid LRs with it. The same code as
+// ForEachRun builds each run with, so every derived setting (min_lr = lr x min_lr_ratio, ...)
+// follows the point's own values. Errors name the file, the line and the field.
+absl::StatusOr<ablate::v1::RunSpec> ExpandPoint(
+    const SweepSpec& sweep, const google::protobuf::Map<std::string, std::string>& grid_values);
 
 // The order in which `order: coarse_to_fine` visits the n values of the lr axis: both ends,
 // the middle, then bisection level by level, rounding towards the nearer end so the sequence is

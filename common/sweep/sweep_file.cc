@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -27,7 +29,7 @@ using ablate::v1::ThresholdSpec;
 
 const std::vector<std::string> kSweepKeys = {
     "name",      "description",  "data",     "fixed",      "grid",   "order", "divergence",
-    "threshold", "max_attempts", "priority", "keep_final", "refine", "prune"};
+    "threshold", "max_attempts", "priority", "keep_final", "refine", "prune", "analysis"};
 absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const std::string& field,
                         const std::vector<std::string>& candidates);
 
@@ -126,6 +128,130 @@ absl::StatusOr<bool> ParsePrune(const YamlSource& source, const YAML::Node& node
   }
   return above;
 }
+const std::vector<std::string> kAnalysisKeys = {"tau", "delta", "lr_range", "variant", "by"};
+
+// Where each `analysis:` field was written: the axes and the LR range are checked against the
+// grid once the whole file is read (the grid may come later).
+struct AnalysisLines {
+  int lr_range = 0, variant = 0, by = 0;
+};
+
+absl::StatusOr<AnalysisSettings> ParseAnalysis(const YamlSource& source, const YAML::Node& node,
+                                               AnalysisLines* lines) {
+  RETURN_IF_ERROR(source.Mapping(node, "analysis"));
+  AnalysisSettings a;
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("analysis.", key);
+    const YAML::Node& value = entry.second;
+    if (key == "tau") {
+      ASSIGN_OR_RETURN(const double tau, source.Double(value, field));
+      // Max good LR keeps (1 - tau) of the achievable improvement: at 0 only the optimum is
+      // good, at 1 every LR that did not diverge is.
+      if (!(tau > 0 && tau < 1)) {
+        return source.Error(value, field,
+                            absl::StrCat("must be a number in (0, 1) (the share of the "
+                                         "improvement max good LR may give up), not ",
+                                         source.Scalar(value, field).value_or("?")));
+      }
+      a.tau = tau;
+    } else if (key == "delta") {
+      ASSIGN_OR_RETURN(const double delta, source.Double(value, field));
+      if (!(delta >= 0) || !std::isfinite(delta)) {
+        return source.Error(value, field,
+                            absl::StrCat("must be a finite number >= 0 (η†'s floor in nats), not ",
+                                         source.Scalar(value, field).value_or("?")));
+      }
+      a.delta = delta;
+    } else if (key == "lr_range") {
+      double lo = 0, hi = 0;
+      bool ok = value.IsSequence() && value.size() == 2;
+      if (ok) {
+        ASSIGN_OR_RETURN(lo, source.Double(value[0], field));
+        ASSIGN_OR_RETURN(hi, source.Double(value[1], field));
+        ok = lo > 0 && hi > lo && std::isfinite(hi);
+      }
+      if (!ok) {
+        return source.Error(value, field,
+                            "expected [min, max] with 0 < min < max (LR sensitivity's range)");
+      }
+      a.lr_min = lo;
+      a.lr_max = hi;
+      lines->lr_range = YamlSource::Line(value);
+    } else if (key == "variant" || key == "by") {
+      ASSIGN_OR_RETURN(std::string axis, source.Scalar(value, field));
+      (key == "variant" ? lines->variant : lines->by) = YamlSource::Line(value);
+      (key == "variant" ? a.variant : a.by) = std::move(axis);
+    } else {
+      return UnknownKey(source, entry.first, field, kAnalysisKeys);
+    }
+  }
+  return a;
+}
+
+// The `analysis:` fields that name the grid: axes that exist and are neither the seed nor the LR
+// axis, and an LR range within the grid's LRs (outside it, LR sensitivity would average over LRs
+// the sweep never ran).
+absl::Status CheckAnalysisAgainstGrid(const YamlSource& source, const SweepSpec& sweep,
+                                      const AnalysisLines& lines) {
+  const AnalysisSettings& a = sweep.analysis;
+  const std::string lr_axis = sweep.refine ? sweep.refine->axis() : std::string("lr");
+  std::vector<std::string> names;
+  for (const auto& axis : sweep.grid) names.push_back(axis.name);
+  auto check_axis = [&](const std::optional<std::string>& axis, int line,
+                        const std::string& field) -> absl::Status {
+    if (!axis) return absl::OkStatus();
+    if (std::find(names.begin(), names.end(), *axis) == names.end()) {
+      const std::string hint = DidYouMean(*axis, names);
+      return source.Error(
+          line, field,
+          absl::StrCat("'", *axis, "' is not a grid axis",
+                       hint.empty()
+                           ? absl::StrCat(" (the grid's axes: ", absl::StrJoin(names, ", "), ")")
+                           : hint));
+    }
+    if (*axis == "seed") {
+      return source.Error(line, field, "the seed axis is averaged over, never compared");
+    }
+    if (*axis == lr_axis) {
+      return source.Error(line, field,
+                          absl::StrCat("the ", lr_axis, " axis is the curve's x axis, not a ",
+                                       "variant or moderator"));
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check_axis(a.variant, lines.variant, "analysis.variant"));
+  RETURN_IF_ERROR(check_axis(a.by, lines.by, "analysis.by"));
+  if (a.variant && a.by && *a.variant == *a.by) {
+    return source.Error(lines.by, "analysis.by",
+                        absl::StrCat("'", *a.by, "' is the same axis as analysis.variant"));
+  }
+  if (a.lr_min) {
+    const auto axis = std::find_if(sweep.grid.begin(), sweep.grid.end(),
+                                   [&](const Axis& g) { return g.name == lr_axis; });
+    if (axis == sweep.grid.end()) {
+      return source.Error(lines.lr_range, "analysis.lr_range",
+                          absl::StrCat("the grid has no ", lr_axis, " axis to take a range of"));
+    }
+    double lo = 0, hi = 0;
+    bool first = true;
+    for (const auto& v : axis->values) {
+      double x = 0;
+      if (!absl::SimpleAtod(v, &x)) continue;
+      lo = first ? x : std::min(lo, x);
+      hi = first ? x : std::max(hi, x);
+      first = false;
+    }
+    for (const double end : {*a.lr_min, *a.lr_max}) {
+      if (!first && end >= lo * (1 - 1e-9) && end <= hi * (1 + 1e-9)) continue;
+      return source.Error(lines.lr_range, "analysis.lr_range",
+                          absl::StrCat(FormatDouble(end), " is outside the grid's ", lr_axis,
+                                       " values [", FormatDouble(lo), ", ", FormatDouble(hi), "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 const std::vector<std::string> kRunFileSections = {"name", "description", "data", "divergence",
                                                    "threshold"};
 
@@ -280,8 +406,9 @@ absl::Status ParseSetting(const YamlSource& source, const YAML::Node& key, const
   return absl::OkStatus();
 }
 
+// `walk`: expand and validate every run (a file ParseSweep accepted before skips it).
 absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, const Limits& limits,
-                            SweepSpec* sweep) {
+                            bool walk, SweepSpec* sweep) {
   if (!root.IsMap()) {
     return source.Error(root, "",
                         "a sweep file is a mapping with keys name, data, fixed, grid, ...");
@@ -293,6 +420,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
   sweep->grid_line = 1;
   bool has_name = false, has_data = false;
   int refine_axis_line = 0, prune_line = 0;
+  AnalysisLines analysis_lines;
   for (const auto& entry : root) {
     const auto key = entry.first.Scalar();
     const YAML::Node& value = entry.second;
@@ -364,6 +492,8 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
     } else if (key == "prune") {
       ASSIGN_OR_RETURN(sweep->prune_above_divergence, ParsePrune(source, value));
       prune_line = YamlSource::Line(entry.first);
+    } else if (key == "analysis") {
+      ASSIGN_OR_RETURN(sweep->analysis, ParseAnalysis(source, value, &analysis_lines));
     } else if (FindSetting(key) != nullptr) {
       return source.Error(
           entry.first, key,
@@ -414,6 +544,8 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
     return source.Error(prune_line, "prune.above_divergence",
                         "needs a learning-rate grid axis (lr, or refine.axis) to prune along");
   }
+  RETURN_IF_ERROR(CheckAnalysisAgainstGrid(source, *sweep, analysis_lines));
+  if (!walk) return absl::OkStatus();
   // Expansion is where per-run problems (n_embd % n_head, warmup > steps) surface; do it now so
   // a bad file is refused at submit, not when a worker picks up the bad run.
   return ForEachRun(*sweep, limits, [](ablate::v1::RunSpec&&) { return absl::OkStatus(); });
@@ -433,7 +565,21 @@ absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view fil
   ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
   SweepSpec sweep;
   sweep.file_name = std::string(file_name);
-  RETURN_IF_ERROR(source.CatchYaml([&] { return ParseSweepBody(source, root, limits, &sweep); }));
+  RETURN_IF_ERROR(
+      source.CatchYaml([&] { return ParseSweepBody(source, root, limits, true, &sweep); }));
+  return sweep;
+}
+
+absl::StatusOr<SweepSpec> ParseStoredSweep(std::string_view yaml, std::string_view file_name) {
+  RETURN_IF_ERROR(CheckFileName(file_name));
+  const YamlSource source{std::string(file_name)};
+  ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
+  SweepSpec sweep;
+  sweep.file_name = std::string(file_name);
+  Limits unbounded;
+  unbounded.max_runs = std::numeric_limits<int64_t>::max();
+  RETURN_IF_ERROR(
+      source.CatchYaml([&] { return ParseSweepBody(source, root, unbounded, false, &sweep); }));
   return sweep;
 }
 

@@ -1,12 +1,13 @@
 #include "server/store/refine_store.h"
 
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/analysis/refine.h"
-#include "common/sweep/config_fields.h"
+#include "common/sweep/sweep.h"
 #include "common/util/log.h"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
@@ -37,8 +38,9 @@ std::vector<v1::Run> LoadRuns(pqxx::work& tx, int64_t sweep_id) {
   return runs;
 }
 
-int Prune(pqxx::work& tx, int64_t sweep_id, std::vector<v1::Run>* runs) {
-  auto plan = analysis::PlanPruning(*runs);
+int Prune(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
+          std::vector<v1::Run>* runs) {
+  auto plan = analysis::PlanPruning(*runs, options);
   if (!plan.ok()) {
     LogPlanningError(sweep_id, plan.status());
     return 0;
@@ -70,31 +72,94 @@ int Prune(pqxx::work& tx, int64_t sweep_id, std::vector<v1::Run>* runs) {
   return static_cast<int>(done.size());
 }
 
-int Refine(pqxx::work& tx, int64_t sweep_id, const v1::RefineStatus& rule, int priority,
-           int max_attempts, const std::vector<v1::Run>& runs) {
-  auto plan = analysis::PlanRefinement(runs, rule);
+// skipped -> queued for the runs whose pruning the evidence no longer supports (a success above
+// their wall, or their wall LR retried and succeeding): PlanRequeue. The event is `unskipped`,
+// not `requeued`, so a later, consistent wall may skip them again (a user's retry is final).
+int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
+            std::vector<v1::Run>* runs) {
+  auto plan = analysis::PlanRequeue(*runs, options);
   if (!plan.ok()) {
     LogPlanningError(sweep_id, plan.status());
     return 0;
   }
-  const auto* setting = sweep::FindSetting(rule.axis());
-  if (plan->runs.empty() || setting == nullptr) return 0;
+  if (plan->empty()) return 0;
+  std::vector<int64_t> ids;
+  std::vector<std::string> reasons;
+  for (const auto& p : *plan) {
+    ids.push_back(p.run_id);
+    reasons.push_back(p.reason);
+  }
+  pqxx::result done =
+      pg::Exec(tx,
+               "WITH u AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)), "
+               "q AS (UPDATE runs r SET state = 'queued', error = '', finished_at = NULL "
+               "  FROM u WHERE r.id = u.id AND r.sweep_id = $1 AND r.state = 'skipped' "
+               "  RETURNING r.id, r.attempt, r.device, u.reason), "
+               "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
+               "  SELECT id, 'unskipped', attempt, reason FROM q) "
+               "SELECT id, device FROM q",
+               sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
+  if (done.empty()) return 0;
+  std::set<std::string> devices;
+  std::set<int64_t> requeued;
+  for (const auto& row : done) {
+    requeued.insert(row[0].as<int64_t>());
+    devices.insert(row[1].as<std::string>());
+  }
+  for (auto& run : *runs) {
+    if (requeued.count(run.id()) > 0) {
+      run.set_state(v1::QUEUED);
+      run.clear_error();
+    }
+  }
+  // A sweep finished by its pruning has work again.
+  pg::Exec(tx,
+           "UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1 "
+           "AND state = 'finished'",
+           sweep_id);
+  for (const auto& device : devices) {
+    pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), device);
+  }
+  return static_cast<int>(done.size());
+}
+
+int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
+           const v1::RefineStatus& rule, const analysis::Options& options, int priority,
+           int max_attempts, const std::vector<v1::Run>& runs) {
+  auto plan = analysis::PlanRefinement(runs, rule, options);
+  if (!plan.ok()) {
+    LogPlanningError(sweep_id, plan.status());
+    return 0;
+  }
+  if (plan->runs.empty()) return 0;
   int added = 0;
   std::map<std::string, bool> devices;
   for (const auto& add : plan->runs) {
-    pqxx::result t =
-        pg::Exec(tx, "SELECT spec::text FROM run_specs WHERE run_id = $1", add.template_run_id);
-    v1::RunSpec spec;
-    if (t.empty() || !pg::FromJson(t[0][0].as<std::string>(), &spec).ok()) {
-      LogPlanningError(sweep_id, absl::InternalError(absl::StrCat("no readable spec for run ",
+    // The run the grid would have run at this point: the sweep file expanded there by the code
+    // that expanded the grid, so every derived setting (min_lr = lr x min_lr_ratio, ...) follows
+    // the new LR. Copying the template's spec and changing lr kept the template's min_lr. The
+    // text is canonical (%.6g), so the run trains with exactly the number its cell names.
+    auto expanded = sweep::ExpandPoint(sweep, add.grid_values);
+    if (!expanded.ok()) {
+      LogPlanningError(sweep_id, expanded.status());
+      continue;
+    }
+    v1::RunSpec spec = *std::move(expanded);
+    if (spec.cell() != add.cell) {
+      LogPlanningError(sweep_id, absl::InternalError(absl::StrCat("expanded cell ", spec.cell(),
+                                                                  " is not ", add.cell)));
+      continue;
+    }
+    // The data sets are the submit's: resolved then (paths under --data-dir, SHA-256s), the same
+    // for every run of the sweep, and kept in each stored spec.
+    pqxx::result t = pg::Exec(tx, "SELECT (spec->'data')::text FROM run_specs WHERE run_id = $1",
+                              add.template_run_id);
+    if (t.empty() || t[0][0].is_null() ||
+        !pg::FromJson(t[0][0].as<std::string>(), spec.mutable_data()).ok()) {
+      LogPlanningError(sweep_id, absl::InternalError(absl::StrCat("no readable data for run ",
                                                                   add.template_run_id)));
       continue;
     }
-    spec.set_run_id(0);
-    spec.set_cell(add.cell);
-    *spec.mutable_grid_values() = add.grid_values;
-    // The text is canonical (%.6g), so the run trains with exactly the number its cell names.
-    sweep::SetSetting(spec.mutable_config(), setting, add.axis_value);
     const std::string device = spec.config().device().empty() ? "auto" : spec.config().device();
     pqxx::result ins = pg::Exec(
         tx,
@@ -128,7 +193,7 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
   RefineOutcome out;
   pqxx::result s = pg::Exec(tx,
                             "SELECT refine::text, prune_above_divergence, state, priority, "
-                            "max_attempts FROM sweeps WHERE id = $1",
+                            "max_attempts, spec_yaml, file_name FROM sweeps WHERE id = $1",
                             sweep_id);
   if (s.empty()) return out;
   const bool refine = !s[0][0].is_null();
@@ -139,15 +204,28 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
     LogPlanningError(sweep_id, absl::InternalError("sweeps.refine is not a RefineStatus"));
     return out;
   }
+  // The sweep file as submitted: refined runs are expanded from it, and its `analysis:` options
+  // are what the boundaries are planned with (the ones `ablate report` defaults to). Parsed
+  // before taking the lock; without the grid walk it costs what the text costs.
+  auto sweep = sweep::ParseStoredSweep(s[0][5].as<std::string>(), s[0][6].as<std::string>());
+  if (!sweep.ok()) {
+    LogPlanningError(sweep_id, sweep.status());
+    return out;
+  }
+  const analysis::Options options = analysis::PlanningOptions(*sweep);
   pg::Exec(tx, "SELECT pg_advisory_xact_lock($1, $2)", kRefineLockClass,
            static_cast<int>(sweep_id % 2147483647));
   // Read after taking the lock: READ COMMITTED gives each statement a fresh snapshot, so this
   // sees every completion that held the lock before us.
   std::vector<v1::Run> runs = LoadRuns(tx, sweep_id);
   if (runs.empty()) return out;
-  if (prune) out.skipped = Prune(tx, sweep_id, &runs);
+  if (prune) {
+    out.skipped = Prune(tx, sweep_id, options, &runs);
+    out.requeued = Requeue(tx, sweep_id, options, &runs);
+  }
   if (refine) {
-    out.added = Refine(tx, sweep_id, rule, s[0][3].as<int>(), s[0][4].as<int>(), runs);
+    out.added =
+        Refine(tx, sweep_id, *sweep, rule, options, s[0][3].as<int>(), s[0][4].as<int>(), runs);
   }
   return out;
 }

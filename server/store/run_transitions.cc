@@ -7,6 +7,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -91,6 +92,21 @@ std::vector<int64_t> FinishSweepsWithNothingLeft(pqxx::work& tx, std::optional<i
   std::vector<int64_t> out;
   for (const auto& row : r) out.push_back(row[0].as<int64_t>());
   return out;
+}
+
+// The one step after runs end, whichever way (Complete, Reap past max_attempts, Cancel): each
+// of their sweeps refines and prunes first (refine_store.h; the runs it adds keep a sweep active)
+// and is then finished if nothing is left. A way of ending that skipped it left a refining sweep
+// waiting for a bracket no Complete would ever plan. Sweeps in id order, so two transactions
+// ending runs of the same sweeps take the per-sweep locks in the same order.
+absl::Status AfterRunsEnded(pqxx::work& tx, std::set<int64_t> sweep_ids, Notices& notices) {
+  for (int64_t sweep_id : sweep_ids) {
+    auto refined = RefineAfterRunFinished(tx, sweep_id);
+    if (!refined.ok()) return refined.status();
+    FinishSweepsWithNothingLeft(tx, sweep_id);
+    notices.Sweep(sweep_id);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -473,13 +489,7 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
                    req.result().steps_done());
                if (!r.empty()) {
                  const int64_t sweep_id = r[0][0].as<int64_t>();
-                 // Refinement and pruning (issue #11) decide in this transaction first
-                 // (server/store/refine_store.h): the runs they add keep the sweep active, and a
-                 // sweep they leave with nothing unfinished is finished just below.
-                 auto refined = RefineAfterRunFinished(tx, sweep_id);
-                 if (!refined.ok()) return refined.status();
-                 FinishSweepsWithNothingLeft(tx, sweep_id);
-                 notices.Sweep(sweep_id);
+                 if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
                  notices.Run(req.run_id());
                  return true;
                }
@@ -556,9 +566,11 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
             "  WHERE current_run_id IN (SELECT id FROM upd)) "
             "SELECT id, sweep_id, state, device FROM upd"));
         ReapResult out;
+        std::set<int64_t> ended;  // sweeps with a run failed here
         for (const auto& row : r) {
           if (util::RunStateFromName(row[2].as<std::string>()) == v1::FAILED) {
             ++out.failed;
+            ended.insert(row[1].as<int64_t>());
           } else {
             ++out.requeued;
             notices.Queue(row[3].as<std::string>());
@@ -566,6 +578,7 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
           notices.Sweep(row[1].as<int64_t>());
           notices.Run(row[0].as<int64_t>());
         }
+        if (auto s = AfterRunsEnded(tx, ended, notices); !s.ok()) return s;
         const std::vector<int64_t> finished = FinishSweepsWithNothingLeft(tx, std::nullopt);
         out.sweeps_finished = static_cast<int>(finished.size());
         for (int64_t s : finished) notices.Sweep(s);
@@ -594,10 +607,9 @@ absl::StatusOr<int> RunTransitions::Cancel(int64_t sweep_id, const std::vector<i
                "UPDATE sweeps SET state = 'cancelled', finished_at = now() "
                "WHERE id = $1 AND state = 'active'",
                sweep_id);
-    } else {
-      FinishSweepsWithNothingLeft(tx, sweep_id);
     }
-    notices.Sweep(sweep_id);
+    // A cancelled sweep neither refines nor prunes; cancelling some runs may settle a curve.
+    if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
     return static_cast<int>(r.size());
   });
 }

@@ -4,11 +4,18 @@
 #include <gmock/gmock.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/sweep/sweep.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "pqxx/pqxx"
+#include "server/store/pqxx_compat.h"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -23,6 +30,40 @@ constexpr char kData[] =
 
 class RefineTest : public ServerFixture {
  protected:
+  // Long leases, so none lapses by accident; ExpireLease forces one and the reaper (every 0.2 s)
+  // does the rest.
+  void Configure(server::ServerOptions* o) override {
+    o->lease_seconds = 30;
+    o->reap_interval_seconds = 0.2;
+  }
+
+  void ExpireLease(int64_t run) {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    server::pg::Exec(
+        tx, "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run);
+    tx.commit();
+  }
+
+  // Polls (bounded) until the sweep has `n` runs; returns the last read.
+  v1::GetSweepResponse WaitForRuns(int64_t sweep, int n) {
+    v1::GetSweepResponse got;
+    for (int i = 0; i < 100; ++i) {
+      got = GetSweep(sweep);
+      if (got.runs_size() >= n) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return got;
+  }
+
+  std::vector<v1::RunEvent> Events(int64_t run) {
+    v1::ListRunEventsRequest req;
+    req.set_run_id(run);
+    v1::ListRunEventsResponse resp;
+    EXPECT_TRUE(SweepStub()->ListRunEvents(Ctx().get(), req, &resp).ok());
+    return {resp.events().begin(), resp.events().end()};
+  }
+
   void SetUp() override {
     ServerFixture::SetUp();
     ASSERT_NE(StartReplica(options_), nullptr);
@@ -183,6 +224,185 @@ TEST_F(RefineTest, PrunesAboveAnLrWhereEverySeedDivergedAndRetryRunsThemAfterAll
   int queued = 0;
   for (const auto& r : RunsAt(sweep, "0.1")) queued += r.state() == v1::QUEUED ? 1 : 0;
   EXPECT_EQ(queued, 1);
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
+}
+
+// Issue: refinement copied the lower bracket end's stored spec and changed only `lr`, so a
+// refined run kept the template's absolute min_lr (lr x min_lr_ratio of another LR). A refined
+// run must be exactly what expanding the sweep file with its LR on the grid gives.
+TEST_F(RefineTest, RefinedRunsAreTheSweepFilesExpansionAtTheirLr) {
+  const std::string yaml =
+      "name: refine-spec\n"
+      "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: 256}}\n"
+      "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100, warmup: 10,\n"
+      "        min_lr_ratio: 0.2}\n"
+      "grid:\n  lr: {logspace: {min: 1.0e-3, max: 1.0e-1, per_decade: 1}}\n"
+      "  n_layer: [1, 2]\n  seed: [0, 1]\n"
+      "threshold: {train_loss: 3.0}\n"
+      "divergence: {loss_above_init_by: 2.0, patience: 7}\n"
+      "keep_final: false\n"
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 16}\n";
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto parsed = sweep::ParseSweep(yaml, "sweep.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  // The grid: 0.1 diverges everywhere, the rest trains; every run refinement adds trains too.
+  const std::set<std::string> grid = {"0.001", "0.01", "0.1"};
+  int refined = 0;
+  for (;;) {
+    auto l = Lease(w);
+    if (!l.has_run()) break;
+    if (grid.count(l.spec().grid_values().at("lr")) > 0) {
+      const bool diverge = l.spec().grid_values().at("lr") == "0.1";
+      ASSERT_TRUE(Complete(l, diverge ? v1::DIVERGED : v1::SUCCEEDED, 2.5).ok());
+      continue;
+    }
+    v1::RunSpec got = l.spec();
+    const std::string lr = got.grid_values().at("lr");
+    // What the grid would have run at this LR: the same file with this one value on the lr axis.
+    sweep::SweepSpec at = *parsed;
+    for (auto& axis : at.grid) {
+      if (axis.name == "lr") axis.values = {lr};
+    }
+    auto expanded = sweep::Expand(at);
+    ASSERT_TRUE(expanded.ok()) << expanded.status();
+    const v1::RunSpec* want = nullptr;
+    for (const auto& r : *expanded) {
+      if (r.cell() == got.cell() && r.grid_values().at("seed") == got.grid_values().at("seed")) {
+        want = &r;
+      }
+    }
+    ASSERT_NE(want, nullptr) << got.cell();
+    got.set_run_id(0);
+    got.set_sweep_id(0);
+    std::string diff;
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(differ.Compare(*want, got))
+        << got.cell() << "/" << got.grid_values().at("seed") << ":\n"
+        << diff;
+    EXPECT_DOUBLE_EQ(got.config().min_lr(), got.config().lr() * 0.2) << got.cell();
+    ++refined;
+    ASSERT_TRUE(Complete(l, v1::SUCCEEDED, 2.4).ok());
+  }
+  // Two curves, two seeds, and at least the first round's midpoint for each.
+  EXPECT_GE(refined, 4);
+  EXPECT_EQ(GetSweep(sweep).sweep().counts().refined(), refined);
+}
+
+// Every way a run ends goes through the same after-run step: a curve whose last run the reaper
+// fails (attempts exhausted) or the user cancels settles, and its bracket is refined then, not
+// at some later Complete that may never come.
+TEST_F(RefineTest, ARunTheReaperFailsSettlesItsCurveAndRefinesIt) {
+  const std::string yaml = absl::StrCat(
+      "name: reaped\n", kData,
+      "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\nmax_attempts: 1\n"
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto base = LeaseAll(w);
+  ASSERT_EQ(base.size(), 4u);
+  ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
+  ASSERT_TRUE(Complete(base.at("0.01/0"), v1::SUCCEEDED, 2.5).ok());
+  ASSERT_TRUE(Complete(base.at("0.1/0"), v1::DIVERGED, 0).ok());
+  EXPECT_EQ(GetSweep(sweep).runs_size(), 4) << "lr 1 is still running: the curve is unsettled";
+  ExpireLease(base.at("1/0").spec().run_id());  // its worker vanished; attempt 1 of 1: failed
+  const auto got = WaitForRuns(sweep, 5);
+  ASSERT_EQ(got.runs_size(), 5) << "the reaper's failure did not trigger refinement";
+  EXPECT_EQ(got.sweep().state(), "active");
+  EXPECT_EQ(RunsAt(sweep, "1")[0].state(), v1::FAILED);
+  EXPECT_EQ(RunsAt(sweep, "0.0316228").size(), 1u);
+}
+
+TEST_F(RefineTest, CancellingACurvesLastPendingRunRefinesIt) {
+  const std::string yaml = absl::StrCat(
+      "name: cancelled\n", kData, "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n",
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto base = LeaseAll(w);
+  ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
+  ASSERT_TRUE(Complete(base.at("0.01/0"), v1::SUCCEEDED, 2.5).ok());
+  ASSERT_TRUE(Complete(base.at("0.1/0"), v1::DIVERGED, 0).ok());
+  v1::CancelSweepRequest cancel;
+  cancel.mutable_sweep()->set_id(sweep);
+  cancel.add_run_ids(base.at("1/0").spec().run_id());
+  v1::CancelSweepResponse cancelled;
+  ASSERT_TRUE(SweepStub()->CancelSweep(Ctx().get(), cancel, &cancelled).ok());
+  EXPECT_EQ(cancelled.cancelled(), 1);
+  const auto got = GetSweep(sweep);
+  EXPECT_EQ(got.runs_size(), 5) << "cancelling the last pending run did not trigger refinement";
+  EXPECT_EQ(got.sweep().state(), "active");
+  EXPECT_EQ(RunsAt(sweep, "0.0316228").size(), 1u);
+}
+
+// Pruning needs consistent evidence: a run above the wall that succeeds, or the wall's own run
+// retried and succeeding, brings the runs it skipped back into the queue, with an event saying
+// why.
+TEST_F(RefineTest, ASuccessAboveTheWallRequeuesItsSkippedRuns) {
+  const std::string yaml = absl::StrCat("name: unwall\n", kData,
+                                        "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n"
+                                        "prune: {above_divergence: true}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  auto base = LeaseAll(w);
+  ASSERT_EQ(base.size(), 4u);
+  // 0.1 goes back to the queue unrun; 1 stays leased (a worker is training it).
+  ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
+  ExpireLease(base.at("0.1/0").spec().run_id());
+  for (int i = 0; i < 100 && RunsAt(sweep, "0.1")[0].state() != v1::QUEUED; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(RunsAt(sweep, "0.1")[0].state(), v1::QUEUED);
+  // The one seed diverges at 0.01 and nothing above has succeeded: 0.1 is skipped.
+  ASSERT_TRUE(Complete(base.at("0.01/0"), v1::DIVERGED, 0).ok());
+  const auto skipped = RunsAt(sweep, "0.1")[0];
+  ASSERT_EQ(skipped.state(), v1::SKIPPED);
+  // Then 1 trains fine: the divergence at 0.01 was no wall.
+  ASSERT_TRUE(Complete(base.at("1/0"), v1::SUCCEEDED, 2.0).ok());
+  const auto back = RunsAt(sweep, "0.1")[0];
+  EXPECT_EQ(back.state(), v1::QUEUED);
+  EXPECT_EQ(back.error(), "");
+  const auto events = Events(skipped.id());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind(), "unskipped");
+  EXPECT_THAT(events.back().message(), HasSubstr("succeeded at lr=1"));
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
+  auto l = Lease(w);
+  ASSERT_TRUE(l.has_run());
+  EXPECT_EQ(l.spec().run_id(), skipped.id());
+}
+
+TEST_F(RefineTest, ARetriedSkippedRunThatSucceedsRequeuesTheRestOfTheWall) {
+  const std::string yaml = absl::StrCat("name: retried\n", kData,
+                                        "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n"
+                                        "prune: {above_divergence: true}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  const int64_t w = Register("w", "cpu", 0);
+  ASSERT_TRUE(Complete(Lease(w), v1::SUCCEEDED, 3.0).ok());  // 0.001
+  ASSERT_TRUE(Complete(Lease(w), v1::DIVERGED, 0).ok());     // 0.01: 0.1 and 1 are skipped
+  const auto first = RunsAt(sweep, "0.1")[0];
+  const auto second = RunsAt(sweep, "1")[0];
+  ASSERT_EQ(first.state(), v1::SKIPPED);
+  ASSERT_EQ(second.state(), v1::SKIPPED);
+  EXPECT_EQ(GetSweep(sweep).sweep().state(), "finished");
+  // ablate retry --state skipped --run <0.1>: it trains, so 0.01 was no wall for 1 either.
+  v1::RetryRunsRequest retry;
+  retry.mutable_sweep()->set_id(sweep);
+  retry.add_run_ids(first.id());
+  retry.add_states(v1::SKIPPED);
+  v1::RetryRunsResponse requeued;
+  ASSERT_TRUE(SweepStub()->RetryRuns(Ctx().get(), retry, &requeued).ok());
+  ASSERT_EQ(requeued.requeued(), 1);
+  auto again = Lease(w);
+  ASSERT_EQ(again.spec().run_id(), first.id());
+  EXPECT_EQ(RunsAt(sweep, "1")[0].state(), v1::SKIPPED) << "no new evidence yet";
+  ASSERT_TRUE(Complete(again, v1::SUCCEEDED, 2.5).ok());
+  EXPECT_EQ(RunsAt(sweep, "1")[0].state(), v1::QUEUED);
+  const auto events = Events(second.id());
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().kind(), "unskipped");
+  EXPECT_THAT(events.back().message(), HasSubstr("succeeded at lr=0.1"));
   EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
 }
 

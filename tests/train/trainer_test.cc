@@ -252,6 +252,8 @@ TEST_F(TrainerTest, ShardedStepsAreReproducibleAndMatchUnsharded) {
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_EQ(a->outcome, Outcome::kSucceeded);
   EXPECT_LT(a->result.final_train_loss(), a->result.initial_loss());
+  // With dropout the masks depend on the shard count: the result records it (provenance.h).
+  EXPECT_EQ(a->result.shards(), 2);
   auto b = Train(spec, sharded("b"), &again);
   ASSERT_TRUE(b.ok()) << b.status();
   same_metrics(first, again, "sharded with dropout, twice");
@@ -273,6 +275,7 @@ TEST_F(TrainerTest, ShardedStepsAreReproducibleAndMatchUnsharded) {
   auto u = Train(spec, Options(Path("u"), CacheDir()), &unsharded_rec);
   auto v = Train(spec, sharded("v"), &sharded_rec);
   ASSERT_TRUE(u.ok() && v.ok());
+  EXPECT_EQ(u->result.shards(), 1);
   for (int64_t step : {0, 12, 24}) {
     const double x = unsharded_rec.values.at({step, "train_loss"});
     const double y = sharded_rec.values.at({step, "train_loss"});

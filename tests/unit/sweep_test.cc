@@ -412,6 +412,116 @@ TEST(Refine, BadInputIsRefusedWithFileLineAndField) {
               HasSubstr("s.yaml:4: refine.axis: grid.lr (line 3) is not a log-spaced"));
 }
 
+// `analysis:` (docs/sweep-file.md#analysis-options): the options the server plans refinement
+// and pruning with, and `ablate report`'s defaults.
+TEST(AnalysisOptions, ParsedWhenGivenAndUnsetOtherwise) {
+  auto s = ParseSweep(Sweep("grid:\n"
+                            "  lr: [0.001, 0.01, 0.1]\n"
+                            "  pos: [learned, rope]\n"
+                            "  n_layer: [1, 2]\n"
+                            "analysis: {tau: 0.3, delta: 0.05, lr_range: [0.001, 0.1], "
+                            "variant: pos, by: n_layer}\n"),
+                      "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_DOUBLE_EQ(*s->analysis.tau, 0.3);
+  EXPECT_DOUBLE_EQ(*s->analysis.delta, 0.05);
+  EXPECT_DOUBLE_EQ(*s->analysis.lr_min, 0.001);
+  EXPECT_DOUBLE_EQ(*s->analysis.lr_max, 0.1);
+  EXPECT_EQ(*s->analysis.variant, "pos");
+  EXPECT_EQ(*s->analysis.by, "n_layer");
+  auto plain = ParseSweep(Sweep("grid: {lr: [0.001, 0.01]}\nanalysis: {tau: 0.1}\n"), "s.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_DOUBLE_EQ(*plain->analysis.tau, 0.1);
+  EXPECT_FALSE(plain->analysis.delta.has_value());
+  EXPECT_FALSE(plain->analysis.lr_min.has_value());
+  EXPECT_FALSE(plain->analysis.variant.has_value());
+  // The stored copy re-reads to the same options, without walking the grid.
+  auto stored =
+      ParseStoredSweep(Sweep("grid: {lr: [0.001, 0.01]}\nanalysis: {tau: 0.1}\n"), "s.yaml");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_DOUBLE_EQ(*stored->analysis.tau, 0.1);
+}
+
+// ExpandPoint is the grid walk's run at any point: derived settings follow the point's values.
+TEST(ExpandPoint, GivesTheGridsRunAtAPointBetweenGridValues) {
+  auto s = ParseSweep(Sweep("fixed: {min_lr_ratio: 0.2}\n"
+                            "grid: {lr: [0.001, 0.1], n_layer: [1, 2], seed: [0, 1]}\n"),
+                      "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  google::protobuf::Map<std::string, std::string> at;
+  at["lr"] = "0.01";
+  at["n_layer"] = "2";
+  at["seed"] = "1";
+  auto run = ExpandPoint(*s, at);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_DOUBLE_EQ(run->config().lr(), 0.01);
+  EXPECT_DOUBLE_EQ(run->config().min_lr(), 0.002);  // 0.2 x its own lr, not a template's
+  EXPECT_EQ(run->config().n_layer(), 2);
+  EXPECT_EQ(run->config().seed(), 1);
+  EXPECT_EQ(run->cell(), "lr=0.01,n_layer=2");
+  // A grid point comes out exactly as the walk made it.
+  auto grid = Expand(*s);
+  ASSERT_TRUE(grid.ok());
+  const ablate::v1::RunSpec& first = grid->front();
+  auto same = ExpandPoint(*s, first.grid_values());
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*same, first));
+  at.erase("n_layer");
+  EXPECT_THAT(ExpandPoint(*s, at).status().message(),
+              HasSubstr("s.yaml:4: grid.n_layer: no value given"));
+  at["n_layer"] = "x";
+  EXPECT_THAT(ExpandPoint(*s, at).status().message(), HasSubstr("s.yaml:4: grid.n_layer:"));
+  at["n_layer"] = "2";
+  at["pos"] = "rope";
+  EXPECT_THAT(ExpandPoint(*s, at).status().message(), HasSubstr("'pos' is not a grid axis"));
+}
+
+TEST(AnalysisOptions, BadInputIsRefusedWithFileLineAndField) {
+  const std::string grid =
+      "grid:\n"
+      "  lr: {logspace: {min: 1e-3, max: 1e-1, per_decade: 2}}\n"
+      "  n_layer: [1, 2, 4]\n"
+      "  qk_norm: [none, layernorm]\n"
+      "  seed: [0, 1]\n";  // lines 3-7
+  struct Case {
+    std::string body;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"analysis: {tua: 0.3}\n", "s.yaml:8: analysis.tua: unknown key 'tua' (did you mean 'tau'?)"},
+      {"analysis:\n  tau: 0\n", "s.yaml:9: analysis.tau: must be a number in (0, 1)"},
+      {"analysis:\n  tau: -0.2\n", "s.yaml:9: analysis.tau: must be a number in (0, 1)"},
+      {"analysis:\n  tau: 1\n", "s.yaml:9: analysis.tau: must be a number in (0, 1)"},
+      {"analysis:\n  tau: abc\n", "s.yaml:9: analysis.tau:"},
+      {"analysis:\n  delta: -0.01\n", "s.yaml:9: analysis.delta: must be a finite number >= 0"},
+      {"analysis:\n  lr_range: [0.01]\n",
+       "s.yaml:9: analysis.lr_range: expected [min, max] with 0 < min < max"},
+      {"analysis:\n  lr_range: [0.05, 0.01]\n",
+       "s.yaml:9: analysis.lr_range: expected [min, max] with 0 < min < max"},
+      {"analysis:\n  lr_range: [1e-4, 0.05]\n",
+       "s.yaml:9: analysis.lr_range: 0.0001 is outside the grid's lr values [0.001, 0.1]"},
+      {"analysis:\n  lr_range: [0.01, 0.3]\n",
+       "s.yaml:9: analysis.lr_range: 0.3 is outside the grid's lr values [0.001, 0.1]"},
+      {"analysis:\n  variant: pos\n",
+       "s.yaml:9: analysis.variant: 'pos' is not a grid axis (the grid's axes: lr, n_layer, "
+       "qk_norm, seed)"},
+      {"analysis:\n  by: n_layers\n",
+       "s.yaml:9: analysis.by: 'n_layers' is not a grid axis (did you mean 'n_layer'?)"},
+      {"analysis:\n  by: seed\n", "s.yaml:9: analysis.by: the seed axis"},
+      {"analysis:\n  variant: lr\n", "s.yaml:9: analysis.variant: the lr axis"},
+      {"analysis:\n  variant: n_layer\n  by: n_layer\n",
+       "s.yaml:10: analysis.by: 'n_layer' is the same axis as analysis.variant"},
+      {"analysis: [0.2]\n", "s.yaml:8: analysis:"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_THAT(ErrorOf(Sweep(grid + c.body)), HasSubstr(c.message)) << c.body;
+  }
+  // The lr range is checked against refine.axis when the sweep refines another axis, and the
+  // grid may come after analysis:.
+  EXPECT_THAT(ErrorOf(Sweep("analysis: {lr_range: [0.001, 0.1]}\ngrid: {n_layer: [1, 2]}\n")),
+              HasSubstr("s.yaml:3: analysis.lr_range: the grid has no lr axis"));
+}
+
 TEST(Rejections, MalformedDocumentsComeBackAsErrorsNotExceptions) {
   const std::vector<std::string> docs = {
       "",

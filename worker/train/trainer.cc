@@ -371,6 +371,8 @@ ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_
   r.set_device_kind(info.kind);
   r.set_device_name(info.name);
   r.set_tokenizer_sha256(tokenizer_sha256_);
+  // With dropout the masks depend on it (provenance.h): the report flags cells that mix counts.
+  r.set_shards(shards_);
   for (const char* name : {metric::kAttnEntropy, metric::kMaxAttnLogit, metric::kKurtosis,
                            metric::kParamNorm, metric::kOutputLogitMax}) {
     auto it = last_probes_.find(name);
