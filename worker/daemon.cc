@@ -99,6 +99,10 @@ int RunDaemon(const DaemonOptions& options) {
     spdlog::error("device: {}", device.status().message());
     return 2;
   }
+  if (options.device == "auto" && device->kind == "cpu") {
+    spdlog::info("--device auto: no CUDA or MPS device here, training on the CPU ({})",
+                 train::TorchBuildLine());
+  }
   v1::WorkerInfo info;
   info.set_name(options.name.empty() ? Hostname() : options.name);
   info.set_hostname(Hostname());

@@ -98,11 +98,7 @@ int main(int argc, char** argv) {
   prep_cmd->add_option("--out", prep.out_dir, "Also copy the tokenizer and token files here");
 
   // Loading LibTorch only when asked: the version lines name the torch the worker trains with.
-  auto torch_line = [] {
-    auto cpu = ablate::train::ProbeDevice("cpu");
-    return std::vector<std::string>{"torch " +
-                                    (cpu.ok() ? cpu->torch_version : std::string("unknown"))};
-  };
+  auto torch_line = [] { return std::vector<std::string>{ablate::train::TorchBuildLine()}; };
   auto* version = ablate::cli_edge::AddVersion(app, "ablate-worker", torch_line);
   if (auto code = ablate::cli_edge::Parse(app, argc, argv, "ablate-worker")) return *code;
   if (version->parsed()) {

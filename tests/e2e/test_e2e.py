@@ -510,6 +510,37 @@ class CliErrors(E2E):
             self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
             self.assertIn(needle, p.stdout + p.stderr)
 
+    def test_worker_without_a_gpu_refuses_cuda_and_says_auto_means_cpu(self):
+        s = self.stack
+        # No GPU on this machine (and, with Debian 12's LibTorch, no CUDA in the build either):
+        # --device cuda stops at start with one sentence, before it touches the server.
+        p = subprocess.run([WORKER, "--server", "127.0.0.1:9", "--device", "cuda",
+                            "--work-dir", os.path.join(s.dir, "cuda")],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+        out = (p.stdout + p.stderr).strip()
+        self.assertIn("device cuda requested, but", out)
+        self.assertEqual(len(out.splitlines()), 1, f"one line, no trace: {out!r}")
+        # --device auto says it picked the CPU, then keeps trying to reach the (absent) server.
+        w = subprocess.Popen([WORKER, "--server", "127.0.0.1:9", "--device", "auto",
+                              "--work-dir", os.path.join(s.dir, "auto")],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        seen = []
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline:
+                line = w.stdout.readline()
+                if not line:
+                    break
+                seen.append(line)
+                if "training on the CPU" in line:
+                    break
+        finally:
+            w.terminate()
+            w.wait(timeout=30)
+        self.assertTrue(any("--device auto: no CUDA or MPS device here, training on the CPU" in l
+                            for l in seen), "".join(seen))
+
     def test_worker_with_a_wrong_token_is_told_to_make_a_worker_token(self):
         s = self.stack
         s.start_server()
@@ -671,7 +702,8 @@ class CliUsage(E2E):
                                                  stderr=subprocess.DEVNULL), 0,
                                  f"{commit} is no commit of this repository")
             if argv[0] == WORKER:
-                self.assertRegex(p.stdout, r"\ntorch \d+\.\d+", "the worker names its torch")
+                self.assertRegex(p.stdout, r"\ntorch \d+\.\d+\S*, (CPU build \(no CUDA\)|CUDA build)",
+                                 "the worker names its torch and whether it was built with CUDA")
 
     def complete(self, script, *words):
         """What bash completes for the command line `words` (the last one being typed)."""

@@ -61,7 +61,19 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& requested) {
   }
   if (requested == "cpu") return torch::Device(torch::kCPU);
   if (requested == "cuda") {
-    if (!cuda) return absl::FailedPreconditionError("device cuda requested, but none is available");
+    if (!cuda) {
+#ifdef ABLATE_TORCH_CUDA
+      return absl::FailedPreconditionError(
+          "device cuda requested, but no CUDA GPU is visible to this process (check nvidia-smi, "
+          "the driver and CUDA_VISIBLE_DEVICES)");
+#else
+      return absl::FailedPreconditionError(absl::StrCat(
+          "device cuda requested, but this ablate-worker is built against a CPU-only LibTorch (",
+          TORCH_VERSION,
+          "); build it against LibTorch with CUDA (README: Building each flavour) or use "
+          "--device cpu"));
+#endif
+    }
     return torch::Device(torch::kCUDA, 0);
   }
   if (requested == "mps") {
@@ -102,6 +114,20 @@ void ConfigureThreads(int threads) {
 }
 
 std::string TorchVersion() { return TORCH_VERSION; }
+
+std::string TorchBuildLine() {
+#ifdef ABLATE_TORCH_CUDA
+#ifdef CUDART_VERSION
+  return absl::StrCat("torch ", TORCH_VERSION, ", CUDA build (CUDA runtime ", CUDART_VERSION / 1000,
+                      ".", CUDART_VERSION % 1000 / 10, ")");
+#else
+  return absl::StrCat("torch ", TORCH_VERSION, ", CUDA build");
+#endif
+#else
+  return absl::StrCat("torch ", TORCH_VERSION, ", CPU build (no CUDA)",
+                      at::hasMPS() ? ", MPS available" : "");
+#endif
+}
 
 void SetThreadIntraOpThreads(int threads) {
   at::get_num_threads();  // adopts the process-wide value now, not at the first parallel op

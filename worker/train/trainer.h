@@ -64,6 +64,10 @@ struct DeviceInfo {
 // specific device is asked for and absent.
 absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested);
 
+// What this binary was built with, for --version: "torch 1.13.1, CPU build (no CUDA)" or
+// "torch 2.6.0, CUDA build (CUDA runtime 12.4)".
+std::string TorchBuildLine();
+
 // The files Train reads for a run's data (tokenizer and token files in the cache), located
 // without making them: what a worker shares with its fleet (worker/fleet_data.h). `key` names
 // them across machines: the same key means byte-identical files.
