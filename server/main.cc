@@ -1,4 +1,5 @@
 // ablate-server: the coordinator (serve), its schema (migrate) and its tokens (token ...).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 

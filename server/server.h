@@ -2,6 +2,7 @@
 // broker, the services and the exporter together, and shuts them down in order.
 #pragma once
 
+#include <chrono>
 #include <memory>
 
 #include "absl/status/statusor.h"

@@ -299,7 +299,7 @@ TEST_F(RefineTest, ARunTheReaperFailsSettlesItsCurveAndRefinesIt) {
       "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\nmax_attempts: 1\n"
       "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
   const int64_t sweep = Submit(yaml).sweep().id();
-  const int64_t w = Register("w", "cpu", 0);
+  const int64_t w = Register("w", "cpu", 0, 64);  // LeaseAll holds every queued run at once
   auto base = LeaseAll(w);
   ASSERT_EQ(base.size(), 4u);
   ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
@@ -319,7 +319,7 @@ TEST_F(RefineTest, CancellingACurvesLastPendingRunRefinesIt) {
       "name: cancelled\n", kData, "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n",
       "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 4}\n");
   const int64_t sweep = Submit(yaml).sweep().id();
-  const int64_t w = Register("w", "cpu", 0);
+  const int64_t w = Register("w", "cpu", 0, 64);  // LeaseAll holds every queued run at once
   auto base = LeaseAll(w);
   ASSERT_TRUE(Complete(base.at("0.001/0"), v1::SUCCEEDED, 3.0).ok());
   ASSERT_TRUE(Complete(base.at("0.01/0"), v1::SUCCEEDED, 2.5).ok());
@@ -344,7 +344,7 @@ TEST_F(RefineTest, ASuccessAboveTheWallRequeuesItsSkippedRuns) {
                                         "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\n"
                                         "prune: {above_divergence: true}\n");
   const int64_t sweep = Submit(yaml).sweep().id();
-  const int64_t w = Register("w", "cpu", 0);
+  const int64_t w = Register("w", "cpu", 0, 64);  // LeaseAll holds every queued run at once
   auto base = LeaseAll(w);
   ASSERT_EQ(base.size(), 4u);
   // 0.1 goes back to the queue unrun; 1 stays leased (a worker is training it).

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/analysis/refine.h"
 #include "common/report/csv.h"
