@@ -38,20 +38,26 @@ std::vector<v1::Run> LoadRuns(pqxx::work& tx, int64_t sweep_id) {
   return runs;
 }
 
-int Prune(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
-          std::vector<v1::Run>* runs) {
-  auto plan = analysis::PlanPruning(*runs, options);
+// The runs a pruning or requeue plan names, as the two arrays its statement unnests; false when
+// there are none (or planning failed, which is logged).
+bool Planned(int64_t sweep_id, const absl::StatusOr<std::vector<analysis::PruneRun>>& plan,
+             std::vector<int64_t>* ids, std::vector<std::string>* reasons) {
   if (!plan.ok()) {
     LogPlanningError(sweep_id, plan.status());
-    return 0;
+    return false;
   }
-  if (plan->empty()) return 0;
+  for (const auto& p : *plan) {
+    ids->push_back(p.run_id);
+    reasons->push_back(p.reason);
+  }
+  return !ids->empty();
+}
+
+int Prune(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
+          std::vector<v1::Run>* runs) {
   std::vector<int64_t> ids;
   std::vector<std::string> reasons;
-  for (const auto& p : *plan) {
-    ids.push_back(p.run_id);
-    reasons.push_back(p.reason);
-  }
+  if (!Planned(sweep_id, analysis::PlanPruning(*runs, options), &ids, &reasons)) return 0;
   pqxx::result done =
       pg::Exec(tx,
                "WITH u AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)), "
@@ -77,18 +83,9 @@ int Prune(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
 // not `requeued`, so a later, consistent wall may skip them again (a user's retry is final).
 int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
             std::vector<v1::Run>* runs) {
-  auto plan = analysis::PlanRequeue(*runs, options);
-  if (!plan.ok()) {
-    LogPlanningError(sweep_id, plan.status());
-    return 0;
-  }
-  if (plan->empty()) return 0;
   std::vector<int64_t> ids;
   std::vector<std::string> reasons;
-  for (const auto& p : *plan) {
-    ids.push_back(p.run_id);
-    reasons.push_back(p.reason);
-  }
+  if (!Planned(sweep_id, analysis::PlanRequeue(*runs, options), &ids, &reasons)) return 0;
   pqxx::result done =
       pg::Exec(tx,
                "WITH u AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)), "
