@@ -291,6 +291,51 @@ class Surface {
     }
     return reader->Finish();
   }
+  grpc::Status GetSweep(const std::string& token) {
+    v1::GetSweepRequest req;
+    req.mutable_sweep()->set_id(sweep_);
+    v1::GetSweepResponse resp;
+    return s_->GetSweep(Ctx(token).get(), req, &resp);
+  }
+  grpc::Status ListSweeps(const std::string& token) {
+    v1::ListSweepsRequest req;
+    v1::ListSweepsResponse resp;
+    return s_->ListSweeps(Ctx(token).get(), req, &resp);
+  }
+  grpc::Status ListRuns(const std::string& token) {
+    v1::ListRunsRequest req;
+    v1::ListRunsResponse resp;
+    return s_->ListRuns(Ctx(token).get(), req, &resp);
+  }
+  grpc::Status ListRunEvents(const std::string& token) {
+    v1::ListRunEventsRequest req;
+    req.set_run_id(ra_.run);
+    v1::ListRunEventsResponse resp;
+    return s_->ListRunEvents(Ctx(token).get(), req, &resp);
+  }
+  grpc::Status WatchSweep(const std::string& token) {
+    v1::WatchSweepRequest req;
+    req.mutable_sweep()->set_id(sweep_);
+    auto ctx = Ctx(token, 2);
+    auto reader = s_->WatchSweep(ctx.get(), req);
+    v1::SweepUpdate u;
+    if (reader->Read(&u)) {
+      ctx->TryCancel();  // it streams until the sweep ends: one update shows it was let in
+      reader->Finish();
+      return grpc::Status::OK;
+    }
+    return reader->Finish();
+  }
+  grpc::Status GetDataset(const std::string& token) {
+    v1::GetDatasetRequest req;
+    req.set_sha256(Sha256Hex("no such data set"));
+    auto ctx = Ctx(token);
+    auto reader = w_->GetDataset(ctx.get(), req);
+    v1::DataChunk c;
+    while (reader->Read(&c)) {
+    }
+    return reader->Finish();
+  }
   grpc::Status Retry(const std::string& token, int64_t sweep) {
     v1::RetryRunsRequest req;
     req.mutable_sweep()->set_id(sweep);
@@ -350,6 +395,23 @@ class Surface {
       Expect("ListWorkers", w, code, ListWorkers(token));
       Expect("GetArtifact", w, code, GetArtifact(token, ra_.run));
       Expect("GetRunMetrics", w, code, Metrics(token, ra_.run));
+      // The rest of the surface, so that every RPC of both services is tried without a token.
+      Expect("ReportMetrics", w, code, Report(token, ra_));
+      Expect("PutCheckpoint", w, code, PutCheckpoint(token, ra_, "x", 1));
+      Expect("GetCheckpoint", w, code, GetCheckpoint(token, ra_));
+      Expect("GetDataset", w, code, GetDataset(token));
+      Expect("Complete", w, code, Complete(token, ra_, v1::FAILED));
+      Expect("Release", w, code, Release(token, ra_));
+      Expect("PutPreparedFile", w, code,
+             PutPrepared(token, Sha256Hex("k"), Sha256Hex("c"), "tokens_train", "x", 1));
+      Expect("PublishDataPrep", w, code, Publish(token, Sha256Hex("k"), Sha256Hex("c"), {}));
+      Expect("GetSweep", w, code, GetSweep(token));
+      Expect("ListSweeps", w, code, ListSweeps(token));
+      Expect("ListRuns", w, code, ListRuns(token));
+      Expect("ListRunEvents", w, code, ListRunEvents(token));
+      Expect("WatchSweep", w, code, WatchSweep(token));
+      Expect("RetryRuns", w, code, Retry(token, sweep_));
+      Expect("CancelSweep", w, code, Cancel(token, sweep_));
     }
   }
 
@@ -366,6 +428,19 @@ class Surface {
     Expect("PublishDataPrep", u, denied, Publish(t_.user, Sha256Hex("k"), Sha256Hex("c"), {}));
     Expect("GetPreparedFile", u, denied, GetPrepared(t_.user, checkpoint_ref_.sha256()));
     Expect("Deregister", u, denied, Deregister(t_.user, a_));
+    v1::HeartbeatResponse hr;
+    Expect("Heartbeat", u, denied, Heartbeat(t_.user, a_, ra_, &hr));
+    Expect("ReportMetrics", u, denied, Report(t_.user, ra_));
+    Expect("PutCheckpoint", u, denied, PutCheckpoint(t_.user, ra_, "x", 1));
+    Expect("GetCheckpoint", u, denied, GetCheckpoint(t_.user, ra_));
+    Expect("GetDataset", u, denied, GetDataset(t_.user));
+    Expect("Complete", u, denied, Complete(t_.user, ra_, v1::FAILED));
+    Expect("Release", u, denied, Release(t_.user, ra_));
+    Expect("GetSweep", w, denied, GetSweep(t_.worker_a));
+    Expect("ListSweeps", w, denied, ListSweeps(t_.worker_a));
+    Expect("ListRuns", w, denied, ListRuns(t_.worker_a));
+    Expect("ListRunEvents", w, denied, ListRunEvents(t_.worker_a));
+    Expect("WatchSweep", w, denied, WatchSweep(t_.worker_a));
     Expect("SubmitSweep", w, denied, Submit(t_.worker_a, SweepYaml("by-worker")));
     Expect("ListWorkers", w, denied, ListWorkers(t_.worker_a));
     Expect("GetArtifact", w, denied, GetArtifact(t_.worker_a, ra_.run));
