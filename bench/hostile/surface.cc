@@ -57,8 +57,8 @@ struct Held {
 class Surface {
  public:
   Surface(std::shared_ptr<grpc::Channel> channel, SurfaceTokens tokens, pid_t server)
-      : w_(v1::WorkerService::NewStub(channel)),
-        s_(v1::SweepService::NewStub(channel)),
+      : workers_(v1::WorkerService::NewStub(channel)),
+        sweeps_(v1::SweepService::NewStub(channel)),
         t_(std::move(tokens)),
         server_(server) {}
 
@@ -88,7 +88,7 @@ class Surface {
     req.mutable_info()->set_device_kind("cpu");
     req.mutable_info()->set_slots(slots);
     v1::RegisterResponse resp;
-    auto s = w_->Register(Ctx(token).get(), req, &resp);
+    auto s = workers_->Register(Ctx(token).get(), req, &resp);
     if (id != nullptr) *id = resp.worker_id();
     return s;
   }
@@ -96,7 +96,7 @@ class Surface {
     v1::LeaseRequest req;
     req.set_worker_id(worker);
     v1::LeaseResponse resp;
-    auto s = w_->Lease(Ctx(token).get(), req, &resp);
+    auto s = workers_->Lease(Ctx(token).get(), req, &resp);
     if (s.ok() && !resp.has_run()) return grpc::Status(StatusCode::NOT_FOUND, "nothing queued");
     if (held != nullptr)
       *held = {resp.lease().run_id(), resp.lease().attempt(), resp.lease().token()};
@@ -109,7 +109,7 @@ class Surface {
     req.set_run_id(h.run);
     req.set_attempt(h.attempt);
     req.set_lease_token(h.token);
-    return w_->Heartbeat(Ctx(token).get(), req, resp);
+    return workers_->Heartbeat(Ctx(token).get(), req, resp);
   }
   grpc::Status Report(const std::string& token, const Held& h) {
     v1::ReportMetricsRequest req;
@@ -121,7 +121,7 @@ class Surface {
     p->set_step(1);
     p->set_value(1);
     v1::ReportMetricsResponse resp;
-    return w_->ReportMetrics(Ctx(token).get(), req, &resp);
+    return workers_->ReportMetrics(Ctx(token).get(), req, &resp);
   }
   grpc::Status Logs(const std::string& token, const Held& h, int lines, size_t bytes) {
     v1::LogReportRequest req;
@@ -136,13 +136,13 @@ class Surface {
       l->set_text(std::string(bytes, 'x'));
     }
     v1::LogReportResponse resp;
-    return w_->ReportLogs(Ctx(token).get(), req, &resp);
+    return workers_->ReportLogs(Ctx(token).get(), req, &resp);
   }
   grpc::Status PutCheckpoint(const std::string& token, const Held& h, const std::string& data,
                              int64_t announced, v1::CheckpointRef* ref = nullptr) {
     v1::PutCheckpointResponse stored;
     auto ctx = Ctx(token);
-    auto writer = w_->PutCheckpoint(ctx.get(), &stored);
+    auto writer = workers_->PutCheckpoint(ctx.get(), &stored);
     v1::CheckpointChunk header;
     header.set_run_id(h.run);
     header.set_attempt(h.attempt);
@@ -167,7 +167,7 @@ class Surface {
     req.set_lease_token(h.token);
     req.set_sha256(sha);
     auto ctx = Ctx(token);
-    auto reader = w_->GetCheckpoint(ctx.get(), req);
+    auto reader = workers_->GetCheckpoint(ctx.get(), req);
     v1::CheckpointChunk c;
     while (reader->Read(&c)) {
     }
@@ -182,7 +182,7 @@ class Surface {
     req.set_state(state);
     if (final_ref != nullptr) *req.mutable_result()->mutable_final_checkpoint() = *final_ref;
     v1::CompleteResponse resp;
-    return w_->Complete(Ctx(token).get(), req, &resp);
+    return workers_->Complete(Ctx(token).get(), req, &resp);
   }
   grpc::Status Release(const std::string& token, const Held& h) {
     v1::ReleaseRequest req;
@@ -191,13 +191,13 @@ class Surface {
     req.set_lease_token(h.token);
     req.set_reason("hostile");
     v1::ReleaseResponse resp;
-    return w_->Release(Ctx(token).get(), req, &resp);
+    return workers_->Release(Ctx(token).get(), req, &resp);
   }
   grpc::Status Deregister(const std::string& token, int64_t worker) {
     v1::CliDeregisterRequest req;
     req.set_worker_id(worker);
     v1::CliDeregisterResponse resp;
-    return w_->Deregister(Ctx(token).get(), req, &resp);
+    return workers_->Deregister(Ctx(token).get(), req, &resp);
   }
   grpc::Status Claim(const std::string& token, int64_t worker, const std::string& key,
                      v1::DataPrepClaimResponse* resp, const std::string& claim = "") {
@@ -205,7 +205,7 @@ class Surface {
     req.set_worker_id(worker);
     req.set_key(key);
     req.set_claim_token(claim);
-    return w_->ClaimDataPrep(Ctx(token).get(), req, resp);
+    return workers_->ClaimDataPrep(Ctx(token).get(), req, resp);
   }
   grpc::Status PutPrepared(const std::string& token, const std::string& key,
                            const std::string& claim, const std::string& role,
@@ -213,7 +213,7 @@ class Surface {
                            v1::PreparedFileRef* stored = nullptr) {
     v1::PreparedFileRef ref;
     auto ctx = Ctx(token);
-    auto writer = w_->PutPreparedFile(ctx.get(), &ref);
+    auto writer = workers_->PutPreparedFile(ctx.get(), &ref);
     v1::PreparedFileChunk header;
     header.set_key(key);
     header.set_claim_token(claim);
@@ -238,14 +238,14 @@ class Surface {
     req.set_claim_token(claim);
     for (const auto& f : files) *req.add_files() = f;
     v1::DataPrepPublishResponse resp;
-    return w_->PublishDataPrep(Ctx(token).get(), req, &resp);
+    return workers_->PublishDataPrep(Ctx(token).get(), req, &resp);
   }
   grpc::Status GetPrepared(const std::string& token, const std::string& sha,
                            std::string* out = nullptr) {
     v1::PreparedFileRequest req;
     req.set_sha256(sha);
     auto ctx = Ctx(token);
-    auto reader = w_->GetPreparedFile(ctx.get(), req);
+    auto reader = workers_->GetPreparedFile(ctx.get(), req);
     v1::DataChunk c;
     while (reader->Read(&c)) {
       if (out != nullptr) *out += c.data();
@@ -257,14 +257,14 @@ class Surface {
     req.set_spec_yaml(yaml);
     req.set_file_name("hostile.yaml");
     v1::SubmitSweepResponse resp;
-    auto s = s_->SubmitSweep(Ctx(token).get(), req, &resp);
+    auto s = sweeps_->SubmitSweep(Ctx(token).get(), req, &resp);
     if (id != nullptr) *id = resp.sweep().id();
     return s;
   }
   grpc::Status ListWorkers(const std::string& token) {
     v1::ListWorkersRequest req;
     v1::ListWorkersResponse resp;
-    return s_->ListWorkers(Ctx(token).get(), req, &resp);
+    return sweeps_->ListWorkers(Ctx(token).get(), req, &resp);
   }
   grpc::Status GetArtifact(const std::string& token, int64_t run, const std::string& name = "",
                            int64_t* bytes = nullptr) {
@@ -272,7 +272,7 @@ class Surface {
     req.set_run_id(run);
     req.set_name(name);
     auto ctx = Ctx(token);
-    auto reader = s_->GetArtifact(ctx.get(), req);
+    auto reader = sweeps_->GetArtifact(ctx.get(), req);
     v1::ArtifactChunk c;
     while (reader->Read(&c)) {
       if (bytes != nullptr) *bytes += static_cast<int64_t>(c.data().size());
@@ -285,7 +285,7 @@ class Surface {
     req.set_after_step(-1);
     req.set_include_logs(true);
     auto ctx = Ctx(token);
-    auto reader = s_->GetRunMetrics(ctx.get(), req);
+    auto reader = sweeps_->GetRunMetrics(ctx.get(), req);
     v1::GetRunMetricsResponse m;
     while (reader->Read(&m)) {
     }
@@ -295,29 +295,29 @@ class Surface {
     v1::GetSweepRequest req;
     req.mutable_sweep()->set_id(sweep_);
     v1::GetSweepResponse resp;
-    return s_->GetSweep(Ctx(token).get(), req, &resp);
+    return sweeps_->GetSweep(Ctx(token).get(), req, &resp);
   }
   grpc::Status ListSweeps(const std::string& token) {
     v1::ListSweepsRequest req;
     v1::ListSweepsResponse resp;
-    return s_->ListSweeps(Ctx(token).get(), req, &resp);
+    return sweeps_->ListSweeps(Ctx(token).get(), req, &resp);
   }
   grpc::Status ListRuns(const std::string& token) {
     v1::ListRunsRequest req;
     v1::ListRunsResponse resp;
-    return s_->ListRuns(Ctx(token).get(), req, &resp);
+    return sweeps_->ListRuns(Ctx(token).get(), req, &resp);
   }
   grpc::Status ListRunEvents(const std::string& token) {
     v1::ListRunEventsRequest req;
     req.set_run_id(ra_.run);
     v1::ListRunEventsResponse resp;
-    return s_->ListRunEvents(Ctx(token).get(), req, &resp);
+    return sweeps_->ListRunEvents(Ctx(token).get(), req, &resp);
   }
   grpc::Status WatchSweep(const std::string& token) {
     v1::WatchSweepRequest req;
     req.mutable_sweep()->set_id(sweep_);
     auto ctx = Ctx(token, 2);
-    auto reader = s_->WatchSweep(ctx.get(), req);
+    auto reader = sweeps_->WatchSweep(ctx.get(), req);
     v1::SweepUpdate u;
     if (reader->Read(&u)) {
       ctx->TryCancel();  // it streams until the sweep ends: one update shows it was let in
@@ -330,7 +330,7 @@ class Surface {
     v1::GetDatasetRequest req;
     req.set_sha256(Sha256Hex("no such data set"));
     auto ctx = Ctx(token);
-    auto reader = w_->GetDataset(ctx.get(), req);
+    auto reader = workers_->GetDataset(ctx.get(), req);
     v1::DataChunk c;
     while (reader->Read(&c)) {
     }
@@ -340,13 +340,13 @@ class Surface {
     v1::RetryRunsRequest req;
     req.mutable_sweep()->set_id(sweep);
     v1::RetryRunsResponse resp;
-    return s_->RetryRuns(Ctx(token).get(), req, &resp);
+    return sweeps_->RetryRuns(Ctx(token).get(), req, &resp);
   }
   grpc::Status Cancel(const std::string& token, int64_t sweep) {
     v1::CancelSweepRequest req;
     req.mutable_sweep()->set_id(sweep);
     v1::CancelSweepResponse resp;
-    return s_->CancelSweep(Ctx(token).get(), req, &resp);
+    return sweeps_->CancelSweep(Ctx(token).get(), req, &resp);
   }
 
   // ---- bookkeeping ----
@@ -627,8 +627,9 @@ class Surface {
     timed("ListWorkers", 25, [&] { return ListWorkers(t_.user).ok(); });
   }
 
-  std::unique_ptr<v1::WorkerService::Stub> w_;
-  std::unique_ptr<v1::SweepService::Stub> s_;
+  // gRPC client proxies for the two services (what gRPC calls a Stub), over one channel.
+  std::unique_ptr<v1::WorkerService::Stub> workers_;
+  std::unique_ptr<v1::SweepService::Stub> sweeps_;
   SurfaceTokens t_;
   pid_t server_;
   int attacks_ = 0, unexpected_ = 0;

@@ -94,6 +94,13 @@ std::vector<int64_t> FinishSweepsWithNothingLeft(pqxx::work& tx, std::optional<i
   return out;
 }
 
+// Lease and Heartbeat name a worker: another token's worker gets the same answer as an unknown
+// id, so a probe learns nothing.
+absl::Status NotTheCallersWorker(int64_t worker_id) {
+  return absl::NotFoundError(absl::StrCat(
+      "worker ", worker_id, " is not registered with this token (call Register first)"));
+}
+
 // The one step after runs end, whichever way (Complete, Reap past max_attempts, Cancel): each
 // of their sweeps refines and prunes first (refine_store.h; the runs it adds keep a sweep active)
 // and is then finished if nothing is left. A way of ending that skipped it left a refining sweep
@@ -145,11 +152,7 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
                              "  least(greatest(coalesce((info->>'slots')::int, 1), 1), $3) "
                              "FROM workers WHERE id = $1 FOR UPDATE",
                              worker_id, token_id, kMaxWorkerSlots);
-        if (wr.empty() || !wr[0][0].as<bool>()) {
-          // Another token's worker gets the same answer as an unknown id: a probe learns nothing.
-          return absl::NotFoundError(absl::StrCat(
-              "worker ", worker_id, " is not registered with this token (call Register first)"));
-        }
+        if (wr.empty() || !wr[0][0].as<bool>()) return NotTheCallersWorker(worker_id);
         if (wr[0][1].as<bool>()) {
           return absl::NotFoundError(absl::StrCat("worker ", worker_id,
                                                   " was deregistered (it stopped); call Register "
@@ -239,9 +242,7 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
                      "WHERE id = $1 AND token_id IS NOT DISTINCT FROM $3 RETURNING name",
                      req.worker_id(), req.run_id(), token_id);
         if (w.empty()) {
-          return absl::NotFoundError(
-              absl::StrCat("worker ", req.worker_id(),
-                           " is not registered with this token (call Register first)"));
+          return NotTheCallersWorker(req.worker_id());
         }
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;
