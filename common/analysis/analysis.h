@@ -61,7 +61,7 @@ struct Point {
   std::optional<double> stable_loss_std;
   int n_stable = 0;
   // 0: an LR of the base grid; k >= 1: an LR the sweep's refinement added in round k (the
-  // smallest round of the point's runs). η*, ℓ* and LR sensitivity use base-grid LRs only.
+  // smallest round of the point's runs). LR sensitivity averages over base-grid LRs only.
   int refine_round = 0;
   int n_pending = 0;  // queued, leased or running
   int n_failed = 0;   // failed or cancelled
@@ -80,10 +80,14 @@ struct Curve {
   std::string moderator;
   std::optional<double> l0;   // mean initial loss of all the curve's runs
   std::vector<Point> points;  // ascending LR
-  // η*: argmin of the seed-averaged loss over the base grid's LRs (refine_round 0; all LRs only
-  // when no base-grid LR finished), and ℓ* there: the ℓ* LR sensitivity and max good LR use.
+  // The finished LR with the lowest seed-averaged loss (any LR, refined ones included).
+  std::optional<double> best_lr;
+  // η* and ℓ*, the curve's minimum: the vertex of the parabola in log10 LR through best_lr and
+  // its two finished neighbours when all three trained stably (opt_fitted), else best_lr and its
+  // loss. The ℓ* LR sensitivity and max good LR are measured from (docs/report.md).
   std::optional<double> opt_lr;
   std::optional<double> opt_loss;
+  bool opt_fitted = false;
   std::optional<double> lr_sensitivity;
   int sensitivity_points = 0;  // LRs in [lr_min, lr_max] that entered the mean
   // Of those, LRs whose ℓ rests on skipped runs (inferred at ℓ0, never measured).

@@ -15,35 +15,76 @@ std::string Num(double x) { return absl::StrFormat("%.4g", x); }
 
 std::string Signed(double x) { return absl::StrFormat("%+.4g", x); }
 
+// ℓ* and η* on the curve rather than at a grid LR: the vertex of the parabola in log10 LR through
+// the best measured point and its two neighbours, when all three trained stably (a diverged
+// seed's ℓ0 is a cap, not a loss on the curve) and the parabola opens upwards; else the best
+// point itself. A grid samples the curve's bottom at one of its LRs, so the best grid loss sits
+// above the true minimum by an amount that depends on where the grid fell (up to ~0.1 nats on 2
+// LRs per decade): every figure measured from ℓ* (max good LR's threshold, LR sensitivity) would
+// then depend on the grid's density. A point added on the curve leaves the vertex where it was.
+void FitOptimum(const std::vector<Point>& points, size_t best, Curve* curve) {
+  curve->opt_lr = points[best].lr;
+  curve->opt_loss = *points[best].loss;
+  auto stable = [&](size_t i) { return points[i].loss && points[i].n_diverged == 0; };
+  if (!stable(best)) return;
+  // The nearest LR on each side with a finished run.
+  std::optional<size_t> lo, hi;
+  for (size_t i = best; i-- > 0;) {
+    if (points[i].loss) {
+      lo = i;
+      break;
+    }
+  }
+  for (size_t i = best + 1; i < points.size(); ++i) {
+    if (points[i].loss) {
+      hi = i;
+      break;
+    }
+  }
+  if (!lo || !hi || !stable(*lo) || !stable(*hi)) return;
+  const double x0 = std::log10(points[*lo].lr), y0 = *points[*lo].loss;
+  const double x1 = std::log10(points[best].lr), y1 = *points[best].loss;
+  const double x2 = std::log10(points[*hi].lr), y2 = *points[*hi].loss;
+  const double d01 = (y1 - y0) / (x1 - x0);
+  const double d12 = (y2 - y1) / (x2 - x1);
+  const double curvature = (d12 - d01) / (x2 - x0);
+  if (!(curvature > 0)) return;  // flat bottom: the best point is the minimum
+  // y(x) = y1 + s (x - x1) + c (x - x1)^2, s the slope at x1; the vertex lies in [x0, x2]
+  // because y1 is the smallest of the three.
+  const double slope = d01 + curvature * (x1 - x0);
+  const double xv = x1 - slope / (2 * curvature);
+  curve->opt_lr = std::pow(10.0, xv);
+  curve->opt_loss = y1 - slope * slope / (4 * curvature);
+  curve->opt_fitted = true;
+}
+
 }  // namespace
 
 void ComputeCurveMetrics(const Options& options, Curve* curve) {
-  // η*, ℓ* and LR sensitivity come from one set of points: the base grid's LRs (refine_round 0),
-  // the same LRs for every curve. Refinement adds LRs where a boundary's bracket is wide and the
-  // budget reaches, unevenly across curves: a refined midpoint near η* would lower ℓ* and raise
-  // that curve's sensitivity alone, so a comparison would measure where the budget went. Refined
-  // LRs only narrow boundaries (below). A curve with no base-grid LR finished falls back to all.
-  bool on_grid = false;
-  for (const auto& p : curve->points) {
+  std::optional<size_t> best;
+  for (size_t i = 0; i < curve->points.size(); ++i) {
+    const Point& p = curve->points[i];
     curve->seeds = std::max(curve->seeds, p.n);
     if (p.n_pending + p.n_failed + p.n_absent > 0) curve->complete = false;
-    on_grid |= p.loss.has_value() && p.refine_round == 0;
+    // Seeds are averaged first, then minimised: the best LR has the best mean, never the
+    // luckiest single seed. Ties go to the smaller LR. Every finished LR counts, refined ones
+    // too: ℓ* is estimated on the curve (FitOptimum), so a point that lies on it moves nothing.
+    if (p.loss && (!best || *p.loss < *curve->points[*best].loss)) best = i;
   }
-  const Point* best = nullptr;
-  for (const auto& p : curve->points) {
-    if (on_grid && p.refine_round > 0) continue;
-    // Seeds are averaged first, then minimised: η* is the LR with the best mean, never the
-    // luckiest single seed. Ties go to the smaller LR.
-    if (p.loss && (best == nullptr || *p.loss < *best->loss)) best = &p;
-  }
-  if (best == nullptr) return;
-  curve->opt_lr = best->lr;
-  curve->opt_loss = *best->loss;
-  const double opt = *best->loss;
+  if (!best) return;
+  curve->best_lr = curve->points[*best].lr;
+  FitOptimum(curve->points, *best, curve);
+  const double opt = *curve->opt_loss;
+  const bool on_grid = std::any_of(curve->points.begin(), curve->points.end(), [](const Point& p) {
+    return p.loss.has_value() && p.refine_round == 0;
+  });
 
   // LR sensitivity (Wortsman et al. 2023): mean over the grid's LRs in [a, b] of
   // min(ℓ(η), ℓ0) - ℓ*. Capping at ℓ0 keeps one catastrophic LR from dominating: a diverged run
-  // is "as bad as not training". Base-grid LRs only, like ℓ* above.
+  // is "as bad as not training". The mean is over the base grid's LRs (refine_round 0), the same
+  // LRs for every curve: refinement adds LRs unevenly across curves, where a boundary's bracket
+  // is wide and the budget reaches, and a mean over them would weigh each curve's LRs by where
+  // the budget went. All LRs only when no base-grid LR finished.
   double sum = 0;
   int count = 0;
   for (const auto& p : curve->points) {
@@ -74,7 +115,7 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
   if (curve->l0 && opt < *curve->l0) {
     const double limit = opt + options.tau * (*curve->l0 - opt);
     for (const auto& p : curve->points) {
-      if (p.lr < best->lr || !p.loss) continue;
+      if (p.lr < *curve->best_lr || !p.loss) continue;
       if (*p.loss > limit) {
         curve->max_good_above = p.lr;
         break;

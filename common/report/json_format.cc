@@ -80,6 +80,8 @@ std::string FormatJson(const analysis::Analysis& a) {
                {"l0", Opt(c.l0)},
                {"opt_lr", Opt(c.opt_lr)},
                {"opt_loss", Opt(c.opt_loss)},
+               {"opt_fitted", c.opt_fitted},
+               {"best_lr", Opt(c.best_lr)},
                {"lr_sensitivity", Opt(c.lr_sensitivity)},
                {"sensitivity_points", c.sensitivity_points},
                {"sensitivity_inferred", c.sensitivity_inferred},
@@ -113,6 +115,8 @@ std::string FormatJson(const analysis::Analysis& a) {
   for (const auto& v : a.verdicts) {
     j["verdicts"].push_back({{"hypothesis", v.hypothesis},
                              {"outcome", v.outcome},
+                             {"context", v.context},
+                             {"variant", v.variant},
                              {"line", v.line},
                              {"mixed", v.mixed}});
   }

@@ -69,17 +69,17 @@ Table SummaryTable(const Analysis& a) {
   if (contexts) t.header.push_back("context");
   t.header.insert(t.header.end(),
                   {o.variant_axis, o.moderator_axis, "eta*", "loss*", "ppl*", "LR sens.",
-                   "max stable LR", "max good LR", "steps to thr. @eta*", "seeds", "status"});
+                   "max stable LR", "max good LR", "steps to thr. @best LR", "seeds", "status"});
   // Only a mixed fleet gets the column: a uniform sweep's table stays as narrow as before.
   const bool mixed = !a.mixed.empty();
   if (mixed) t.header.push_back("mixed");
   for (const auto& c : a.curves) {
     std::vector<std::string> row;
     if (contexts) row.push_back(c.context);
-    const Point* opt = PointAt(c, c.opt_lr);
+    const Point* opt = PointAt(c, c.best_lr);
     row.insert(row.end(),
                {c.variant, c.moderator, Fmt(c.opt_lr), Fmt(c.opt_loss),
-                Fmt(opt ? opt->perplexity : std::nullopt),
+                Fmt(c.opt_loss ? std::optional<double>(std::exp(*c.opt_loss)) : std::nullopt),
                 absl::StrCat(Fmt(c.lr_sensitivity), Inferred(c.sensitivity_inferred)),
                 absl::StrCat(Fmt(c.max_stable_lr), Unresolved(c.max_stable_unresolved_by_budget)),
                 absl::StrCat(Fmt(c.max_good_lr), Unresolved(c.max_good_unresolved_by_budget)),

@@ -108,24 +108,31 @@ TEST(Analysis, LrSensitivityOverSubRange) {
   RunSet s;
   s.Add("none", "2", "0.0001", 0, 5.0);
   s.Add("none", "2", "0.001", 0, 4.0);
-  s.Add("none", "2", "0.01", 0, 3.0);  // ℓ* = 3
+  s.Add("none", "2", "0.01", 0, 3.0);  // the best LR
   s.Add("none", "2", "0.1", 0, 6.0);
   s.Add("none", "2", "1", 0, 9.0);  // worse than ℓ0 = 8: capped at 8
-  // Default [3e-4, 0.3] holds 1e-3, 1e-2, 1e-1: ((4-3) + (3-3) + (6-3)) / 3 = 4/3.
+  // ℓ* is the vertex of the parabola through (-3, 4), (-2, 3), (-1, 6) in log10 LR: slopes -1
+  // and 3, curvature (3 - -1) / 2 = 2, slope at -2: -1 + 2 = 1, so ℓ* = 3 - 1^2 / (4 x 2) = 2.875
+  // at log10 η* = -2 - 1 / 4.
+  // Default [3e-4, 0.3] holds 1e-3, 1e-2, 1e-1: ((4 - ℓ*) + (3 - ℓ*) + (6 - ℓ*)) / 3 = 4/3 + 1/8.
   const auto a = s.Analyse();
   const Curve& c = *CurveOf(a, "none", "2");
-  EXPECT_NEAR(*c.lr_sensitivity, 4.0 / 3.0, 1e-12);
+  EXPECT_NEAR(*c.opt_loss, 2.875, 1e-12);
+  EXPECT_NEAR(*c.opt_lr, std::pow(10.0, -2.25), 1e-12);
+  EXPECT_TRUE(c.opt_fitted);
+  EXPECT_DOUBLE_EQ(*c.best_lr, 0.01);
+  EXPECT_NEAR(*c.lr_sensitivity, 4.0 / 3.0 + 0.125, 1e-12);
   EXPECT_EQ(c.sensitivity_points, 3);
-  // [1e-3, 1e-2]: (1 + 0) / 2 = 0.5.
+  // [1e-3, 1e-2]: (1.125 + 0.125) / 2 = 0.625.
   Options sub;
   sub.lr_min = 1e-3;
   sub.lr_max = 1e-2;
-  EXPECT_NEAR(*CurveOf(s.Analyse(sub), "none", "2")->lr_sensitivity, 0.5, 1e-12);
-  // [0.1, 1]: (min(6, 8) - 3 + min(9, 8) - 3) / 2 = (3 + 5) / 2 = 4.
+  EXPECT_NEAR(*CurveOf(s.Analyse(sub), "none", "2")->lr_sensitivity, 0.625, 1e-12);
+  // [0.1, 1]: (min(6, 8) - ℓ* + min(9, 8) - ℓ*) / 2 = (3.125 + 5.125) / 2 = 4.125.
   Options top;
   top.lr_min = 0.1;
   top.lr_max = 1;
-  EXPECT_NEAR(*CurveOf(s.Analyse(top), "none", "2")->lr_sensitivity, 4.0, 1e-12);
+  EXPECT_NEAR(*CurveOf(s.Analyse(top), "none", "2")->lr_sensitivity, 4.125, 1e-12);
   // A range with no grid LR in it: no figure.
   Options empty;
   empty.lr_min = 2;
@@ -561,8 +568,11 @@ TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
 TEST(Analysis, ARefinedPointOnTheCurveLeavesLrSensitivityUnchanged) {
   // ℓ(η) = 3 + 0.5 (log10 η + 1.5)^2, a parabola in log LR with its minimum between the grid's
   // 1e-2 and 1e-1: the grid sees 4.125, 3.125, 3.125, 4.125; the refined midpoint 0.0316228
-  // lies on the same curve at 3.0. ℓ* and LR sensitivity come from the base grid alike, so the
-  // midpoint moves neither: sensitivity over [3e-4, 0.3] = (1 + 0 + 0) / 3 against ℓ* = 3.125.
+  // lies on the same curve at 3.0. ℓ* is the curve's vertex, 3.0 at 10^-1.5, from the grid's
+  // three points and again from the midpoint and its neighbours, so the midpoint moves neither
+  // ℓ* nor LR sensitivity: over [3e-4, 0.3] (1.125 + 0.125 + 0.125) / 3 from either.
+  // (With ℓ* the lowest point measured, the midpoint lowered ℓ* by 0.125 and raised this curve's
+  // sensitivity alone by as much.)
   auto loss = [](double lr) { return 3 + 0.5 * std::pow(std::log10(lr) + 1.5, 2); };
   RunSet s;
   for (const char* lr : {"0.001", "0.01", "0.1", "1"})
@@ -572,11 +582,42 @@ TEST(Analysis, ARefinedPointOnTheCurveLeavesLrSensitivityUnchanged) {
   const auto refined = s.Analyse();
   const Curve& b = *CurveOf(base, "none", "2");
   const Curve& r = *CurveOf(refined, "none", "2");
-  EXPECT_NEAR(*b.lr_sensitivity, 1.0 / 3, 1e-9);
+  EXPECT_NEAR(*b.lr_sensitivity, 1.375 / 3, 1e-9);
   EXPECT_NEAR(*r.lr_sensitivity, *b.lr_sensitivity, 0.01);
-  // The ℓ* reported is the one the sensitivity is measured from.
-  EXPECT_NEAR(*r.opt_loss, 3.125, 1e-9);
-  EXPECT_DOUBLE_EQ(*r.opt_lr, 0.01);
+  for (const Curve* c : {&b, &r}) {
+    EXPECT_NEAR(*c->opt_loss, 3.0, 1e-6);
+    EXPECT_NEAR(std::log10(*c->opt_lr), -1.5, 1e-6);
+  }
+  EXPECT_DOUBLE_EQ(*b.best_lr, 0.01);
+  EXPECT_DOUBLE_EQ(*r.best_lr, 0.0316228);
+}
+
+TEST(Analysis, LossStarDoesNotDependOnTheGridsDensity) {
+  // One curve, ℓ(η) = 3 + 2 (log10 η + 1.75)^2 below a wall at 1, sampled at 2 LRs per decade
+  // (the grid's bottom two LRs sit a quarter decade from the minimum: 3.125) and at 8 per decade
+  // (which holds the minimum itself: 3.0). The best point's loss differs by 0.125 nats between
+  // the two grids, which moved max good LR's threshold by 0.8 x as much; ℓ* is the curve's
+  // minimum from both.
+  auto loss = [](double x) { return 3 + 2 * std::pow(x + 1.75, 2); };
+  std::optional<double> stars[2];
+  std::optional<double> bests[2];
+  int i = 0;
+  for (int per_decade : {2, 8}) {
+    RunSet s;
+    for (int k = -3 * per_decade; k <= 0; ++k) {
+      const double x = static_cast<double>(k) / per_decade;
+      char text[32];
+      std::snprintf(text, sizeof(text), "%.6g", std::pow(10.0, x));
+      s.Add("none", "2", text, 0, x < 0 ? loss(x) : -1);
+    }
+    const auto a = s.Analyse();
+    const Curve& c = *CurveOf(a, "none", "2");
+    stars[i] = c.opt_loss;
+    bests[i++] = c.PointAt(*c.best_lr)->loss;
+  }
+  EXPECT_NEAR(*bests[0] - *bests[1], 0.125, 1e-9);
+  EXPECT_NEAR(*stars[0], 3.0, 1e-4);
+  EXPECT_NEAR(*stars[1], 3.0, 1e-4);
 }
 
 TEST(Analysis, EtaDaggerIsComparedUpToTheTreatedVariantsMaxGoodLr) {
