@@ -139,6 +139,7 @@ struct Verdict {
   std::string context;     // the context and treated variant the verdict is about
   std::string variant;
   std::vector<std::string> mixed;  // what differs among the runs it rests on; empty: uniform
+  int inferred = 0;                // H1: compared LRs where either point rests on skipped runs
 };
 
 struct Analysis {

@@ -33,7 +33,7 @@ std::string Outcome(int total, int positive, int negative) {
 
 Verdict H1(const Analysis& a, const std::string& context, const std::string& variant) {
   const auto& o = a.options;
-  int compared = 0, depends = 0;
+  int compared = 0, depends = 0, inferred = 0;
   std::string example;
   double widest = -1;
   for (const auto& m : a.moderators) {
@@ -52,6 +52,7 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
         const double delta = Delta(o, pb, pq);
         classes.insert(diff > delta ? 1 : (diff < -delta ? -1 : 0));
         ++common;
+        if (pb.n_inferred > 0 || pq.n_inferred > 0) ++inferred;
         if (!lo || diff < lo->second) lo = {{pq.lr, diff}};
         if (!hi || diff > hi->second) {
           hi = {{pq.lr, diff}};
@@ -81,6 +82,12 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
     absl::StrAppend(&v.line, " at ", depends, " of ", compared, " ", o.moderator_axis,
                     " values; widest: ", example);
   }
+  // A skipped run counts as diverged at ℓ0 without having run: the classes it entered are
+  // inferred, and the line says how many.
+  if (inferred > 0) {
+    absl::StrAppend(&v.line, " [", inferred, " compared LRs rest on skipped runs: inferred]");
+  }
+  v.inferred = inferred;
   return v;
 }
 

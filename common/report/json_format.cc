@@ -117,6 +117,7 @@ std::string FormatJson(const analysis::Analysis& a) {
                              {"outcome", v.outcome},
                              {"context", v.context},
                              {"variant", v.variant},
+                             {"inferred", v.inferred},
                              {"line", v.line},
                              {"mixed", v.mixed}});
   }

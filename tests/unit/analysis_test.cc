@@ -543,6 +543,12 @@ TEST(Analysis, FiguresRestingOnSkippedRunsCountTheirInferredLrs) {
   ASSERT_EQ(a.necessity.size(), 1u);
   EXPECT_EQ(a.necessity[0].inferred, 1);
   EXPECT_DOUBLE_EQ(*a.necessity[0].bracket_hi, 0.01);
+  // H1 compares at all three LRs; the one at 0.1 rests on none's skipped runs.
+  const Verdict* h1 = nullptr;
+  for (const auto& v : a.verdicts) h1 = v.hypothesis == "H1" ? &v : h1;
+  ASSERT_NE(h1, nullptr);
+  EXPECT_EQ(h1->inferred, 1);
+  EXPECT_THAT(h1->line, HasSubstr("[1 compared LRs rest on skipped runs: inferred]"));
 }
 
 TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
