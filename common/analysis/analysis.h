@@ -103,8 +103,9 @@ struct Curve {
   // refinement budget (max_new_runs) could not pay for its midpoint (MarkUnresolvedByBudget).
   bool max_stable_unresolved_by_budget = false;
   bool max_good_unresolved_by_budget = false;
-  int seeds = 0;         // most finished seeds at any LR
-  bool complete = true;  // no pending, failed or absent run
+  bool opt_unresolved_by_budget = false;  // refine.boundaries lists optimum (OptimumBracket)
+  int seeds = 0;                          // most finished seeds at any LR
+  bool complete = true;                   // no pending, failed or absent run
   // What differs among all the curve's finished runs (η*, sensitivity and max LRs compare LRs).
   std::vector<std::string> mixed;
 

@@ -47,7 +47,37 @@ struct Candidate {
 }  // namespace
 
 bool IsBoundaryName(std::string_view name) {
-  return name == kMaxStable || name == kMaxGood || name == kEtaDagger;
+  return name == kOptimum || name == kMaxStable || name == kMaxGood || name == kEtaDagger;
+}
+
+std::optional<std::pair<double, double>> OptimumBracket(const Options& options, const Curve& c) {
+  if (!c.best_lr) return std::nullopt;
+  size_t best = 0;
+  while (best < c.points.size() && c.points[best].lr != *c.best_lr) ++best;
+  if (best == c.points.size()) return std::nullopt;
+  const Point* below = nullptr;
+  const Point* above = nullptr;
+  for (size_t i = best; i-- > 0;) {
+    if (c.points[i].loss) {
+      below = &c.points[i];
+      break;
+    }
+  }
+  for (size_t i = best + 1; i < c.points.size(); ++i) {
+    if (c.points[i].loss) {
+      above = &c.points[i];
+      break;
+    }
+  }
+  if (below == nullptr || above == nullptr) return std::nullopt;
+  const double lr = *c.best_lr;
+  if (c.opt_fitted) {
+    if (*c.points[best].loss - *c.opt_loss < options.delta_floor) return std::nullopt;
+    return *c.opt_lr >= lr ? std::make_pair(lr, above->lr) : std::make_pair(below->lr, lr);
+  }
+  if (above->n_diverged > 0) return std::make_pair(lr, above->lr);
+  if (below->n_diverged > 0) return std::make_pair(below->lr, lr);
+  return std::nullopt;
 }
 
 absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
@@ -59,7 +89,7 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
   for (const auto& b : rule.boundaries()) {
     if (!IsBoundaryName(b)) {
       return absl::InvalidArgumentError(absl::StrCat("refine.boundaries: unknown boundary '", b,
-                                                     "' (max_stable|max_good|eta_dagger)"));
+                                                     "' (optimum|max_stable|max_good|eta_dagger)"));
     }
   }
   options.lr_axis = rule.axis();
@@ -76,6 +106,13 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
   std::vector<Candidate> candidates;
   for (const auto& c : a.curves) {
     const std::string where = CurveLabel(options, c);
+    if (wants(kOptimum)) {
+      if (auto b = OptimumBracket(options, c)) {
+        candidates.push_back(
+            {{std::string(kOptimum), where, b->first, b->second, c.context, c.variant, c.moderator},
+             {&c}});
+      }
+    }
     if (wants(kMaxStable) && c.max_stable_lr && c.max_stable_above) {
       candidates.push_back({{std::string(kMaxStable), where, *c.max_stable_lr, *c.max_stable_above,
                              c.context, c.variant, c.moderator},
@@ -190,6 +227,7 @@ absl::Status MarkUnresolvedByBudget(const std::vector<Run>& runs,
     for (auto& c : analysis->curves) {
       if (c.context != b.context || c.variant != b.variant || c.moderator != b.moderator) continue;
       bool& flag = b.boundary == kMaxStable ? c.max_stable_unresolved_by_budget
+                   : b.boundary == kOptimum ? c.opt_unresolved_by_budget
                                             : c.max_good_unresolved_by_budget;
       if (b.boundary != kEtaDagger && !flag) {
         flag = true;

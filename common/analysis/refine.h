@@ -5,8 +5,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
@@ -20,11 +22,23 @@ namespace ablate::analysis {
 inline constexpr std::string_view kMaxStable = "max_stable";
 inline constexpr std::string_view kMaxGood = "max_good";
 inline constexpr std::string_view kEtaDagger = "eta_dagger";
+// η*: the bracket between the best LR and its neighbour on the side where the curve's minimum
+// lies (OptimumBracket).
+inline constexpr std::string_view kOptimum = "optimum";
 bool IsBoundaryName(std::string_view name);
+
+// The bracket refinement narrows around η* (docs/report.md#refinement-and-pruning): the best
+// finished LR and its nearest finished neighbour on the side of the fitted vertex; when the fit
+// was not possible because that neighbour diverged, the side of the diverged neighbour (the
+// minimum of a curve often sits just below its edge of stability). None when the best LR is the
+// smallest or largest finished LR, when the bottom is flat or collinear, or when the fitted
+// minimum lies within delta_floor of the best measured loss: the grid already resolves ℓ* to
+// within the noise floor, and more LRs there would not move it.
+std::optional<std::pair<double, double>> OptimumBracket(const Options& options, const Curve& c);
 
 // One boundary of one curve (for η†: of a pair of curves) between two tried LRs.
 struct Bracket {
-  std::string boundary;  // max_stable | max_good | eta_dagger
+  std::string boundary;  // optimum | max_stable | max_good | eta_dagger
   std::string where;     // "qk_norm=none,n_layer=4" (η†: "n_layer=4,qk_norm=layernorm")
   double lo = 0;
   double hi = 0;

@@ -91,6 +91,7 @@ std::string FormatJson(const analysis::Analysis& a) {
                {"max_good_bracket", {Opt(c.max_good_lr), Opt(c.max_good_above)}},
                {"max_stable_unresolved_by_budget", c.max_stable_unresolved_by_budget},
                {"max_good_unresolved_by_budget", c.max_good_unresolved_by_budget},
+               {"opt_unresolved_by_budget", c.opt_unresolved_by_budget},
                {"seeds", c.seeds},
                {"complete", c.complete},
                {"mixed", c.mixed},

@@ -77,13 +77,15 @@ Table SummaryTable(const Analysis& a) {
     std::vector<std::string> row;
     if (contexts) row.push_back(c.context);
     const Point* opt = PointAt(c, c.best_lr);
-    row.insert(row.end(),
-               {c.variant, c.moderator, Fmt(c.opt_lr), Fmt(c.opt_loss),
-                Fmt(c.opt_loss ? std::optional<double>(std::exp(*c.opt_loss)) : std::nullopt),
-                absl::StrCat(Fmt(c.lr_sensitivity), Inferred(c.sensitivity_inferred)),
-                absl::StrCat(Fmt(c.max_stable_lr), Unresolved(c.max_stable_unresolved_by_budget)),
-                absl::StrCat(Fmt(c.max_good_lr), Unresolved(c.max_good_unresolved_by_budget)),
-                Steps(a, opt), absl::StrCat(c.seeds), CurveStatus(c)});
+    row.insert(
+        row.end(),
+        {c.variant, c.moderator,
+         absl::StrCat(Fmt(c.opt_lr), Unresolved(c.opt_unresolved_by_budget)), Fmt(c.opt_loss),
+         Fmt(c.opt_loss ? std::optional<double>(std::exp(*c.opt_loss)) : std::nullopt),
+         absl::StrCat(Fmt(c.lr_sensitivity), Inferred(c.sensitivity_inferred)),
+         absl::StrCat(Fmt(c.max_stable_lr), Unresolved(c.max_stable_unresolved_by_budget)),
+         absl::StrCat(Fmt(c.max_good_lr), Unresolved(c.max_good_unresolved_by_budget)),
+         Steps(a, opt), absl::StrCat(c.seeds), CurveStatus(c)});
     if (mixed) row.push_back(c.mixed.empty() ? "-" : absl::StrJoin(c.mixed, ", "));
     t.rows.push_back(std::move(row));
   }

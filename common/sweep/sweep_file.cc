@@ -33,7 +33,7 @@ const std::vector<std::string> kSweepKeys = {
 absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const std::string& field,
                         const std::vector<std::string>& candidates);
 
-const std::vector<std::string> kBoundaries = {"max_stable", "max_good", "eta_dagger"};
+const std::vector<std::string> kBoundaries = {"optimum", "max_stable", "max_good", "eta_dagger"};
 const std::vector<std::string> kRefineKeys = {"axis", "boundaries", "until_ratio", "max_new_runs"};
 
 // `refine:`. The axis is checked against the grid once the whole file is read (the grid may
@@ -56,16 +56,16 @@ absl::StatusOr<ablate::v1::RefineStatus> ParseRefine(const YamlSource& source,
     } else if (key == "boundaries") {
       if (!value.IsSequence() || value.size() == 0) {
         return source.Error(value, field,
-                            "expected a non-empty list of max_stable|max_good|eta_dagger");
+                            "expected a non-empty list of optimum|max_stable|max_good|eta_dagger");
       }
       std::set<std::string> seen;
       for (const auto& item : value) {
         ASSIGN_OR_RETURN(const std::string name, source.Scalar(item, field));
         if (std::find(kBoundaries.begin(), kBoundaries.end(), name) == kBoundaries.end()) {
-          return source.Error(
-              item, field,
-              absl::StrCat("unknown boundary '", name, "': one of max_stable|max_good|eta_dagger",
-                           DidYouMean(name, kBoundaries)));
+          return source.Error(item, field,
+                              absl::StrCat("unknown boundary '", name,
+                                           "': one of optimum|max_stable|max_good|eta_dagger",
+                                           DidYouMean(name, kBoundaries)));
         }
         if (!seen.insert(name).second) {
           return source.Error(item, field, absl::StrCat("'", name, "' listed twice"));

@@ -783,6 +783,71 @@ TEST(Refine, AddsTheGeometricMidpointForEverySeed) {
   EXPECT_EQ(again->runs[1].template_run_id, plan->runs[1].template_run_id);
 }
 
+// OptimumBracket of s's none/2 curve is (lo, hi), and ℓ* was (not) a fitted vertex.
+void ExpectOptimumBracket(const RunSet& s, bool fitted, double lo, double hi) {
+  const auto a = s.Analyse();
+  const Curve& c = *CurveOf(a, "none", "2");
+  EXPECT_EQ(c.opt_fitted, fitted);
+  auto bracket = OptimumBracket(a.options, c);
+  ASSERT_TRUE(bracket.has_value());
+  EXPECT_DOUBLE_EQ(bracket->first, lo);
+  EXPECT_DOUBLE_EQ(bracket->second, hi);
+}
+
+TEST(Refine, OptimumBisectsTowardsTheFittedMinimum) {
+  // ℓ = 3 + 2 (log10 η + 1.6)^2 at 1e-3 .. 1, 2 LRs per decade: the best LR is 0.0316 (x = -1.5,
+  // ℓ 3.02; the fitted vertex is 3.0, 0.02 lower: not yet within delta_floor), its neighbours
+  // 0.01 (3.32) and 0.1 (3.72); the vertex at x = -1.6 lies below 0.0316, so the bracket is
+  // (0.01, 0.0316) and its midpoint 0.0177828.
+  auto loss = [](double x) { return 3 + 2 * std::pow(x + 1.6, 2); };
+  RunSet s;
+  for (const char* lr : {"0.001", "0.00316228", "0.01", "0.0316228", "0.1", "0.316228", "1"}) {
+    for (int seed : {0, 1}) s.Add("none", "2", lr, seed, loss(std::log10(std::stod(lr))));
+  }
+  ExpectOptimumBracket(s, /*fitted=*/true, 0.01, 0.0316228);
+  auto plan = PlanRefinement(s.runs, Rule({"optimum"}));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->runs.size(), 2u);
+  EXPECT_EQ(plan->runs[0].axis_value, "0.0177828");
+  EXPECT_THAT(plan->runs[0].boundary, HasSubstr("optimum qk_norm=none,n_layer=2"));
+  // Round 2: 0.0177828 (x = -1.75, 3.045) is in; 0.0316 (3.02) is still the best, the vertex
+  // still below it: bracket (0.0177828, 0.0316228), ratio 1.78 > 1.3, midpoint 0.0237137.
+  auto add = [&](const char* lr, int round) {
+    for (int seed : {0, 1}) {
+      s.Add("none", "2", lr, seed, loss(std::log10(std::stod(lr)))).set_refine_round(round);
+    }
+  };
+  add("0.0177828", 1);
+  auto second = PlanRefinement(s.runs, Rule({"optimum"}));
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->runs.size(), 2u);
+  EXPECT_EQ(second->runs[0].axis_value, "0.0237137");
+  EXPECT_EQ(second->runs[0].round, 2);
+  // Then the best LR, 0.0237137 (x = -1.625, 3.00125), is within delta_floor (0.02) of the
+  // vertex: the grid resolves ℓ*, and nothing more is added, though the bracket is 1.33 wide.
+  add("0.0237137", 2);
+  auto after = PlanRefinement(s.runs, Rule({"optimum"}));
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->runs.empty());
+  EXPECT_NEAR(*CurveOf(s.Analyse(), "none", "2")->opt_loss, 3.0, 1e-4);
+}
+
+TEST(Refine, OptimumNextToADivergedLrBisectsTowardsIt) {
+  // The best LR's upper neighbour diverged (no fit): the minimum may sit just below the edge.
+  RunSet s;
+  for (int seed : {0, 1}) {
+    s.Add("none", "2", "0.001", seed, 4.0);
+    s.Add("none", "2", "0.01", seed, 3.0);
+    s.Add("none", "2", "0.1", seed, -1);
+  }
+  ExpectOptimumBracket(s, /*fitted=*/false, 0.01, 0.1);
+  // A best LR at the grid's edge has nothing to bracket it.
+  RunSet edge;
+  for (const char* lr : {"0.001", "0.01"}) edge.Add("none", "2", lr, 0, lr[3] == '1' ? 3.0 : 4.0);
+  const auto e = edge.Analyse();
+  EXPECT_FALSE(OptimumBracket(e.options, *CurveOf(e, "none", "2")).has_value());
+}
+
 TEST(Refine, NothingUntilBothBracketingLrsHaveEverySeedFinished) {
   for (const char* lr : {"0.01", "0.1"}) {
     RunSet s = StableBracketSet();

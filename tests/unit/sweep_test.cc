@@ -324,7 +324,7 @@ TEST(Refine, ParsesWithDefaultsAndMarksLogAxes) {
   ASSERT_TRUE(s->refine.has_value());
   EXPECT_EQ(s->refine->axis(), "lr");
   EXPECT_THAT(s->refine->boundaries(),
-              ::testing::ElementsAre("max_stable", "max_good", "eta_dagger"));
+              ::testing::ElementsAre("optimum", "max_stable", "max_good", "eta_dagger"));
   EXPECT_DOUBLE_EQ(s->refine->until_ratio(), 1.5);
   EXPECT_EQ(s->refine->max_new_runs(), 40);
   EXPECT_TRUE(s->prune_above_divergence);
@@ -392,7 +392,7 @@ TEST(Refine, BadInputIsRefusedWithFileLineAndField) {
       {"refine:\n  axis: lr\n  max_new_runs: -1\n", "s.yaml:10: refine.max_new_runs: must be >= 0"},
       {"refine:\n  axis: lr\n  max_new_runs: 8\n  boundaries: [max_stable, eta_daggr]\n",
        "s.yaml:11: refine.boundaries: unknown boundary 'eta_daggr': one of "
-       "max_stable|max_good|eta_dagger (did you mean 'eta_dagger'?)"},
+       "optimum|max_stable|max_good|eta_dagger (did you mean 'eta_dagger'?)"},
       {"refine:\n  axis: lr\n  max_new_runs: 8\n  boundaries: [max_good, max_good]\n",
        "s.yaml:11: refine.boundaries: 'max_good' listed twice"},
       {"refine: {axis: lr}\n", "s.yaml:8: refine.max_new_runs: missing"},
