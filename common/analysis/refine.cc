@@ -133,39 +133,31 @@ void PlanSeeds(const ablate::v1::RefineStatus& rule, const Analysis& a,
   }
   if (largest == std::numeric_limits<int64_t>::min()) return;
   for (const Noisy& noisy : NoisyComparisons(a)) {
-    struct Cell {
-      const Run* template_run = nullptr;  // the cell's run with the smallest seed
-      int round = 0;
-    };
-    std::vector<Cell> cells;
+    // Each cell's run with the smallest seed: the new run is its cell with another seed.
+    std::vector<const Run*> cells;
     int round = 1;
     for (const Curve* c : {noisy.baseline, noisy.treated}) {
-      const Point* p = c->PointAt(noisy.lr);
-      Cell cell;
-      for (int64_t id : p->run_ids) {
+      const Run* smallest = nullptr;
+      for (int64_t id : c->PointAt(noisy.lr)->run_ids) {
         const Run* r = by_id.at(id);
-        if (cell.template_run == nullptr || r->seed() < cell.template_run->seed()) {
-          cell.template_run = r;
-        }
+        if (smallest == nullptr || r->seed() < smallest->seed()) smallest = r;
         round = std::max(round, r->refine_round() + 1);
       }
-      if (cell.template_run != nullptr) cells.push_back(cell);
+      if (smallest != nullptr) cells.push_back(smallest);
     }
     if (cells.size() != 2) continue;
-    auto has = [&](const Cell& c, int64_t seed) {
-      return existing->count({c.template_run->cell(), seed}) > 0;
+    auto has = [&](const Run* cell, int64_t seed) {
+      return existing->count({cell->cell(), seed}) > 0;
     };
     int64_t seed = largest + 1;
     while (has(cells[0], seed) && has(cells[1], seed)) ++seed;
     std::vector<RefineRun> adds;
-    for (const Cell& c : cells) {
-      if (has(c, seed) || SeedCount(*existing, c.template_run->cell()) >= rule.seeds_max()) {
-        continue;
-      }
+    for (const Run* t : cells) {
+      if (has(t, seed) || SeedCount(*existing, t->cell()) >= rule.seeds_max()) continue;
       RefineRun add;
-      add.template_run_id = c.template_run->id();
+      add.template_run_id = t->id();
       add.axis_value = noisy.baseline->PointAt(noisy.lr)->lr_text;
-      add.grid_values = c.template_run->grid_values();
+      add.grid_values = t->grid_values();
       add.grid_values["seed"] = absl::StrCat(seed);
       add.cell = sweep::CellKey(add.grid_values);
       add.seed = seed;
