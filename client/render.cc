@@ -113,9 +113,11 @@ std::string CountsLine(const v1::SweepCounts& c, bool color) {
 }
 
 std::string RefineLine(const v1::RefineStatus& r) {
-  return absl::StrCat("refine ", r.axis(), " (", absl::StrJoin(r.boundaries(), ", "),
-                      ") until ratio ", Num(r.until_ratio()), ": ", r.new_runs(), " of ",
-                      r.max_new_runs(), " new runs, round ", r.rounds());
+  return absl::StrCat(
+      "refine ", r.axis(), " (", absl::StrJoin(r.boundaries(), ", "), ") until ratio ",
+      Num(r.until_ratio()),
+      r.seeds_max() > 0 ? absl::StrCat(", seeds up to ", r.seeds_max(), " where within noise") : "",
+      ": ", r.new_runs(), " of ", r.max_new_runs(), " new runs, round ", r.rounds());
 }
 
 namespace {

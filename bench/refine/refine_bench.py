@@ -6,7 +6,7 @@ Starts a throwaway PostgreSQL, one ablate-server and N ablate-workers (one CPU t
 runs one study shape twice, side by side on the same server:
   (a) dense:   a log grid at the resolution refinement reaches, LR ratio <= until_ratio
                (per_decade = ceil(1 / log10(until_ratio)))
-  (b) refined: a coarse grid, `refine:` (max_stable, max_good, eta_dagger, until_ratio,
+  (b) refined: a coarse grid, `refine:` (optimum, max_stable, max_good, eta_dagger, until_ratio,
                max_new_runs = --budget, seeds: {max: --seeds-max} when > 0) and
                `prune: {above_divergence: true}`, coarse_to_fine
 Cases (--case):
@@ -178,7 +178,7 @@ def main():
     seeds = f", seeds: {{max: {args.seeds_max}}}" if args.seeds_max > 0 else ""
     texts = {
         "refined": STUDY.format(name=f"bench-{args.case}-refined", per_decade=case["coarse_per_decade"], **common)
-        + (f"refine: {{axis: lr, boundaries: [max_stable, max_good, eta_dagger], until_ratio: {until}, "
+        + (f"refine: {{axis: lr, boundaries: [optimum, max_stable, max_good, eta_dagger], until_ratio: {until}, "
            f"max_new_runs: {budget}{seeds}}}\nprune: {{above_divergence: true}}\n"),
         "dense": STUDY.format(name=f"bench-{args.case}-dense", per_decade=dense_per_decade, **common),
     }

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/analysis/curve_metrics.h"
+#include "common/analysis/deciding.h"
 #include "common/analysis/stats.h"
 #include "common/analysis/verdicts.h"
 #include "common/sweep/config_fields.h"
@@ -221,7 +222,9 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
     contexts.insert(std::get<0>(key));
     variants.insert(std::get<1>(key));
     moderators.insert(std::get<2>(key));
-    seeds.insert(SeedOf(r));
+    // The grid's seeds: a cell missing one of them is partial. Seeds that refinement added
+    // (refine.seeds, at comparisons within noise) go to some cells only and are missed by none.
+    if (r.refine_round() == 0) seeds.insert(SeedOf(r));
     auto& slot = groups[key][lr];
     slot.first = lr_text;
     slot.second.push_back(&r);
@@ -283,6 +286,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
       }
     }
   }
+  MarkDecidingLrs(&a);
 
   a.runs = static_cast<int>(runs.size());
   for (const auto& c : a.curves) {
@@ -326,6 +330,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
                                    "' in the runs: nothing to compare, no eta-dagger"));
   }
   a.verdicts = ComputeVerdicts(a);
+  CountVerdictSeeds(&a);
   FlagMixedRuns(&a);
   return a;
 }

@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
@@ -131,6 +132,11 @@ struct Necessity {
   bool unresolved_by_budget = false;  // as Curve::max_stable_unresolved_by_budget, for η†
   std::string detail;                 // the numbers at the crossing, or why there is none
   std::vector<std::string> mixed;     // what differs among the runs of the two curves compared
+  // The compared LRs η† rests on (DecidingLrs): interpolated, the two bracketing it; at the
+  // smallest compared LR, every compared LR whose gap held; never necessary, the top compared LR
+  // and the failing one below it that made it so. Ascending; empty without a comparison.
+  std::vector<double> deciding_lrs;
+  int seeds = 0;  // the fewest finished seeds of either variant at a deciding LR; 0: none
 };
 
 struct Verdict {
@@ -141,6 +147,11 @@ struct Verdict {
   std::string variant;
   std::vector<std::string> mixed;  // what differs among the runs it rests on; empty: uniform
   int inferred = 0;                // H1: compared LRs where either point rests on skipped runs
+  // The (moderator, LR) points it rests on: H1, per moderator value, the LRs of the smallest and
+  // largest gap; H2, both curves' max stable/good LRs and the LRs above them; H3, its η†s'
+  // deciding LRs.
+  std::vector<std::pair<std::string, double>> deciding;
+  int seeds = 0;  // the fewest finished seeds of either variant at a deciding point; 0: none
 };
 
 struct Analysis {

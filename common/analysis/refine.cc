@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/analysis/deciding.h"
 #include "common/sweep/config_fields.h"
 #include "common/sweep/sweep.h"
 
@@ -37,12 +41,142 @@ std::string SeedKey(const Run& r) {
   return it != r.grid_values().end() ? it->second : absl::StrCat(r.seed());
 }
 
+// The grid's seeds: those of the base grid's runs (refine_round 0). Seeds refine.seeds added to
+// some cells are not the curve's seeds: a new midpoint or a wall does not ask for them.
+std::set<std::string> GridSeeds(const std::vector<Run>& runs) {
+  std::set<std::string> out;
+  for (const auto& r : runs) {
+    if (r.refine_round() == 0) out.insert(SeedKey(r));
+  }
+  return out;
+}
+
 // A bracket to bisect and the curves whose seeds get the midpoint.
 struct Candidate {
   Bracket bracket;
   std::vector<const Curve*> curves;
   size_t index = 0;  // in RefinePlan::brackets
 };
+
+// Where refine.seeds adds seeds: the two variants compared at an LR that decides η† or H1, the
+// comparison within noise.
+struct Noisy {
+  const Curve* baseline = nullptr;
+  const Curve* treated = nullptr;
+  double lr = 0;
+  std::string why;  // for the runs' event
+};
+
+// The comparisons within noise at the LRs deciding η† (every row) and H1 (every verdict), in the
+// analysis' order, each (pair of curves, LR) once. Only settled curves: like a boundary, η† and
+// H1 depend on every LR of both curves, so a seed is added only once every run of both has
+// finished (in particular every seed of the two cells).
+std::vector<Noisy> NoisyComparisons(const Analysis& a) {
+  const Options& o = a.options;
+  std::vector<Noisy> out;
+  std::set<std::tuple<std::string, std::string, std::string, double>> seen;
+  auto consider = [&](const Curve* b, const Curve* q, double lr, bool two_sided,
+                      const std::string& what) {
+    if (b == nullptr || q == nullptr || !Settled(*b) || !Settled(*q)) return;
+    const std::optional<Gap> gap = GapAt(o, *b, *q, lr);
+    if (!gap || !WithinNoise(*gap, two_sided)) return;
+    if (!seen.insert({q->context, q->variant, q->moderator, lr}).second) return;
+    std::vector<std::string> parts;
+    if (!q->context.empty()) parts.push_back(q->context);
+    parts.push_back(absl::StrCat(o.moderator_axis, "=", q->moderator));
+    parts.push_back(absl::StrCat(o.variant_axis, "=", q->variant));
+    out.push_back(
+        {b, q, lr,
+         absl::StrCat("extra seed: ", what, " ", absl::StrJoin(parts, ","), " at ", o.lr_axis, "=",
+                      sweep::FormatDouble(lr), " within noise (", b->variant, "-", q->variant, " ",
+                      sweep::FormatDouble(gap->diff), ", delta ", sweep::FormatDouble(gap->delta),
+                      ", sigma ", gap->sigma ? sweep::FormatDouble(*gap->sigma) : "unknown", ")")});
+  };
+  for (const auto& n : a.necessity) {
+    for (double lr : n.deciding_lrs) {
+      consider(a.FindCurve(n.context, n.baseline, n.moderator),
+               a.FindCurve(n.context, n.variant, n.moderator), lr, false, std::string(kEtaDagger));
+    }
+  }
+  for (const auto& v : a.verdicts) {
+    if (v.hypothesis != "H1") continue;
+    for (const auto& [moderator, lr] : v.deciding) {
+      consider(a.FindCurve(v.context, a.baseline, moderator),
+               a.FindCurve(v.context, v.variant, moderator), lr, true, "H1");
+    }
+  }
+  return out;
+}
+
+// How many seeds (any state) a cell has, planned ones included.
+int SeedCount(const std::set<std::pair<std::string, int64_t>>& existing, const std::string& cell) {
+  int n = 0;
+  for (auto it = existing.lower_bound({cell, std::numeric_limits<int64_t>::min()});
+       it != existing.end() && it->first == cell; ++it) {
+    ++n;
+  }
+  return n;
+}
+
+// refine.seeds: one more seed, per round, for both cells of every comparison within noise at a
+// deciding LR, up to seeds.max per cell and within what is left of the shared budget. The seed
+// is the smallest value above the grid's largest seed that either cell lacks, so the two cells
+// keep the same seeds even when one of them (a baseline compared with two variants) got extra
+// seeds for another comparison.
+void PlanSeeds(const ablate::v1::RefineStatus& rule, const Analysis& a,
+               const std::map<int64_t, const Run*>& by_id, const std::set<std::string>& grid_seeds,
+               std::set<std::pair<std::string, int64_t>>* existing, int* left, RefinePlan* plan) {
+  int64_t largest = std::numeric_limits<int64_t>::min();
+  for (const auto& text : grid_seeds) {
+    int64_t seed = 0;
+    if (absl::SimpleAtoi(text, &seed)) largest = std::max(largest, seed);
+  }
+  if (largest == std::numeric_limits<int64_t>::min()) return;
+  for (const Noisy& noisy : NoisyComparisons(a)) {
+    // Each cell's run with the smallest seed: the new run is its cell with another seed.
+    std::vector<const Run*> cells;
+    int round = 1;
+    for (const Curve* c : {noisy.baseline, noisy.treated}) {
+      const Run* smallest = nullptr;
+      for (int64_t id : c->PointAt(noisy.lr)->run_ids) {
+        const Run* r = by_id.at(id);
+        if (smallest == nullptr || r->seed() < smallest->seed()) smallest = r;
+        round = std::max(round, r->refine_round() + 1);
+      }
+      if (smallest != nullptr) cells.push_back(smallest);
+    }
+    if (cells.size() != 2) continue;
+    auto has = [&](const Run* cell, int64_t seed) {
+      return existing->count({cell->cell(), seed}) > 0;
+    };
+    int64_t seed = largest + 1;
+    while (has(cells[0], seed) && has(cells[1], seed)) ++seed;
+    std::vector<RefineRun> adds;
+    for (const Run* t : cells) {
+      if (has(t, seed) || SeedCount(*existing, t->cell()) >= rule.seeds_max()) continue;
+      RefineRun add;
+      add.template_run_id = t->id();
+      add.axis_value = noisy.baseline->PointAt(noisy.lr)->lr_text;
+      add.grid_values = t->grid_values();
+      add.grid_values["seed"] = absl::StrCat(seed);
+      add.cell = sweep::CellKey(add.grid_values);
+      add.seed = seed;
+      add.round = round;
+      add.boundary = noisy.why;
+      adds.push_back(std::move(add));
+    }
+    if (adds.empty()) continue;  // both cells at seeds.max
+    if (static_cast<int>(adds.size()) > *left) {
+      ++plan->seeds_unresolved_by_budget;
+      continue;
+    }
+    *left -= static_cast<int>(adds.size());
+    for (auto& add : adds) {
+      existing->insert({add.cell, add.seed});
+      plan->runs.push_back(std::move(add));
+    }
+  }
+}
 
 }  // namespace
 
@@ -156,6 +290,7 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
     by_id[r.id()] = &r;
     existing.insert({r.cell(), r.seed()});
   }
+  const std::set<std::string> grid_seeds = GridSeeds(runs);
   int left = rule.max_new_runs() - plan.used;
   for (const auto& cand : candidates) {
     const Bracket& b = cand.bracket;
@@ -188,6 +323,7 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
         for (int64_t id : p.run_ids) templates.emplace(SeedKey(*by_id.at(id)), by_id.at(id));
       }
       for (const auto& [seed, t] : templates) {
+        if (grid_seeds.count(seed) == 0) continue;
         RefineRun add;
         add.template_run_id = t->id();
         add.axis_value = text;
@@ -213,6 +349,9 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
       existing.insert({add.cell, add.seed});
       plan.runs.push_back(std::move(add));
     }
+  }
+  if (rule.seeds_max() > 0) {
+    PlanSeeds(rule, a, by_id, grid_seeds, &existing, &left, &plan);
   }
   return plan;
 }
@@ -241,6 +380,12 @@ absl::Status MarkUnresolvedByBudget(const std::vector<Run>& runs,
         ++marked;
       }
     }
+  }
+  if (plan->seeds_unresolved_by_budget > 0) {
+    analysis->notes.push_back(absl::StrCat(
+        plan->seeds_unresolved_by_budget,
+        " comparisons within noise at a deciding LR got no extra seed: the refinement budget (",
+        plan->used, " of ", rule.max_new_runs(), " new runs used) could not pay for both cells"));
   }
   analysis->unresolved_by_budget += marked;
   if (marked > 0) {
@@ -287,8 +432,9 @@ std::vector<PointEvidence> Evidence(const Curve& c) {
 const PointEvidence* Wall(const std::vector<PointEvidence>& points, size_t seeds) {
   for (const auto& e : points) {
     const Point& p = *e.point;
+    // Every grid seed is there (n_absent) and ran; an LR may hold extra seeds (refine.seeds).
     if (p.n_pending == 0 && p.n_failed == 0 && p.n_absent == 0 && p.n > 0 && e.measured == p.n &&
-        p.n == static_cast<int>(seeds) && !e.success_above) {
+        p.n >= static_cast<int>(seeds) && !e.success_above) {
       return &e;
     }
   }
@@ -307,11 +453,14 @@ absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs, 
   if (!analysed.ok()) return analysed.status();
   std::map<int64_t, const Run*> by_id;
   for (const auto& r : runs) by_id[r.id()] = &r;
+  const std::set<std::string> grid_seeds = GridSeeds(runs);
   std::vector<PruneRun> out;
   for (const auto& c : analysed->curves) {
     std::set<std::string> seeds;
     for (const auto& p : c.points) {
-      for (int64_t id : p.run_ids) seeds.insert(SeedKey(*by_id.at(id)));
+      for (int64_t id : p.run_ids) {
+        if (grid_seeds.count(SeedKey(*by_id.at(id))) > 0) seeds.insert(SeedKey(*by_id.at(id)));
+      }
     }
     const std::vector<PointEvidence> evidence = Evidence(c);
     const PointEvidence* wall = Wall(evidence, seeds.size());

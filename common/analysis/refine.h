@@ -69,6 +69,9 @@ struct RefinePlan {
   std::vector<Bracket> brackets;  // every closed bracket of the requested boundaries, as is
   int used = 0;                   // runs refinement added before this plan
   bool budget_exhausted = false;  // a bracket still wide enough did not fit max_new_runs
+  // refine.seeds: comparisons within noise at a deciding LR whose next seed did not fit what was
+  // left of max_new_runs.
+  int seeds_unresolved_by_budget = 0;
 };
 
 // Decides which midpoints to add. For every requested boundary of every curve (η†: of every pair
@@ -79,7 +82,19 @@ struct RefinePlan {
 // brackets first; a bracket whose runs do not all fit the remaining budget (rule.max_new_runs
 // minus the runs with refine_round > 0) is not refined at all. Points that already exist (same
 // cell and seed) are never planned twice, so repeated calls on the same runs add nothing new.
-// `options.lr_axis` is replaced by rule.axis.
+// `options.lr_axis` is replaced by rule.axis. A midpoint gets the grid's seeds (those of the
+// base grid's runs), not seeds refine.seeds added to some cells.
+//
+// Then, with rule.seeds_max > 0 (`refine.seeds.max`), extra seeds where a decision is uncertain:
+// for every comparison of the two variants at an LR that decides η† (Necessity::deciding_lrs) or
+// H1 (its Verdict::deciding) that is within noise (WithinNoise: |Δ - δ| <= 2σ, for H1 also
+// |Δ + δ| <= 2σ, or |Δ| <= δ, or no σ yet), and whose two curves are settled, both variants'
+// cells at that LR get the next seed (the smallest above the grid's largest that either lacks)
+// while a cell has fewer than seeds_max seeds, from what the boundaries left of the same
+// max_new_runs; the run is the sweep file expanded at that point with that seed (template: the
+// cell's run). Once settled it is planned again, until the comparison is no longer within noise
+// or the cells reach seeds_max. A comparison whose runs do not fit the budget counts in
+// seeds_unresolved_by_budget.
 absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<ablate::v1::Run>& runs,
                                           const ablate::v1::RefineStatus& rule,
                                           Options options = {});
@@ -87,8 +102,9 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<ablate::v1::Run>& ru
 // Marks in `analysis` every boundary PlanRefinement(runs, rule, analysis->options) leaves
 // unresolved for want of budget (Bracket::unresolved_by_budget): the curve's
 // max_stable/max_good_unresolved_by_budget, the η† row's unresolved_by_budget, the count and a
-// note. `analysis` must come from Analyze(runs, analysis->options). The report calls it with the
-// sweep's RefineStatus (GetSweep, or sweep.json of an export).
+// note; and a note when refine.seeds' comparisons within noise did not fit the budget. `analysis`
+// must come from Analyze(runs, analysis->options). The report calls it with the sweep's
+// RefineStatus (GetSweep, or sweep.json of an export).
 absl::Status MarkUnresolvedByBudget(const std::vector<ablate::v1::Run>& runs,
                                     const ablate::v1::RefineStatus& rule, Analysis* analysis);
 

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -36,6 +37,7 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
   int compared = 0, depends = 0, inferred = 0;
   std::string example;
   double widest = -1;
+  std::vector<std::pair<std::string, double>> deciding;
   for (const auto& m : a.moderators) {
     const Curve* b = a.FindCurve(context, a.baseline, m);
     const Curve* q = a.FindCurve(context, variant, m);
@@ -63,6 +65,9 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
     if (common < 2) continue;
     ++compared;
     if (classes.size() > 1) ++depends;
+    // The smallest and largest gap: whether their classes differ is what this value says.
+    deciding.emplace_back(m, lo->first);
+    if (hi->first != lo->first) deciding.emplace_back(m, hi->first);
     if (hi->second - lo->second > widest) {
       widest = hi->second - lo->second;
       example = absl::StrFormat("%s=%s: %s-%s = %+.4g at lr=%.4g, %+.4g at lr=%.4g (delta %.4g)",
@@ -71,6 +76,7 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
     }
   }
   Verdict v;
+  v.deciding = std::move(deciding);
   v.hypothesis = "H1";
   v.outcome = Outcome(compared, depends, compared - depends);
   v.line = absl::StrCat("H1 (the effect of ", o.variant_axis, "=", variant, " depends on ",
@@ -134,11 +140,18 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
   const auto& o = a.options;
   int compared = 0, better = 0, worse = 0;
   std::vector<std::string> parts;
+  std::vector<std::pair<std::string, double>> deciding;
   for (const auto& m : a.moderators) {
     const Curve* b = a.FindCurve(context, a.baseline, m);
     const Curve* q = a.FindCurve(context, variant, m);
     if (b == nullptr || q == nullptr || !b->opt_lr || !q->opt_lr) continue;
     ++compared;
+    for (const Curve* c : {b, q}) {
+      for (const auto& lr :
+           {c->max_stable_lr, c->max_stable_above, c->max_good_lr, c->max_good_above}) {
+        if (lr) deciding.emplace_back(m, *lr);
+      }
+    }
     const int stable = CompareSpans(BoundarySpan(*b, b->max_stable_lr, b->max_stable_above),
                                     BoundarySpan(*q, q->max_stable_lr, q->max_stable_above));
     const int good = CompareSpans(BoundarySpan(*b, b->max_good_lr, b->max_good_above),
@@ -157,6 +170,7 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
                                  "->", Num(q->lr_sensitivity)));
   }
   Verdict v;
+  v.deciding = std::move(deciding);
   v.hypothesis = "H2";
   v.outcome = Outcome(compared, better, worse);
   v.line = absl::StrCat("H2 (", o.variant_axis, "=", variant,
@@ -178,9 +192,11 @@ Verdict H3(const Analysis& a, const std::string& context, const std::string& var
     Span span;  // where η† lies as far as the runs say; "none" = (inf, inf)
   };
   std::vector<Entry> seq;
+  std::vector<std::pair<std::string, double>> deciding;
   for (const auto& m : a.moderators) {
     for (const auto& n : a.necessity) {
       if (n.context != context || n.variant != variant || n.moderator != m) continue;
+      for (double lr : n.deciding_lrs) deciding.emplace_back(m, lr);
       Entry e{m, n.eta_dagger, {}};
       if (!n.eta_dagger) {
         e.span = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
@@ -197,6 +213,7 @@ Verdict H3(const Analysis& a, const std::string& context, const std::string& var
   std::vector<std::string> parts;
   for (const auto& e : seq) parts.push_back(absl::StrCat(e.moderator, ": ", Num(e.eta)));
   Verdict v;
+  v.deciding = std::move(deciding);
   v.hypothesis = "H3";
   v.outcome = "inconclusive";
   if (seq.size() >= 2 && defined >= 1) {

@@ -111,7 +111,9 @@ std::string FormatJson(const analysis::Analysis& a) {
                               {"inferred", n.inferred},
                               {"unresolved_by_budget", n.unresolved_by_budget},
                               {"detail", n.detail},
-                              {"mixed", n.mixed}});
+                              {"mixed", n.mixed},
+                              {"deciding_lrs", n.deciding_lrs},
+                              {"seeds", n.seeds}});
   }
   for (const auto& v : a.verdicts) {
     j["verdicts"].push_back({{"hypothesis", v.hypothesis},
@@ -120,7 +122,8 @@ std::string FormatJson(const analysis::Analysis& a) {
                              {"variant", v.variant},
                              {"inferred", v.inferred},
                              {"line", v.line},
-                             {"mixed", v.mixed}});
+                             {"mixed", v.mixed},
+                             {"seeds", v.seeds}});
   }
   for (const auto& m : a.mixed) {
     j["mixed"].push_back(

@@ -56,7 +56,14 @@ std::string CurveStatus(const Curve& c) {
   return absl::StrCat("partial: ", absl::StrJoin(parts, ", "));
 }
 
+// The fewest seeds behind a figure's deciding LRs; "-" when it has none (no comparison).
+std::string SeedsCell(int seeds) { return seeds > 0 ? absl::StrCat(seeds) : "-"; }
+
 }  // namespace
+
+std::string VerdictLine(const analysis::Verdict& v) {
+  return absl::StrCat(v.line, " [seeds: ", SeedsCell(v.seeds), "]");
+}
 
 std::string MixedMark(const std::vector<std::string>& differs) {
   return differs.empty() ? "" : absl::StrCat(" [mixed: ", absl::StrJoin(differs, ", "), "]");
@@ -94,14 +101,14 @@ Table SummaryTable(const Analysis& a) {
 
 Table NecessityTable(const Analysis& a) {
   Table t;
-  t.header = {"context", a.options.moderator_axis, "variant", "eta-dagger", "how"};
+  t.header = {"context", a.options.moderator_axis, "variant", "eta-dagger", "seeds", "how"};
   for (const auto& n : a.necessity) {
     const std::string how =
         !n.eta_dagger ? "never necessary" : (n.interpolated ? "interpolated" : "at a grid LR");
     t.rows.push_back(
         {n.context.empty() ? "-" : n.context, n.moderator,
          absl::StrCat(n.variant, " vs ", n.baseline),
-         absl::StrCat(Fmt(n.eta_dagger), Unresolved(n.unresolved_by_budget)),
+         absl::StrCat(Fmt(n.eta_dagger), Unresolved(n.unresolved_by_budget)), SeedsCell(n.seeds),
          absl::StrCat(how, ": ", n.detail, MixedMark(n.mixed),
                       n.inferred == 0 ? ""
                                       : absl::StrCat(" [", n.inferred,

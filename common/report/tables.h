@@ -24,8 +24,12 @@ std::string MixedMark(const std::vector<std::string>& differs);
 // with a "mixed" column (what differs among the curve's runs) when anything is mixed.
 Table SummaryTable(const analysis::Analysis& a);
 
-// One row per η† (context, moderator, variant vs baseline).
+// One row per η† (context, moderator, variant vs baseline), with the fewest seeds at the LRs
+// that decide it (Necessity::seeds).
 Table NecessityTable(const analysis::Analysis& a);
+
+// A verdict's line and the fewest seeds at the points it rests on: "... [seeds: 3]".
+std::string VerdictLine(const analysis::Verdict& v);
 
 // Every boundary as a bracket: per curve max stable LR and max good LR, per η† row the two
 // compared LRs it lies between; "(lo, hi)" and hi/lo ("open" when the boundary is the largest LR

@@ -20,7 +20,7 @@ std::string FormatTable(const Analysis& a) {
   out += "\n";
   out += RenderText(BoundaryTable(a));
   if (!a.verdicts.empty()) out += "\n";
-  for (const auto& v : a.verdicts) absl::StrAppend(&out, v.line, "\n");
+  for (const auto& v : a.verdicts) absl::StrAppend(&out, VerdictLine(v), "\n");
   return out;
 }
 
@@ -60,7 +60,7 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
   if (!a.verdicts.empty()) {
     out += "## Verdicts\n\n";
     for (const auto& v : a.verdicts)
-      absl::StrAppend(&out, "- **", v.outcome, "** — ", v.line, "\n");
+      absl::StrAppend(&out, "- **", v.outcome, "** — ", VerdictLine(v), "\n");
     out += "\n";
   }
   out += "## Summary per curve\n\n";

@@ -141,6 +141,15 @@ absl::StatusOr<RunSpec> ExpandPoint(const SweepSpec& sweep,
       return absl::InvalidArgumentError(absl::StrCat(prefix, ":", axis.line, ": grid.", axis.name,
                                                      ": ", canonical.status().message()));
     }
+    // Seeds are not a continuum: a seed the grid does not list is a run the sweep never asked
+    // for, unless `refine.seeds` lets refinement add seeds to cells where a decision is noisy.
+    const bool extra_seeds = sweep.refine && sweep.refine->seeds_max() > 0;
+    if (axis.name == "seed" && !extra_seeds &&
+        std::find(axis.values.begin(), axis.values.end(), *canonical) == axis.values.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, ":", axis.line, ": grid.seed: ", *canonical,
+                       " is not one of the grid's seeds (only refine.seeds adds seeds)"));
+    }
     texts.push_back(*std::move(canonical));
   }
   for (const auto& [name, value] : at) {
@@ -153,7 +162,15 @@ absl::StatusOr<RunSpec> ExpandPoint(const SweepSpec& sweep,
   }
   std::vector<const std::string*> values;
   for (const auto& t : texts) values.push_back(&t);
-  return BuildRun(sweep, values, HasSeedAxis(sweep));
+  auto run = BuildRun(sweep, values, HasSeedAxis(sweep));
+  // Without a seed axis every run has the one seed the config gives: another is not this sweep's.
+  auto seed = at.find("seed");
+  if (run.ok() && seed != at.end() && seed->second != run->grid_values().at("seed")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, ":", std::max(1, sweep.grid_line), ": grid: no seed axis, so every run has seed ",
+        run->grid_values().at("seed"), ", not ", seed->second));
+  }
+  return run;
 }
 
 std::vector<int> CoarseToFineOrder(int n) {

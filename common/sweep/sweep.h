@@ -104,9 +104,12 @@ absl::Status ForEachRun(const SweepSpec& sweep, const Limits& limits, const RunS
 
 // The run the grid expansion gives at one grid point: `grid_values` names a value for every grid
 // axis (canonical text; seed included when the grid has a seed axis), which need not be one of
-// the axis's listed values; refinement adds runs between grid LRs with it. The same code as
-// ForEachRun builds each run with, so every derived setting (min_lr = lr x min_lr_ratio, ...)
-// follows the point's own values. Errors name the file, the line and the field.
+// the axis's listed values; refinement adds runs between grid LRs with it. The seed is the
+// exception: one the seed axis does not list is refused unless the sweep has `refine.seeds`
+// (extra seeds where a decision is within noise); without a seed axis, only the config's seed.
+// The same code as ForEachRun builds each run with, so every derived setting
+// (min_lr = lr x min_lr_ratio, ...) follows the point's own values. Errors name the file, the
+// line and the field.
 absl::StatusOr<ablate::v1::RunSpec> ExpandPoint(
     const SweepSpec& sweep, const google::protobuf::Map<std::string, std::string>& grid_values);
 

@@ -34,13 +34,43 @@ absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const s
                         const std::vector<std::string>& candidates);
 
 const std::vector<std::string> kBoundaries = {"optimum", "max_stable", "max_good", "eta_dagger"};
-const std::vector<std::string> kRefineKeys = {"axis", "boundaries", "until_ratio", "max_new_runs"};
+const std::vector<std::string> kRefineKeys = {"axis", "boundaries", "until_ratio", "max_new_runs",
+                                              "seeds"};
+
+// `refine.seeds: {max: N}`: the most seeds a cell may reach where a decision is within noise.
+// Checked against the grid's seed axis once the whole file is read; `line` remembers where.
+absl::Status ParseRefineSeeds(const YamlSource& source, const YAML::Node& node,
+                              const Limits& limits, ablate::v1::RefineStatus* r, int* line) {
+  RETURN_IF_ERROR(source.Mapping(node, "refine.seeds"));
+  *line = YamlSource::Line(node);
+  bool has_max = false;
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("refine.seeds.", key);
+    if (key != "max") return UnknownKey(source, entry.first, field, {"max"});
+    ASSIGN_OR_RETURN(const int64_t max, source.Int(entry.second, field));
+    if (max < 1 || max > limits.max_runs) {
+      return source.Error(entry.second, field,
+                          absl::StrCat("must be between 1 and ", limits.max_runs,
+                                       " (the most seeds a cell may reach), not ", max));
+    }
+    r->set_seeds_max(static_cast<int32_t>(max));
+    *line = YamlSource::Line(entry.second);
+    has_max = true;
+  }
+  if (!has_max) {
+    return source.Error(node, "refine.seeds.max",
+                        "missing (the most seeds a cell may reach where a decision is within "
+                        "noise)");
+  }
+  return absl::OkStatus();
+}
 
 // `refine:`. The axis is checked against the grid once the whole file is read (the grid may
 // come later); `axis_line` remembers where it was written.
 absl::StatusOr<ablate::v1::RefineStatus> ParseRefine(const YamlSource& source,
                                                      const YAML::Node& node, const Limits& limits,
-                                                     int* axis_line) {
+                                                     int* axis_line, int* seeds_line) {
   RETURN_IF_ERROR(source.Mapping(node, "refine"));
   ablate::v1::RefineStatus r;
   r.set_until_ratio(1.3);
@@ -93,6 +123,8 @@ absl::StatusOr<ablate::v1::RefineStatus> ParseRefine(const YamlSource& source,
       }
       r.set_max_new_runs(static_cast<int32_t>(budget));
       has_budget = true;
+    } else if (key == "seeds") {
+      RETURN_IF_ERROR(ParseRefineSeeds(source, value, limits, &r, seeds_line));
     } else {
       return UnknownKey(source, entry.first, field, kRefineKeys);
     }
@@ -106,6 +138,26 @@ absl::StatusOr<ablate::v1::RefineStatus> ParseRefine(const YamlSource& source,
     for (const auto& b : kBoundaries) r.add_boundaries(b);
   }
   return r;
+}
+
+// refine.seeds against the grid: extra seeds are new values of the seed axis, so there must be
+// one (a fixed seed has nothing to add to), and max may not ask for fewer than it lists.
+absl::Status CheckRefineSeeds(const YamlSource& source, const SweepSpec& sweep, int line) {
+  if (!sweep.refine || sweep.refine->seeds_max() == 0) return absl::OkStatus();
+  const auto seed = std::find_if(sweep.grid.begin(), sweep.grid.end(),
+                                 [](const Axis& a) { return a.name == "seed"; });
+  if (seed == sweep.grid.end()) {
+    return source.Error(line, "refine.seeds.max",
+                        "needs a seed axis in the grid (e.g. grid.seed: [0, 1]): extra seeds are "
+                        "new values of it");
+  }
+  if (sweep.refine->seeds_max() < static_cast<int>(seed->values.size())) {
+    return source.Error(
+        line, "refine.seeds.max",
+        absl::StrCat(sweep.refine->seeds_max(), " is below the ", seed->values.size(),
+                     " seeds grid.seed (line ", seed->line, ") already gives every cell"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<bool> ParsePrune(const YamlSource& source, const YAML::Node& node) {
@@ -419,7 +471,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
   sweep->keep_final = true;
   sweep->grid_line = 1;
   bool has_name = false, has_data = false;
-  int refine_axis_line = 0, prune_line = 0;
+  int refine_axis_line = 0, refine_seeds_line = 0, prune_line = 0;
   AnalysisLines analysis_lines;
   for (const auto& entry : root) {
     const auto key = entry.first.Scalar();
@@ -488,7 +540,8 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
         return source.Error(value, key, absl::StrCat("expected true or false, got '", text, "'"));
       }
     } else if (key == "refine") {
-      ASSIGN_OR_RETURN(sweep->refine, ParseRefine(source, value, limits, &refine_axis_line));
+      ASSIGN_OR_RETURN(sweep->refine,
+                       ParseRefine(source, value, limits, &refine_axis_line, &refine_seeds_line));
     } else if (key == "prune") {
       ASSIGN_OR_RETURN(sweep->prune_above_divergence, ParsePrune(source, value));
       prune_line = YamlSource::Line(entry.first);
@@ -536,6 +589,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
       return source.Error(refine_axis_line, "refine.axis",
                           absl::StrCat("grid.", name, " has one value: nothing to bracket"));
     }
+    RETURN_IF_ERROR(CheckRefineSeeds(source, *sweep, refine_seeds_line));
   }
   if (sweep->prune_above_divergence &&
       std::none_of(sweep->grid.begin(), sweep->grid.end(), [&](const Axis& a) {

@@ -406,6 +406,65 @@ TEST_F(RefineTest, ARetriedSkippedRunThatSucceedsRequeuesTheRestOfTheWall) {
   EXPECT_EQ(GetSweep(sweep).sweep().state(), "active");
 }
 
+// refine.seeds: where the comparison that crosses η† is within noise, both variants' cells at
+// that LR get the next seed, each run exactly the sweep file expanded at that point with that
+// seed; once they settle and the cells are at seeds.max, nothing more is added.
+TEST_F(RefineTest, ExtraSeedsGoWhereEtaDaggersCrossingIsWithinNoise) {
+  const std::string yaml = absl::StrCat(
+      "name: seeds\n", kData,
+      "grid:\n  qk_norm: [none, layernorm]\n  lr: [0.001, 0.01, 0.1]\n  seed: [0, 1, 2]\n"
+      "refine: {axis: lr, boundaries: [max_stable], until_ratio: 1.5, max_new_runs: 8,\n"
+      "         seeds: {max: 4}}\n");
+  const int64_t sweep = Submit(yaml).sweep().id();
+  auto parsed = sweep::ParseSweep(yaml, "sweep.yaml");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(GetSweep(sweep).sweep().refine().seeds_max(), 4);
+  const int64_t w = Register("w", "cpu", 0);
+  // none is clearly better at 0.001 (-0.2) and clearly worse at 0.1 (+0.5); at 0.01, where η†
+  // is crossed, worse by 0.03: above δ 0.02, but within 2σ of it (σ 0.008 from 3 seeds).
+  const std::map<std::string, double> none = {{"0.001", 2.8}, {"0.01", 3.03}, {"0.1", 3.5}};
+  std::vector<v1::RunSpec> extra;
+  for (;;) {
+    auto l = Lease(w);
+    if (!l.has_run()) break;
+    const auto& g = l.spec().grid_values();
+    const int seed = std::stoi(g.at("seed"));
+    if (seed > 2) extra.push_back(l.spec());
+    const double mean = g.at("qk_norm") == "none" ? none.at(g.at("lr")) : 3.0;
+    // The grid's seeds spread by 0.01; an extra seed lands on the mean.
+    ASSERT_TRUE(Complete(l, v1::SUCCEEDED, mean + (seed > 2 ? 0 : 0.01 * (seed - 1))).ok());
+  }
+  ASSERT_EQ(extra.size(), 2u);
+  std::set<std::string> cells;
+  for (v1::RunSpec got : extra) {
+    cells.insert(got.cell());
+    EXPECT_EQ(got.grid_values().at("seed"), "3");
+    EXPECT_EQ(got.config().seed(), 3);
+    auto want = sweep::ExpandPoint(*parsed, got.grid_values());
+    ASSERT_TRUE(want.ok()) << want.status();
+    got.set_run_id(0);
+    got.set_sweep_id(0);
+    std::string diff;
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(differ.Compare(*want, got)) << got.cell() << ":\n" << diff;
+  }
+  EXPECT_EQ(cells, (std::set<std::string>{"lr=0.01,qk_norm=layernorm", "lr=0.01,qk_norm=none"}));
+  const auto got = GetSweep(sweep);
+  EXPECT_EQ(got.runs_size(), 20);
+  EXPECT_EQ(got.sweep().state(), "finished");
+  EXPECT_EQ(got.sweep().refine().new_runs(), 2);
+  for (const auto& r : got.runs()) {
+    if (r.seed() != 3) continue;
+    EXPECT_EQ(r.refine_round(), 1);
+    const auto events = Events(r.id());
+    ASSERT_FALSE(events.empty());
+    EXPECT_EQ(events.front().kind(), "refined");
+    EXPECT_THAT(events.front().message(),
+                HasSubstr("extra seed: eta_dagger n_layer=4,qk_norm=layernorm at lr=0.01"));
+  }
+}
+
 TEST_F(RefineTest, SubmitRefusesARefineOnANonLogAxisWithFileAndLine) {
   v1::SubmitSweepRequest req;
   req.set_spec_yaml(absl::StrCat("name: bad\n", kData,

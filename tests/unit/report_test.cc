@@ -418,6 +418,41 @@ TEST(Figures, EtaDaggerNoneEverywhereIsDrawnWithNoneMarked) {
   EXPECT_THAT(eta->data, HasSubstr("0 \"2\" ? "));  // no value, a marker
 }
 
+// η† and each verdict say how many seeds decided them: the fewest finished seeds at their
+// deciding LRs (docs/report.md#refinement-and-pruning), in the tables, report.md and JSON.
+TEST(WriteReport, EtaDaggerAndVerdictsSayHowManySeedsDecidedThem) {
+  auto runs = StudyRuns();
+  runs[1].set_state(ablate::v1::SUCCEEDED);  // a complete sweep
+  *runs[1].mutable_result() = runs[0].result();
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  const std::string table = FormatTable(*analysis);
+  EXPECT_THAT(table, testing::ContainsRegex("eta-dagger +seeds +how\n"));
+  EXPECT_THAT(table, testing::ContainsRegex("layernorm vs none +[0-9.e-]+ +2 +interpolated"));
+  EXPECT_THAT(table, HasSubstr(" [seeds: 2]\n"));
+  const std::string md = FormatMarkdown(*analysis, {});
+  EXPECT_THAT(md, testing::ContainsRegex("\\| layernorm vs none \\| [0-9.e-]+ \\| 2 \\| "
+                                         "interpolated"));
+  EXPECT_THAT(md, HasSubstr(" [seeds: 2]\n"));
+  auto j = nlohmann::json::parse(FormatJson(*analysis));
+  EXPECT_EQ(j["necessity"][0]["seeds"], 2);
+  EXPECT_EQ(j["necessity"][0]["deciding_lrs"], nlohmann::json({0.001, 0.01}));
+  for (const auto& v : j["verdicts"]) EXPECT_EQ(v["seeds"], 2) << v["line"];
+
+  // One seed of layernorm at depth 2 and lr 0.001 (a deciding LR of its η†) fewer.
+  ASSERT_EQ(runs[13].grid_values().at("qk_norm"), "layernorm");
+  ASSERT_EQ(runs[13].grid_values().at("n_layer"), "2");
+  ASSERT_EQ(runs[13].grid_values().at("lr"), "0.001");
+  runs.erase(runs.begin() + 13);
+  analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok()) << analysis.status();
+  j = nlohmann::json::parse(FormatJson(*analysis));
+  EXPECT_EQ(j["necessity"][0]["seeds"], 1);
+  EXPECT_EQ(j["necessity"][1]["seeds"], 2);  // depth 8 still rests on 2
+  EXPECT_THAT(FormatTable(*analysis),
+              testing::ContainsRegex("layernorm vs none +[0-9.e-]+ +1 +interpolated"));
+}
+
 TEST(WriteReport, BoundariesTheRefinementBudgetLeftUnresolvedAreMarked) {
   auto runs = StudyRuns();
   runs[1].set_state(ablate::v1::SUCCEEDED);  // a complete sweep

@@ -399,6 +399,22 @@ TEST(Refine, BadInputIsRefusedWithFileLineAndField) {
       {"refine: {max_new_runs: 3}\n", "s.yaml:8: refine.axis: missing"},
       {"refine: {axis: lr, max_new_runs: 3, untill_ratio: 2}\n",
        "s.yaml:8: refine.untill_ratio: unknown key 'untill_ratio' (did you mean 'until_ratio'?)"},
+      {"refine: {axis: lr, max_new_runs: 8, seeds: {max: 1}}\n",
+       "s.yaml:8: refine.seeds.max: 1 is below the 2 seeds grid.seed (line 6) already gives"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  seeds: {max: 2.5}\n",
+       "s.yaml:11: refine.seeds.max: expected an integer, got '2.5'"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  seeds: {max: 0}\n",
+       "s.yaml:11: refine.seeds.max: must be between 1 and"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  seeds: {max: 4, min: 2}\n",
+       "s.yaml:11: refine.seeds.min: unknown key 'min'"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  seeds: {maxx: 4}\n",
+       "s.yaml:11: refine.seeds.maxx: unknown key 'maxx' (did you mean 'max'?)"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  seeds: {}\n",
+       "s.yaml:11: refine.seeds.max: missing"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  seeds: 5\n",
+       "s.yaml:11: refine.seeds: expected a mapping"},
+      {"refine:\n  axis: lr\n  max_new_runs: 8\n  seed: {max: 5}\n",
+       "s.yaml:11: refine.seed: unknown key 'seed' (did you mean 'seeds'?)"},
       {"prune: {above_divergence: maybe}\n",
        "s.yaml:8: prune.above_divergence: 'maybe' is not true or false"},
       {"prune: {above: true}\n", "s.yaml:8: prune.above: unknown key 'above'"},
@@ -410,6 +426,30 @@ TEST(Refine, BadInputIsRefusedWithFileLineAndField) {
               HasSubstr("s.yaml:4: prune.above_divergence: needs a learning-rate grid axis"));
   EXPECT_THAT(ErrorOf(Sweep("grid: {lr: [0.1, 0.2, 0.3]}\nrefine: {axis: lr, max_new_runs: 1}\n")),
               HasSubstr("s.yaml:4: refine.axis: grid.lr (line 3) is not a log-spaced"));
+  // Extra seeds are new values of the seed axis: a sweep whose seed is fixed has none to add.
+  EXPECT_THAT(ErrorOf(Sweep("fixed: {seed: 3}\ngrid: {lr: [0.001, 0.01]}\n"
+                            "refine:\n  axis: lr\n  max_new_runs: 4\n  seeds:\n    max: 3\n")),
+              HasSubstr("s.yaml:9: refine.seeds.max: needs a seed axis in the grid"));
+}
+
+TEST(Refine, SeedsMaxParsesAndMayEqualTheGridsSeeds) {
+  const std::string grid = "grid: {lr: [0.001, 0.01], seed: [0, 1, 2]}\n";
+  auto s =
+      ParseSweep(Sweep(grid + "refine: {axis: lr, max_new_runs: 8, seeds: {max: 5}}\n"), "s.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->refine->seeds_max(), 5);
+  auto same =
+      ParseSweep(Sweep(grid + "refine: {axis: lr, max_new_runs: 8, seeds: {max: 3}}\n"), "s.yaml");
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(same->refine->seeds_max(), 3);
+  auto off = ParseSweep(Sweep(grid + "refine: {axis: lr, max_new_runs: 8}\n"), "s.yaml");
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->refine->seeds_max(), 0);
+  // The stored file reads back the same (the server plans from it).
+  auto stored = ParseStoredSweep(
+      Sweep(grid + "refine: {axis: lr, max_new_runs: 8, seeds: {max: 5}}\n"), "s.yaml");
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->refine->seeds_max(), 5);
 }
 
 // `analysis:` (docs/sweep-file.md#analysis-options): the options the server plans refinement
@@ -474,6 +514,50 @@ TEST(ExpandPoint, GivesTheGridsRunAtAPointBetweenGridValues) {
   at["n_layer"] = "2";
   at["pos"] = "rope";
   EXPECT_THAT(ExpandPoint(*s, at).status().message(), HasSubstr("'pos' is not a grid axis"));
+}
+
+// A seed beyond the grid's is a run only refine.seeds asks for.
+TEST(ExpandPoint, TakesASeedBeyondTheGridsOnlyWithRefineSeeds) {
+  const std::string grid =
+      "fixed: {min_lr_ratio: 0.2}\ngrid: {lr: [0.001, 0.01, 0.1], n_layer: [1, 2], seed: [0, 1]}\n";
+  auto plain = ParseSweep(Sweep(grid + "refine: {axis: lr, max_new_runs: 8}\n"), "s.yaml");
+  auto seeded =
+      ParseSweep(Sweep(grid + "refine: {axis: lr, max_new_runs: 8, seeds: {max: 4}}\n"), "s.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(seeded.ok()) << seeded.status();
+  google::protobuf::Map<std::string, std::string> at;
+  at["lr"] = "0.01";
+  at["n_layer"] = "2";
+  at["seed"] = "2";
+  EXPECT_THAT(ExpandPoint(*plain, at).status().message(),
+              HasSubstr("s.yaml:4: grid.seed: 2 is not one of the grid's seeds"));
+  auto extra = ExpandPoint(*seeded, at);
+  ASSERT_TRUE(extra.ok()) << extra.status();
+  // Exactly the grid's run at that point but for the seed.
+  at["seed"] = "1";
+  auto listed = ExpandPoint(*seeded, at);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(extra->config().seed(), 2);
+  EXPECT_EQ(extra->grid_values().at("seed"), "2");
+  EXPECT_EQ(extra->cell(), listed->cell());
+  ablate::v1::RunSpec expected = *listed;
+  expected.mutable_config()->set_seed(2);
+  (*expected.mutable_grid_values())["seed"] = "2";
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*extra, expected));
+  // refine.seeds lets seeds through, nothing else: an LR is still checked as before.
+  at["n_layer"] = "x";
+  EXPECT_THAT(ExpandPoint(*seeded, at).status().message(), HasSubstr("s.yaml:4: grid.n_layer:"));
+
+  // Without a seed axis the config's seed is the only one.
+  auto fixed = ParseSweep(Sweep("fixed: {seed: 3}\ngrid: {lr: [0.001, 0.01]}\n"), "s.yaml");
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  google::protobuf::Map<std::string, std::string> point;
+  point["lr"] = "0.001";
+  point["seed"] = "3";
+  EXPECT_TRUE(ExpandPoint(*fixed, point).ok());
+  point["seed"] = "4";
+  EXPECT_THAT(ExpandPoint(*fixed, point).status().message(),
+              HasSubstr("grid: no seed axis, so every run has seed 3, not 4"));
 }
 
 TEST(AnalysisOptions, BadInputIsRefusedWithFileLineAndField) {
