@@ -12,7 +12,8 @@ runs one study shape twice, side by side on the same server:
 Cases (--case):
   study      the mini-study where QK-norm matters at CPU scale (eta-dagger finite): TinyStories
              sample (examples/data), n_embd 64, 300 steps, QK-norm none/layernorm, n_layer 2 and
-             4, 2 seeds, LR 3e-4..3; (a) 6 LRs per decade, (b) 1 per decade, until_ratio 1.5.
+             4, 2 seeds, LR 3e-4..3; (a) 6 LRs per decade, (b) 1 per decade, until_ratio 1.5,
+             max_new_runs 64, seeds up to 4.
              ~1 hour on 2 cores.
   synthetic  a one-minute smoke of the same comparison: n_embd 32, 60 steps on the generated
              corpus, n_layer 1 and 2, LR 1e-3..3.2; (a) 9 per decade, (b) 2, until_ratio 1.3.
@@ -43,14 +44,14 @@ CASES = {
         data='{train: "synthetic:4000", val: "synthetic:400", tokenizer: {type: bpe, vocab: 512}}',
         fixed="n_embd: 32, n_head: 2, block_size: 32, batch_size: 8, steps: 60, warmup: 10, "
               "eval_every: 60, eval_batches: 2, probe_every: 60, log_every: 10, checkpoint_every: 100000",
-        depths="[1, 2]", lr_min=1e-3, lr_max=3.2, coarse_per_decade=2, until_ratio=1.3, budget=40,
+        depths="[1, 2]", lr_min=1e-3, lr_max=3.2, coarse_per_decade=2, until_ratio=1.3, budget=40, seeds_max=0,
         divergence="{loss_above_init_by: 0.5, patience: 5}", data_dir=None),
     "study": dict(
         data="{train: tinystories_train.txt, val: tinystories_valid.txt, tokenizer: {type: bpe, vocab: 1024}}",
         fixed="n_embd: 64, n_head: 2, block_size: 64, batch_size: 16, steps: 300, warmup: 30, "
               "weight_decay: 0.1, grad_clip: 1.0, eval_every: 300, eval_batches: 4, probe_every: 100, "
               "log_every: 10, checkpoint_every: 100000",
-        depths="[2, 4]", lr_min=3e-4, lr_max=3.0, coarse_per_decade=1, until_ratio=1.5, budget=64,
+        depths="[2, 4]", lr_min=3e-4, lr_max=3.0, coarse_per_decade=1, until_ratio=1.5, budget=64, seeds_max=4,
         divergence="{loss_above_init_by: 1.0, patience: 20}",
         data_dir=os.path.join(SRC, "examples", "data")),
 }
@@ -161,7 +162,7 @@ def main():
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--budget", type=int, help="refine.max_new_runs of (b) (default: the case's)")
-    ap.add_argument("--seeds-max", type=int, default=0, help="refine.seeds.max of (b); 0: no seed refinement")
+    ap.add_argument("--seeds-max", type=int, help="refine.seeds.max of (b) (default: the case's); 0: none")
     ap.add_argument("--only", choices=["dense", "refined"], help="run one of the two sweeps")
     ap.add_argument("--timeout", type=int, default=6 * 3600)
     ap.add_argument("--save", help="`ablate export` each sweep into this directory when it finishes")
@@ -170,6 +171,8 @@ def main():
     args = ap.parse_args()
     case = CASES[args.case]
     budget = args.budget if args.budget is not None else case["budget"]
+    if args.seeds_max is None:
+        args.seeds_max = case["seeds_max"]
     os.environ["ABLATE_BINARY_DIR"] = os.path.abspath(args.build)
     os.environ["ABLATE_SOURCE_DIR"] = SRC
     until = case["until_ratio"]
@@ -273,13 +276,14 @@ def report(args, case, budget, dense_per_decade, results):
               f"{('-' if diff is None else '%+.3f' % diff):>8s}")
 
     va_, vb_ = per_sweep(verdicts)
-    print(f"\n{'verdict':8s} {'(a)':16s} {'(b)':16s}")
+    print(f"\n{'verdict':14s} {'(a)':16s} {'seeds':>5s}  {'(b)':16s} {'seeds':>5s}")
     same_verdicts = True
     for k in sorted(set(va_) | set(vb_)):
         oa = va_.get(k, {}).get("outcome", "-")
         ob = vb_.get(k, {}).get("outcome", "-")
         same_verdicts &= oa == ob
-        print(f"{k[0] + ' ' + k[2]:8s} {oa:16s} {ob:16s}")
+        print(f"{k[0] + ' ' + k[2]:14s} {oa:16s} {str(va_.get(k, {}).get('seeds', '-')):>5s}  {ob:16s} "
+              f"{str(vb_.get(k, {}).get('seeds', '-')):>5s}")
     for key, rep in (("(a)", ra), ("(b)", rb)):
         for n in (rep or {}).get("necessity", []):
             if n.get("seeds") is not None:
