@@ -3,9 +3,15 @@
 #   docker build -f deploy/docker/worker-cuda.Dockerfile -t ablate-worker-cuda .
 #   docker run --gpus all --env-file worker.env ablate-worker-cuda --server HOST:7070 --tls-ca /ca.crt
 #
-# Why not Debian's libtorch: it is CPU-only. Why Ubuntu 24.04: the project needs CMake >= 3.25
-# and gRPC/abseil/prometheus-cpp packages as recent as Debian 12's, and NVIDIA publishes CUDA
-# images for it. LIBTORCH_VERSION and CUDA_TAG must name a pair download.pytorch.org publishes,
+# Why not Debian's LibTorch: Debian 12's is CPU-only. Debian 13 has one built for CUDA (contrib
+# libtorch-cuda-dev 2.6 with non-free nvidia-cuda-toolkit 12.4; scripts/check-cuda-build compiles
+# every target against it), but as an image recipe it is worse: its cuDNN comes from
+# nvidia-cudnn, a script that downloads cuDNN from NVIDIA during the build after accepting
+# NVIDIA's license, and that depends on the whole CUDA toolkit (nvidia-cuda-dev); what apt
+# installs for libtorch-cuda-2.6 adds up to ~6.4 GiB (dpkg Installed-Size, before cuDNN), and it
+# includes Debian's user-space driver (libcuda1 550), a second copy beside the host's that
+# `--gpus all` mounts. Why Ubuntu 24.04: the project needs CMake >= 3.25 and gRPC/abseil/
+# prometheus-cpp packages as recent as Debian 12's, and NVIDIA publishes CUDA images for it. LIBTORCH_VERSION and CUDA_TAG must name a pair download.pytorch.org publishes,
 # and CUDA_IMAGE's toolkit must match CUDA_TAG (TorchConfig.cmake looks for that toolkit).
 ARG CUDA_VERSION=12.6.3
 ARG CUDA_TAG=cu126
