@@ -211,7 +211,11 @@ std::optional<std::pair<double, double>> OptimumBracket(const Options& options, 
   }
   if (above->n_diverged > 0) return std::make_pair(lr, above->lr);
   if (below->n_diverged > 0) return std::make_pair(below->lr, lr);
-  return std::nullopt;
+  // Both neighbours stable but no fit: collinear, or spaced too unevenly to fit. Unevenly: the
+  // wider side, so the spacing evens out and the next round can fit; evenly: nothing.
+  const double wide_below = std::log(lr / below->lr), wide_above = std::log(above->lr / lr);
+  if (std::fabs(wide_below - wide_above) < 1e-9 * (wide_below + wide_above)) return std::nullopt;
+  return wide_above > wide_below ? std::make_pair(lr, above->lr) : std::make_pair(below->lr, lr);
 }
 
 absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,

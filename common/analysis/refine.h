@@ -30,8 +30,9 @@ bool IsBoundaryName(std::string_view name);
 // The bracket refinement narrows around η* (docs/report.md#refinement-and-pruning): the best
 // finished LR and its nearest finished neighbour on the side of the fitted vertex; when the fit
 // was not possible because that neighbour diverged, the side of the diverged neighbour (the
-// minimum of a curve often sits just below its edge of stability). None when the best LR is the
-// smallest or largest finished LR, when the bottom is flat or collinear, or when the fitted
+// minimum of a curve often sits just below its edge of stability); because the neighbours are
+// spaced too unevenly to fit, the wider side. None when the best LR is the smallest or largest
+// finished LR, when the bottom is flat or collinear on even spacing, or when the fitted
 // minimum lies within delta_floor of the best measured loss: the grid already resolves ℓ* to
 // within the noise floor, and more LRs there would not move it.
 std::optional<std::pair<double, double>> OptimumBracket(const Options& options, const Curve& c);

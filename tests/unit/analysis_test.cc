@@ -598,6 +598,27 @@ TEST(Analysis, ARefinedPointOnTheCurveLeavesLrSensitivityUnchanged) {
   EXPECT_DOUBLE_EQ(*r.best_lr, 0.0316228);
 }
 
+TEST(Analysis, LossStarIsNotFittedAcrossUnevenlySpacedNeighbours) {
+  // The refine benchmark's none/2 curve: 0.0003 (5.53), 0.003 (4.127), and a refined 0.00533
+  // (4.718) a quarter decade away. Fitted, the near side's steepness extrapolated over the far
+  // decade put ℓ* at 3.91, below every measured loss (the dense grid's minimum is 4.14); the
+  // neighbours' distances differ by 4x, so ℓ* is the best measured loss. The optimum bracket
+  // then bisects the wider side, so the next round's neighbours are spaced alike.
+  RunSet s;
+  s.Add("none", "2", "0.0003", 0, 5.53);
+  s.Add("none", "2", "0.003", 0, 4.127);
+  s.Add("none", "2", "0.00533", 0, 4.718).set_refine_round(1);
+  s.Add("none", "2", "0.03", 0, 4.968);
+  const auto a = s.Analyse();
+  const Curve& c = *CurveOf(a, "none", "2");
+  EXPECT_FALSE(c.opt_fitted);
+  EXPECT_DOUBLE_EQ(*c.opt_loss, 4.127);
+  auto bracket = OptimumBracket(a.options, c);
+  ASSERT_TRUE(bracket.has_value());
+  EXPECT_DOUBLE_EQ(bracket->first, 0.0003);
+  EXPECT_DOUBLE_EQ(bracket->second, 0.003);
+}
+
 TEST(Analysis, LossStarDoesNotDependOnTheGridsDensity) {
   // One curve, ℓ(η) = 3 + 2 (log10 η + 1.75)^2 below a wall at 1, sampled at 2 LRs per decade
   // (the grid's bottom two LRs sit a quarter decade from the minimum: 3.125) and at 8 per decade

@@ -138,8 +138,8 @@ TEST(RefineSeeds, AddsNoneWhereEveryDecidingComparisonIsClear) {
     return plan.ok() ? Planned(*plan) : std::vector<std::string>{};
   };
   EXPECT_THAT(at_001(2.8), ElementsAre());
-  EXPECT_THAT(at_001(2.81), ElementsAre("lr=0.001,n_layer=2,qk_norm=none/3",
-                                        "lr=0.001,n_layer=2,qk_norm=qk/3"));
+  EXPECT_THAT(at_001(2.81),
+              ElementsAre("lr=0.001,n_layer=2,qk_norm=none/3", "lr=0.001,n_layer=2,qk_norm=qk/3"));
 }
 
 TEST(RefineSeeds, StopsAtSeedsMaxAndOnceResolved) {
