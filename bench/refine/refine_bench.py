@@ -193,8 +193,8 @@ def main():
             r = reuse_sweep(os.path.abspath(args.build), args.reuse, f"bench-{args.case}-{key}")
             if r is not None:
                 results[key] = r
-    todo = [k for k in wanted if k not in results]
-    if todo:
+    to_run = [k for k in wanted if k not in results]
+    if to_run:
         pg = tempfile.mkdtemp(prefix="ablate-bench-pg-")
         os.chmod(pg, 0o755)
         pg_dir = os.path.join(pg, "pg")
@@ -208,7 +208,7 @@ def main():
             stack.start_server()
             for i in range(args.workers):
                 stack.start_worker(f"bench-w{i}", threads=1)
-            for key in todo:
+            for key in to_run:
                 results[key] = run_sweep(stack, f"bench-{args.case}-{key}", texts[key], args.timeout, args.save)
         finally:
             stack.close()
