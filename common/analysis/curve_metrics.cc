@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -82,27 +84,30 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
   curve->best_lr = curve->points[*best].lr;
   FitOptimum(curve->points, *best, curve);
   const double opt = *curve->opt_loss;
-  const bool on_grid = std::any_of(curve->points.begin(), curve->points.end(), [](const Point& p) {
-    return p.loss.has_value() && p.refine_round == 0;
-  });
-
-  // LR sensitivity (Wortsman et al. 2023): mean over the grid's LRs in [a, b] of
-  // min(ℓ(η), ℓ0) - ℓ*. Capping at ℓ0 keeps one catastrophic LR from dominating: a diverged run
-  // is "as bad as not training". The mean is over the base grid's LRs (refine_round 0), the same
-  // LRs for every curve: refinement adds LRs unevenly across curves, where a boundary's bracket
-  // is wide and the budget reaches, and a mean over them would weigh each curve's LRs by where
-  // the budget went. All LRs only when no base-grid LR finished.
-  double sum = 0;
-  int count = 0;
+  // LR sensitivity (Wortsman et al. 2023): the expectation over log-uniform η in [a, b] of
+  // min(ℓ(η), ℓ0) - ℓ*, i.e. the area under the capped curve joined point to point in log10 LR
+  // (trapezoids), over the span of the finished LRs in [a, b], divided by that span. Capping at
+  // ℓ0 keeps one catastrophic LR from dominating: a diverged run is "as bad as not training".
+  // Every finished LR counts, refined ones too: a point added between two others only refines
+  // the area's estimate, where a mean over LRs would weigh each curve by where refinement put
+  // its points (and a mean over the base grid alone ignores what refinement measured, which at
+  // 1 LR per decade moved LRS by up to 0.18 from a dense grid's on the refine benchmark).
+  std::vector<std::pair<double, double>> area;  // (log10 η, min(ℓ, ℓ0) - ℓ*)
   for (const auto& p : curve->points) {
-    if (!p.loss || !p.l0 || (on_grid && p.refine_round > 0)) continue;
+    if (!p.loss || !p.l0) continue;
     if (!LessOrClose(options.lr_min, p.lr) || !LessOrClose(p.lr, options.lr_max)) continue;
-    sum += std::min(*p.loss, *p.l0) - opt;
-    ++count;
+    area.emplace_back(std::log10(p.lr), std::min(*p.loss, *p.l0) - opt);
     if (p.n_inferred > 0) ++curve->sensitivity_inferred;
   }
-  curve->sensitivity_points = count;
-  if (count > 0) curve->lr_sensitivity = sum / count;
+  curve->sensitivity_points = static_cast<int>(area.size());
+  if (area.size() == 1) curve->lr_sensitivity = area[0].second;
+  if (area.size() >= 2) {
+    double sum = 0;
+    for (size_t i = 1; i < area.size(); ++i) {
+      sum += (area[i].first - area[i - 1].first) * (area[i].second + area[i - 1].second) / 2;
+    }
+    curve->lr_sensitivity = sum / (area.back().first - area.front().first);
+  }
 
   // Max stable LR: walk up from the smallest LR; the first LR where any seed diverged ends it.
   // LRs without a finished run are skipped: absence of evidence is not a divergence (the report
@@ -116,18 +121,26 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
     curve->max_stable_lr = p.lr;
   }
 
-  // Max good LR: from η* up, while the loss keeps (1 - τ) of the improvement over ℓ0.
-  // A curve that never improved on ℓ0 (every run diverged or stalled) has no good LR at all,
-  // rather than "every LR is as good as the best".
+  // Max good LR: the largest LR from the best LR up to the max stable LR whose loss keeps
+  // (1 - τ) of the improvement over ℓ0. A bump above the limit below it (a noisy seed, a band
+  // of LRs where one seed lands in a worse basin) does not end it: the question is up to which
+  // LR the variant still trains a good model, and a walk that stopped at the first bad point
+  // put the boundary wherever the noise first crossed a plateau at the limit (three dense steps
+  // apart between a dense and a refined sweep on the refine benchmark). Its bracket's upper end
+  // is the next finished LR above, bad by construction. A curve that never improved on ℓ0
+  // (every run diverged or stalled) has no good LR at all, rather than "every LR is as good as
+  // the best".
   if (curve->l0 && opt < *curve->l0) {
     const double limit = opt + options.tau * (*curve->l0 - opt);
+    const double top = std::max(curve->max_stable_lr.value_or(0.0), *curve->best_lr);
     for (const auto& p : curve->points) {
       if (p.lr < *curve->best_lr || !p.loss) continue;
-      if (*p.loss > limit) {
-        curve->max_good_above = p.lr;
-        break;
+      if (curve->max_good_lr && !curve->max_good_above) curve->max_good_above = p.lr;
+      if (!LessOrClose(p.lr, top)) continue;
+      if (*p.loss <= limit) {
+        curve->max_good_lr = p.lr;
+        curve->max_good_above.reset();
       }
-      curve->max_good_lr = p.lr;
     }
   }
 }

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <string>
 
+#include "absl/strings/str_format.h"
 #include "common/analysis/refine.h"
 
 namespace ablate::analysis {
@@ -114,16 +116,17 @@ TEST(Analysis, LrSensitivityOverSubRange) {
   // ℓ* is the vertex of the parabola through (-3, 4), (-2, 3), (-1, 6) in log10 LR: slopes -1
   // and 3, curvature (3 - -1) / 2 = 2, slope at -2: -1 + 2 = 1, so ℓ* = 3 - 1^2 / (4 x 2) = 2.875
   // at log10 η* = -2 - 1 / 4.
-  // Default [3e-4, 0.3] holds 1e-3, 1e-2, 1e-1: ((4 - ℓ*) + (3 - ℓ*) + (6 - ℓ*)) / 3 = 4/3 + 1/8.
+  // Default [3e-4, 0.3] holds 1e-3, 1e-2, 1e-1, at 1.125, 0.125, 3.125 above ℓ*; the area
+  // between them in log LR over its two decades: ((1.125 + 0.125) / 2 + (0.125 + 3.125) / 2) / 2.
   const auto a = s.Analyse();
   const Curve& c = *CurveOf(a, "none", "2");
   EXPECT_NEAR(*c.opt_loss, 2.875, 1e-12);
   EXPECT_NEAR(*c.opt_lr, std::pow(10.0, -2.25), 1e-12);
   EXPECT_TRUE(c.opt_fitted);
   EXPECT_DOUBLE_EQ(*c.best_lr, 0.01);
-  EXPECT_NEAR(*c.lr_sensitivity, 4.0 / 3.0 + 0.125, 1e-12);
+  EXPECT_NEAR(*c.lr_sensitivity, 1.125, 1e-12);
   EXPECT_EQ(c.sensitivity_points, 3);
-  // [1e-3, 1e-2]: (1.125 + 0.125) / 2 = 0.625.
+  // [1e-3, 1e-2]: one decade, (1.125 + 0.125) / 2 = 0.625.
   Options sub;
   sub.lr_min = 1e-3;
   sub.lr_max = 1e-2;
@@ -158,17 +161,60 @@ TEST(Analysis, MaxStableLrStopsAtAMiddleLrWhereOneSeedDiverged) {
 TEST(Analysis, MaxGoodLrKeepsEightyPercentOfTheImprovement) {
   RunSet s;
   s.Add("none", "2", "0.001", 0, 4.0);
-  s.Add("none", "2", "0.01", 0, 3.0);  // η*, ℓ* = 3; limit = 3 + 0.2 * (8 - 3) = 4
+  s.Add("none", "2", "0.01", 0, 3.0);  // best; ℓ* = 2.9993 (fitted), limit ~ 3 + 0.2 * (8 - 3)
   s.Add("none", "2", "0.1", 0, 3.9);   // <= 4: good
-  s.Add("none", "2", "1", 0, 4.5);     // > 4: stops here
-  s.Add("none", "2", "10", 0, 3.5);    // good again, but not contiguous from η*
+  s.Add("none", "2", "1", 0, 4.5);     // > 4: a bump
+  s.Add("none", "2", "10", 0, 3.5);    // good again: the bump below does not end it
+  s.Add("none", "2", "100", 0, 4.2);   // > 4
   const auto a = s.Analyse();
   const Curve& c = *CurveOf(a, "none", "2");
-  EXPECT_DOUBLE_EQ(*c.max_good_lr, 0.1);
-  EXPECT_DOUBLE_EQ(*c.max_stable_lr, 10);  // nothing diverged: silent failure only
-  Options loose;
-  loose.tau = 0.4;  // limit 5: 4.5 passes, 3.5 passes
-  EXPECT_DOUBLE_EQ(*CurveOf(s.Analyse(loose), "none", "2")->max_good_lr, 10);
+  EXPECT_DOUBLE_EQ(*c.max_good_lr, 10);
+  EXPECT_DOUBLE_EQ(*c.max_good_above, 100);
+  EXPECT_DOUBLE_EQ(*c.max_stable_lr, 100);  // nothing diverged: silent failure only
+  Options tight;
+  tight.tau = 0.11;  // limit 3.549: 3.9 fails, 3.5 passes
+  EXPECT_DOUBLE_EQ(*CurveOf(s.Analyse(tight), "none", "2")->max_good_lr, 10);
+  tight.tau = 0.08;  // limit 3.399: nothing above the best LR passes
+  const Curve& t = *CurveOf(s.Analyse(tight), "none", "2");
+  EXPECT_DOUBLE_EQ(*t.max_good_lr, 0.01);
+  EXPECT_DOUBLE_EQ(*t.max_good_above, 0.1);
+}
+
+TEST(Analysis, MaxGoodLrEndsAtTheMaxStableLr) {
+  RunSet s;
+  s.Add("none", "2", "0.001", 0, 3.0);  // η*; limit 4
+  s.Add("none", "2", "0.01", 0, 3.5);
+  s.Add("none", "2", "0.1", 0, -1);    // diverged: the wall
+  s.Add("none", "2", "1", 0, 3.5);     // trained above the wall: not a good LR to recommend
+  const Curve& c = *CurveOf(s.Analyse(), "none", "2");
+  EXPECT_DOUBLE_EQ(*c.max_stable_lr, 0.01);
+  EXPECT_DOUBLE_EQ(*c.max_good_lr, 0.01);
+  EXPECT_DOUBLE_EQ(*c.max_good_above, 0.1);
+}
+
+TEST(Analysis, MaxGoodLrDoesNotDependOnWhereRefinementPutItsPoints) {
+  // A plateau at the limit with seed noise on it, as on the refine benchmark's none/2 curve.
+  // ℓ* = 2.976 (the vertex through 1e-4, 1e-3, 1e-2), limit 2.976 + 0.2 (8 - 2.976) = 3.98.
+  // The grid sees 3.9 at 0.01 and 3.95 at 0.1, good, and 5.0 at 1; refinement adds 0.0316
+  // (4.05: a noisy point just above the limit) and 0.316 (4.3). A walk that stopped at the first
+  // point above the limit said 0.01 on the refined curve, two grid steps below the grid's 0.1;
+  // the largest good LR is 0.1 on both, its bracket narrowed from (0.1, 1) to (0.1, 0.316).
+  RunSet s;
+  s.Add("none", "2", "0.0001", 0, 3.4);
+  s.Add("none", "2", "0.001", 0, 3.0);
+  s.Add("none", "2", "0.01", 0, 3.9);
+  s.Add("none", "2", "0.1", 0, 3.95);
+  s.Add("none", "2", "1", 0, 5.0);
+  const Curve base = *CurveOf(s.Analyse(), "none", "2");
+  s.Add("none", "2", "0.0316228", 0, 4.05).set_refine_round(1);
+  s.Add("none", "2", "0.316228", 0, 4.3).set_refine_round(1);
+  const Curve refined = *CurveOf(s.Analyse(), "none", "2");
+  EXPECT_NEAR(*base.opt_loss, 2.976, 1e-3);
+  EXPECT_NEAR(*refined.opt_loss, *base.opt_loss, 1e-12);
+  EXPECT_DOUBLE_EQ(*base.max_good_lr, 0.1);
+  EXPECT_DOUBLE_EQ(*base.max_good_above, 1);
+  EXPECT_DOUBLE_EQ(*refined.max_good_lr, 0.1);
+  EXPECT_DOUBLE_EQ(*refined.max_good_above, 0.316228);
 }
 
 TEST(Analysis, EtaDaggerInterpolatesLogLinearly) {
@@ -414,9 +460,10 @@ TEST(Analysis, EtaDaggerChangesFinerThanTheGridAreNoTrend) {
   EXPECT_NEAR(*a.necessity[0].eta_dagger, std::pow(10.0, -2.8), 1e-12);
   EXPECT_NEAR(*a.necessity[1].eta_dagger, std::pow(10.0, -3 + 0.02 / 0.105), 1e-12);
   EXPECT_EQ(a.verdicts[2].outcome, "not supported");
-  // H2 at depth 2: none's sensitivity over 1e-3, 1e-2, 1e-1 is (0 + 0.1 + 1) / 3, layernorm's
-  // is 0: better, with stable and good LR equal.
-  EXPECT_NEAR(*CurveOf(a, "none", "2")->lr_sensitivity, 1.1 / 3, 1e-12);
+  // H2 at depth 2: none's sensitivity, the area over 1e-3..1e-1 of 0, 0.1, 1 joined in log LR,
+  // is ((0 + 0.1) / 2 + (0.1 + 1) / 2) / 2 = 0.3, layernorm's is 0: better, with stable and
+  // good LR equal.
+  EXPECT_NEAR(*CurveOf(a, "none", "2")->lr_sensitivity, 0.3, 1e-12);
   EXPECT_EQ(a.verdicts[1].outcome, "supported");
 }
 
@@ -551,13 +598,13 @@ TEST(Analysis, FiguresRestingOnSkippedRunsCountTheirInferredLrs) {
   EXPECT_THAT(h1->line, HasSubstr("[1 compared LRs rest on skipped runs: inferred]"));
 }
 
-TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
+TEST(Analysis, RefinedLrsNarrowBoundaries) {
   RunSet s;
   for (const char* lr : {"0.001", "0.01", "0.1"}) s.Add("none", "2", lr, 0, 3.0);
   s.Add("none", "2", "1", 0, -1);
   const auto base = s.Analyse();
   // A refined LR between 0.1 and 1 that diverged: max stable LR stays 0.1 with a narrower
-  // bracket, and LR sensitivity (base grid only) is unchanged, though l0 - l* = 5 there.
+  // bracket; LR sensitivity is unchanged, the LR lying outside its range [3e-4, 0.3].
   s.Add("none", "2", "0.316228", 0, -1).set_refine_round(1);
   const auto refined = s.Analyse();
   const Curve& b = *CurveOf(base, "none", "2");
@@ -571,31 +618,55 @@ TEST(Analysis, RefinedLrsEnterBoundariesButNotSensitivity) {
   EXPECT_EQ(refined.refined, 1);
 }
 
+// ℓ(η) = 3 + 0.5 (log10 η + 1.5)^2, a parabola in log LR with its minimum 3.0 at 10^-1.5, and
+// its exact LR sensitivity over [10^x0, 10^x1]: the mean of 0.5 (x + 1.5)^2 over [x0, x1].
+double ParabolaLoss(double lr) { return 3 + 0.5 * std::pow(std::log10(lr) + 1.5, 2); }
+double ParabolaSensitivity(double x0, double x1) {
+  return (std::pow(x1 + 1.5, 3) - std::pow(x0 + 1.5, 3)) / 6 / (x1 - x0);
+}
+
 TEST(Analysis, ARefinedPointOnTheCurveLeavesLrSensitivityUnchanged) {
-  // ℓ(η) = 3 + 0.5 (log10 η + 1.5)^2, a parabola in log LR with its minimum between the grid's
-  // 1e-2 and 1e-1: the grid sees 4.125, 3.125, 3.125, 4.125; the refined midpoint 0.0316228
-  // lies on the same curve at 3.0. ℓ* is the curve's vertex, 3.0 at 10^-1.5, from the grid's
-  // three points and again from the midpoint and its neighbours, so the midpoint moves neither
-  // ℓ* nor LR sensitivity: over [3e-4, 0.3] (1.125 + 0.125 + 0.125) / 3 from either.
-  // (With ℓ* the lowest point measured, the midpoint lowered ℓ* by 0.125 and raised this curve's
-  // sensitivity alone by as much.)
-  auto loss = [](double lr) { return 3 + 0.5 * std::pow(std::log10(lr) + 1.5, 2); };
+  // Grid: 3 LRs per decade from 1e-3 to 1; [3e-4, 0.3] holds 10^-3 ... 10^-2/3. The refined
+  // midpoint 10^-1.5 lies on the curve. ℓ* is the curve's vertex from the grid's points and again
+  // from the midpoint's, and LR sensitivity, the area under the curve joined point to point in
+  // log LR, moves by less than 0.01 and only towards the exact area. (With ℓ* the lowest point
+  // measured, the midpoint lowered ℓ* by 0.014 and raised this curve's sensitivity alone by as
+  // much; averaged over all LRs it weighed the curve's bottom by where refinement went.)
   RunSet s;
-  for (const char* lr : {"0.001", "0.01", "0.1", "1"})
-    s.Add("none", "2", lr, 0, loss(std::stod(lr)));
-  const auto base = s.Analyse();
-  s.Add("none", "2", "0.0316228", 0, loss(0.0316228)).set_refine_round(1);
-  const auto refined = s.Analyse();
-  const Curve& b = *CurveOf(base, "none", "2");
-  const Curve& r = *CurveOf(refined, "none", "2");
-  EXPECT_NEAR(*b.lr_sensitivity, 1.375 / 3, 1e-9);
+  for (int k = 0; k <= 9; ++k) {
+    const std::string lr = absl::StrFormat("%.6g", std::pow(10.0, -3 + k / 3.0));
+    s.Add("none", "2", lr, 0, ParabolaLoss(std::stod(lr)));
+  }
+  const Curve b = *CurveOf(s.Analyse(), "none", "2");
+  s.Add("none", "2", "0.0316228", 0, ParabolaLoss(0.0316228)).set_refine_round(1);
+  const Curve r = *CurveOf(s.Analyse(), "none", "2");
+  const double exact = ParabolaSensitivity(-3, std::log10(0.215443));
+  EXPECT_NEAR(*b.lr_sensitivity, exact, 0.01);
   EXPECT_NEAR(*r.lr_sensitivity, *b.lr_sensitivity, 0.01);
+  EXPECT_LT(std::fabs(*r.lr_sensitivity - exact), std::fabs(*b.lr_sensitivity - exact));
+  EXPECT_EQ(r.sensitivity_points, b.sensitivity_points + 1);
   for (const Curve* c : {&b, &r}) {
     EXPECT_NEAR(*c->opt_loss, 3.0, 1e-6);
-    EXPECT_NEAR(std::log10(*c->opt_lr), -1.5, 1e-6);
+    EXPECT_NEAR(std::log10(*c->opt_lr), -1.5, 1e-5);
   }
-  EXPECT_DOUBLE_EQ(*b.best_lr, 0.01);
   EXPECT_DOUBLE_EQ(*r.best_lr, 0.0316228);
+}
+
+TEST(Analysis, RefinedPointsOnACoarseGridOnlyRefineLrSensitivity) {
+  // The same curve on a decade grid: 4.125, 3.125, 3.125 at 1e-3, 1e-2, 1e-1 join to an area of
+  // 0.375 over the exact 0.2917; the midpoint 10^-1.5 (3.0) cuts it to 0.34375. A mean over the
+  // grid's LRs said 0.458 and could not use the midpoint.
+  RunSet s;
+  for (const char* lr : {"0.001", "0.01", "0.1", "1"}) {
+    s.Add("none", "2", lr, 0, ParabolaLoss(std::stod(lr)));
+  }
+  const Curve b = *CurveOf(s.Analyse(), "none", "2");
+  s.Add("none", "2", "0.0316228", 0, ParabolaLoss(0.0316228)).set_refine_round(1);
+  const Curve r = *CurveOf(s.Analyse(), "none", "2");
+  EXPECT_NEAR(*b.lr_sensitivity, 0.375, 1e-9);
+  EXPECT_NEAR(*r.lr_sensitivity, 0.34375, 1e-6);
+  EXPECT_NEAR(ParabolaSensitivity(-3, -1), 0.2917, 1e-4);
+  for (const Curve* c : {&b, &r}) EXPECT_NEAR(*c->opt_loss, 3.0, 1e-6);
 }
 
 TEST(Analysis, LossStarIsNotFittedAcrossUnevenlySpacedNeighbours) {

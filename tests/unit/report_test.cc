@@ -195,7 +195,7 @@ TEST(WriteReport, BoundariesAreBracketsAndRefinedAndInferredPointsAreMarked) {
   EXPECT_THAT(md, HasSubstr("(1 LR inferred)"));
   const std::string sens = Slurp(dir + "/lr_sensitivity.gp");
   EXPECT_THAT(sens, HasSubstr("'rests on inferred points'"));
-  EXPECT_THAT(Slurp(dir + "/lr_sensitivity.dat"), HasSubstr("1 \"8\" 2.7225 ? ? ? 1\n"));
+  EXPECT_THAT(Slurp(dir + "/lr_sensitivity.dat"), HasSubstr("1 \"8\" 2.713878551 ? ? ? 1\n"));
 }
 
 TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
