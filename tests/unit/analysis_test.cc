@@ -184,8 +184,8 @@ TEST(Analysis, MaxGoodLrEndsAtTheMaxStableLr) {
   RunSet s;
   s.Add("none", "2", "0.001", 0, 3.0);  // η*; limit 4
   s.Add("none", "2", "0.01", 0, 3.5);
-  s.Add("none", "2", "0.1", 0, -1);    // diverged: the wall
-  s.Add("none", "2", "1", 0, 3.5);     // trained above the wall: not a good LR to recommend
+  s.Add("none", "2", "0.1", 0, -1);  // diverged: the wall
+  s.Add("none", "2", "1", 0, 3.5);   // trained above the wall: not a good LR to recommend
   const Curve& c = *CurveOf(s.Analyse(), "none", "2");
   EXPECT_DOUBLE_EQ(*c.max_stable_lr, 0.01);
   EXPECT_DOUBLE_EQ(*c.max_good_lr, 0.01);
