@@ -286,7 +286,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
       }
     }
   }
-  MarkDecidingLrs(&a);
+  CountNecessitySeeds(&a);
 
   a.runs = static_cast<int>(runs.size());
   for (const auto& c : a.curves) {

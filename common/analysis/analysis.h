@@ -83,6 +83,10 @@ struct Curve {
   std::vector<Point> points;  // ascending LR
   // The finished LR with the lowest seed-averaged loss (any LR, refined ones included).
   std::optional<double> best_lr;
+  // The nearest LRs below and above best_lr with a finished run: the parabola's other two
+  // points, and the ends of η*'s bracket that refinement bisects.
+  std::optional<double> best_below;
+  std::optional<double> best_above;
   // η* and ℓ*, the curve's minimum: the vertex of the parabola in log10 LR through best_lr and
   // its two finished neighbours when all three trained stably (opt_fitted), else best_lr and its
   // loss. The ℓ* LR sensitivity and max good LR are measured from (docs/report.md).
@@ -90,7 +94,7 @@ struct Curve {
   std::optional<double> opt_loss;
   bool opt_fitted = false;
   std::optional<double> lr_sensitivity;
-  int sensitivity_points = 0;  // LRs in [lr_min, lr_max] that entered the mean
+  int sensitivity_points = 0;  // finished LRs in [lr_min, lr_max] that entered the area
   // Of those, LRs whose ℓ rests on skipped runs (inferred at ℓ0, never measured).
   int sensitivity_inferred = 0;
   std::optional<double> max_stable_lr;
@@ -132,7 +136,7 @@ struct Necessity {
   bool unresolved_by_budget = false;  // as Curve::max_stable_unresolved_by_budget, for η†
   std::string detail;                 // the numbers at the crossing, or why there is none
   std::vector<std::string> mixed;     // what differs among the runs of the two curves compared
-  // The compared LRs η† rests on (DecidingLrs): interpolated, the two bracketing it; at the
+  // The compared LRs η† rests on (ComputeNecessity): interpolated, the two bracketing it; at the
   // smallest compared LR, every compared LR whose gap held; never necessary, the top compared LR
   // and the failing one below it that made it so. Ascending; empty without a comparison.
   std::vector<double> deciding_lrs;

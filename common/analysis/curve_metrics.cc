@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/analysis/deciding.h"
 #include "common/analysis/stats.h"
 
 namespace ablate::analysis {
@@ -29,8 +30,6 @@ constexpr double kMaxSpacingRatio = 2.0;
 void FitOptimum(const std::vector<Point>& points, size_t best, Curve* curve) {
   curve->opt_lr = points[best].lr;
   curve->opt_loss = *points[best].loss;
-  auto stable = [&](size_t i) { return points[i].loss && points[i].n_diverged == 0; };
-  if (!stable(best)) return;
   // The nearest LR on each side with a finished run.
   std::optional<size_t> lo, hi;
   for (size_t i = best; i-- > 0;) {
@@ -45,7 +44,10 @@ void FitOptimum(const std::vector<Point>& points, size_t best, Curve* curve) {
       break;
     }
   }
-  if (!lo || !hi || !stable(*lo) || !stable(*hi)) return;
+  if (lo) curve->best_below = points[*lo].lr;
+  if (hi) curve->best_above = points[*hi].lr;
+  auto stable = [&](size_t i) { return points[i].loss && points[i].n_diverged == 0; };
+  if (!lo || !hi || !stable(best) || !stable(*lo) || !stable(*hi)) return;
   const double x0 = std::log10(points[*lo].lr), y0 = *points[*lo].loss;
   const double x1 = std::log10(points[best].lr), y1 = *points[best].loss;
   const double x2 = std::log10(points[*hi].lr), y2 = *points[*hi].loss;
@@ -178,18 +180,18 @@ Necessity ComputeNecessity(const Options& options, const Curve& baseline, const 
   }
   // g(η) = (ℓ_baseline - ℓ_treated) - δ(η): positive where leaving the variant off costs more
   // than seed noise.
-  struct Gap {
-    double lr, diff, delta;
-    bool holds() const { return diff > delta; }
+  struct Compared {
+    double lr;
+    Gap gap;
+    bool holds() const { return gap.diff > gap.delta; }
   };
-  std::vector<Gap> gaps;
+  std::vector<Compared> gaps;
   for (const auto& q : treated.points) {
     if (!q.loss || !LessOrClose(q.lr, *n.cap)) continue;
-    for (const auto& b : baseline.points) {
-      if (b.loss && std::fabs(b.lr - q.lr) <= 1e-9 * q.lr) {
-        gaps.push_back({q.lr, *b.loss - *q.loss, Delta(options, b, q)});
-        if (b.n_inferred > 0 || q.n_inferred > 0) ++n.inferred;
-      }
+    if (auto gap = GapAt(options, baseline, treated, q.lr)) {
+      gaps.push_back({q.lr, *gap});
+      const Point* b = baseline.PointAt(q.lr);
+      if (b->n_inferred > 0 || q.n_inferred > 0) ++n.inferred;
     }
   }
   if (gaps.empty()) {
@@ -201,22 +203,32 @@ Necessity ComputeNecessity(const Options& options, const Curve& baseline, const 
   size_t end = gaps.size();
   std::string forgiven;
   if (!gaps.back().holds()) {
-    const Gap& top = gaps.back();
+    const Compared& top = gaps.back();
     if (end < 3 || !gaps[end - 2].holds() || !gaps[end - 3].holds()) {
-      n.detail =
-          absl::StrCat("at lr=", Num(top.lr), " (", treated.variant,
-                       "'s max good LR or the last compared), ", baseline.variant, "-",
-                       treated.variant, " = ", Signed(top.diff), " <= delta ", Num(top.delta));
+      n.detail = absl::StrCat("at lr=", Num(top.lr), " (", treated.variant,
+                              "'s max good LR or the last compared), ", baseline.variant, "-",
+                              treated.variant, " = ", Signed(top.gap.diff), " <= delta ",
+                              Num(top.gap.delta));
       if (end >= 2) {
-        const Gap& below = gaps[end - 2];
-        absl::StrAppend(&n.detail, ", and at lr=", Num(below.lr), " ", Signed(below.diff),
-                        below.holds() ? " > " : " <= ", "delta ", Num(below.delta));
+        const Compared& below = gaps[end - 2];
+        absl::StrAppend(&n.detail, ", and at lr=", Num(below.lr), " ", Signed(below.gap.diff),
+                        below.holds() ? " > " : " <= ", "delta ", Num(below.gap.delta));
       }
+      // Decided by the top and the failing one of the two below it that kept it from being
+      // forgiven.
+      for (size_t i = end - 1; i-- > 0 && i + 3 > end - 1;) {
+        if (!gaps[i].holds()) {
+          n.deciding_lrs.push_back(gaps[i].lr);
+          break;
+        }
+      }
+      n.deciding_lrs.push_back(top.lr);
       return n;
     }
     --end;
-    forgiven = absl::StrCat("; the top compared LR, lr=", Num(top.lr), " (", Signed(top.diff),
-                            " <= delta ", Num(top.delta), "), is the one point allowed to fail");
+    forgiven =
+        absl::StrCat("; the top compared LR, lr=", Num(top.lr), " (", Signed(top.gap.diff),
+                     " <= delta ", Num(top.gap.delta), "), is the one point allowed to fail");
   }
   size_t first = end - 1;
   while (first > 0 && gaps[first - 1].holds()) --first;
@@ -225,20 +237,24 @@ Necessity ComputeNecessity(const Options& options, const Curve& baseline, const 
     n.detail = absl::StrCat(baseline.variant,
                             " is worse by more than delta from the smallest "
                             "compared LR on (lr=",
-                            Num(gaps[0].lr), ": ", Signed(gaps[0].diff), " > ", Num(gaps[0].delta),
-                            ")", forgiven);
+                            Num(gaps[0].lr), ": ", Signed(gaps[0].gap.diff), " > ",
+                            Num(gaps[0].gap.delta), ")", forgiven);
+    // Any gap that held could, failing, move η† up.
+    for (size_t i = 0; i < end; ++i) n.deciding_lrs.push_back(gaps[i].lr);
     return n;
   }
-  const Gap& lo = gaps[first - 1];
-  const Gap& hi = gaps[first];
-  n.eta_dagger = LogLinearRoot(lo.lr, lo.diff - lo.delta, hi.lr, hi.diff - hi.delta);
+  const Compared& lo = gaps[first - 1];
+  const Compared& hi = gaps[first];
+  n.eta_dagger =
+      LogLinearRoot(lo.lr, lo.gap.diff - lo.gap.delta, hi.lr, hi.gap.diff - hi.gap.delta);
   n.interpolated = true;
   n.bracket_lo = lo.lr;
   n.bracket_hi = hi.lr;
+  n.deciding_lrs = {lo.lr, hi.lr};
   n.detail =
       absl::StrCat("between lr=", Num(lo.lr), " (", baseline.variant, "-", treated.variant, " = ",
-                   Signed(lo.diff), ", delta ", Num(lo.delta), ") and lr=", Num(hi.lr), " (",
-                   Signed(hi.diff), ", delta ", Num(hi.delta), ")", forgiven);
+                   Signed(lo.gap.diff), ", delta ", Num(lo.gap.delta), ") and lr=", Num(hi.lr),
+                   " (", Signed(hi.gap.diff), ", delta ", Num(hi.gap.delta), ")", forgiven);
   return n;
 }
 

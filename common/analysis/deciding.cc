@@ -4,27 +4,9 @@
 #include <cmath>
 
 #include "common/analysis/curve_metrics.h"
-#include "common/analysis/stats.h"
 
 namespace ablate::analysis {
 namespace {
-
-struct Compared {
-  double lr = 0;
-  Gap gap;
-  bool holds() const { return gap.diff > gap.delta; }
-};
-
-// Every LR up to the cap at which both variants have a loss, ascending: η†'s comparison.
-std::vector<Compared> ComparedUpTo(const Options& options, const Curve& baseline,
-                                   const Curve& treated, double cap) {
-  std::vector<Compared> out;
-  for (const auto& q : treated.points) {
-    if (!q.loss || !LessOrClose(q.lr, cap)) continue;
-    if (auto gap = GapAt(options, baseline, treated, q.lr)) out.push_back({q.lr, *gap});
-  }
-  return out;
-}
 
 // The fewest seeds of either curve over `lrs`; 0 when none has a point at any of them.
 int FewestOver(const std::vector<const Curve*>& curves, const std::vector<double>& lrs) {
@@ -36,32 +18,6 @@ int FewestOver(const std::vector<const Curve*>& curves, const std::vector<double
 }
 
 }  // namespace
-
-std::vector<double> DecidingLrs(const Options& options, const Curve& baseline, const Curve& treated,
-                                const Necessity& n) {
-  if (!n.cap) return {};
-  const std::vector<Compared> gaps = ComparedUpTo(options, baseline, treated, *n.cap);
-  if (gaps.empty()) return {};
-  if (n.interpolated && n.bracket_lo && n.bracket_hi) return {*n.bracket_lo, *n.bracket_hi};
-  std::vector<double> out;
-  if (n.eta_dagger) {
-    // Needed from the smallest compared LR on: any gap that held could, failing, move η† up.
-    for (const auto& g : gaps) {
-      if (g.holds()) out.push_back(g.lr);
-    }
-    return out;
-  }
-  // Never necessary: the top failed, and so did one of the two below it.
-  const size_t top = gaps.size() - 1;
-  for (size_t i = top; i-- > 0 && i + 3 > top;) {
-    if (!gaps[i].holds()) {
-      out.push_back(gaps[i].lr);
-      break;
-    }
-  }
-  out.push_back(gaps[top].lr);
-  return out;
-}
 
 std::optional<int> FewestSeeds(const std::vector<const Curve*>& curves, double lr) {
   std::optional<int> fewest;
@@ -93,12 +49,11 @@ bool WithinNoise(const Gap& gap, bool two_sided) {
   return two_sided && std::fabs(gap.diff + gap.delta) <= band;
 }
 
-void MarkDecidingLrs(Analysis* a) {
+void CountNecessitySeeds(Analysis* a) {
   for (auto& n : a->necessity) {
     const Curve* base = a->FindCurve(n.context, n.baseline, n.moderator);
     const Curve* treated = a->FindCurve(n.context, n.variant, n.moderator);
     if (base == nullptr || treated == nullptr) continue;
-    n.deciding_lrs = DecidingLrs(a->options, *base, *treated, n);
     n.seeds = FewestOver({base, treated}, n.deciding_lrs);
   }
 }

@@ -10,14 +10,6 @@
 
 namespace ablate::analysis {
 
-// The compared LRs η† rests on (Necessity::deciding_lrs), read off the same comparison
-// ComputeNecessity makes (the LRs both variants finished, up to the treated variant's max good
-// LR): interpolated, the two bracketing the crossing; at the smallest compared LR, every compared
-// LR whose gap held; never necessary, the top compared LR and the failing one within the two below
-// it that kept it from being forgiven. Ascending; empty when there was no comparison.
-std::vector<double> DecidingLrs(const Options& options, const Curve& baseline, const Curve& treated,
-                                const Necessity& n);
-
 // The fewest finished seeds (Point::n) among the curves' points at `lr`; nullopt when none of them
 // has a point there.
 std::optional<int> FewestSeeds(const std::vector<const Curve*>& curves, double lr);
@@ -41,8 +33,8 @@ std::optional<Gap> GapAt(const Options& options, const Curve& baseline, const Cu
 // baseline" is an answer, and more seeds there would not change it.
 bool WithinNoise(const Gap& gap, bool two_sided);
 
-// Necessity::deciding_lrs and ::seeds for every η† of `analysis`.
-void MarkDecidingLrs(Analysis* analysis);
+// Necessity::seeds from Necessity::deciding_lrs, for every η† of `analysis`.
+void CountNecessitySeeds(Analysis* analysis);
 
 // Verdict::seeds from Verdict::deciding.
 void CountVerdictSeeds(Analysis* analysis);

@@ -185,28 +185,14 @@ bool IsBoundaryName(std::string_view name) {
 }
 
 std::optional<std::pair<double, double>> OptimumBracket(const Options& options, const Curve& c) {
-  if (!c.best_lr) return std::nullopt;
-  size_t best = 0;
-  while (best < c.points.size() && c.points[best].lr != *c.best_lr) ++best;
-  if (best == c.points.size()) return std::nullopt;
-  const Point* below = nullptr;
-  const Point* above = nullptr;
-  for (size_t i = best; i-- > 0;) {
-    if (c.points[i].loss) {
-      below = &c.points[i];
-      break;
-    }
-  }
-  for (size_t i = best + 1; i < c.points.size(); ++i) {
-    if (c.points[i].loss) {
-      above = &c.points[i];
-      break;
-    }
-  }
-  if (below == nullptr || above == nullptr) return std::nullopt;
+  if (!c.best_lr || !c.best_below || !c.best_above) return std::nullopt;
+  const Point* best = c.PointAt(*c.best_lr);
+  const Point* below = c.PointAt(*c.best_below);
+  const Point* above = c.PointAt(*c.best_above);
+  if (best == nullptr || below == nullptr || above == nullptr) return std::nullopt;
   const double lr = *c.best_lr;
   if (c.opt_fitted) {
-    if (*c.points[best].loss - *c.opt_loss < options.delta_floor) return std::nullopt;
+    if (*best->loss - *c.opt_loss < options.delta_floor) return std::nullopt;
     return *c.opt_lr >= lr ? std::make_pair(lr, above->lr) : std::make_pair(below->lr, lr);
   }
   if (above->n_diverged > 0) return std::make_pair(lr, above->lr);
