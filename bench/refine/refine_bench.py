@@ -1,6 +1,6 @@
 """Refinement benchmark: does a coarse grid with refine + prune give the dense grid's answer (the
 same verdicts, every boundary inside the dense bracket or one dense step away, LR sensitivity
-within 0.05) for a fraction of its CPU-hours?
+within 0.05) for a fraction of its compute?
 
 Starts a throwaway PostgreSQL, one ablate-server and N ablate-workers (one CPU thread each), and
 runs one study shape twice, side by side on the same server:
@@ -13,12 +13,14 @@ Cases (--case):
   study      the mini-study where QK-norm matters at CPU scale (eta-dagger finite): TinyStories
              sample (examples/data), n_embd 64, 300 steps, QK-norm none/layernorm, n_layer 2 and
              4, 2 seeds, LR 3e-4..3; (a) 6 LRs per decade, (b) 1 per decade, until_ratio 1.5,
-             max_new_runs 64, seeds up to 4.
+             max_new_runs 32, seeds up to 3.
              ~1 hour on 2 cores.
   synthetic  a one-minute smoke of the same comparison: n_embd 32, 60 steps on the generated
              corpus, n_layer 1 and 2, LR 1e-3..3.2; (a) 9 per decade, (b) 2, until_ratio 1.3.
-Prints runs executed (skipped runs were not executed), CPU-hours (sum of the runs' wall time;
-each worker trains on one thread), every boundary from both reports with its bracket and how
+Prints runs executed (skipped runs were not executed), compute (training FLOPs: each executed
+run's steps times nanoGPT's estimate per step, 6N + 12 L d T per token; the same on any machine
+and at any load, so it is the cost the target is checked on), CPU-hours (sum of the runs' wall
+time, each worker on one thread: on a shared VM it moves up to 2x with the load), every boundary from both reports with its bracket and how
 many of (a)'s grid steps (b)'s lies from (a)'s bracket (0: inside it), eta* / loss* / LR
 sensitivity per curve, each verdict from both, and the targets met or missed.
 
@@ -45,15 +47,15 @@ CASES = {
         fixed="n_embd: 32, n_head: 2, block_size: 32, batch_size: 8, steps: 60, warmup: 10, "
               "eval_every: 60, eval_batches: 2, probe_every: 60, log_every: 10, checkpoint_every: 100000",
         depths="[1, 2]", lr_min=1e-3, lr_max=3.2, coarse_per_decade=2, until_ratio=1.3, budget=40, seeds_max=0,
-        divergence="{loss_above_init_by: 0.5, patience: 5}", data_dir=None),
+        divergence="{loss_above_init_by: 0.5, patience: 5}", data_dir=None, vocab=512),
     "study": dict(
         data="{train: tinystories_train.txt, val: tinystories_valid.txt, tokenizer: {type: bpe, vocab: 1024}}",
         fixed="n_embd: 64, n_head: 2, block_size: 64, batch_size: 16, steps: 300, warmup: 30, "
               "weight_decay: 0.1, grad_clip: 1.0, eval_every: 300, eval_batches: 4, probe_every: 100, "
               "log_every: 10, checkpoint_every: 100000",
-        depths="[2, 4]", lr_min=3e-4, lr_max=3.0, coarse_per_decade=1, until_ratio=1.5, budget=64, seeds_max=4,
+        depths="[2, 4]", lr_min=3e-4, lr_max=3.0, coarse_per_decade=1, until_ratio=1.5, budget=32, seeds_max=3,
         divergence="{loss_above_init_by: 1.0, patience: 20}",
-        data_dir=os.path.join(SRC, "examples", "data")),
+        data_dir=os.path.join(SRC, "examples", "data"), vocab=1024),
 }
 
 STUDY = """name: {name}
@@ -69,19 +71,31 @@ divergence: {divergence}
 """
 
 
-def summarise(name, runs, report, elapsed):
+def flops_per_step(config, vocab):
+    """Training FLOPs of one optimizer step as nanoGPT's estimate_mfu counts them: 6N per token
+    for the parameters (N without position embeddings, the tied embedding once) plus 12 L d T
+    for attention, times the tokens of a step."""
+    layers, d, t, b = config["n_layer"], config["n_embd"], config["block_size"], config["batch_size"]
+    n = vocab * d + layers * 12 * d * d
+    return (6 * n + 12 * layers * d * t) * b * t * int(config.get("grad_accum", 1) or 1)
+
+
+def summarise(name, runs, report, elapsed, vocab):
     executed = [r for r in runs if r["state"] in ("SUCCEEDED", "DIVERGED", "FAILED")]
     failed = [r for r in runs if r["state"] == "FAILED"]
     if failed:
         # A failed run is a broken setup, not a result: the comparison would be meaningless.
         raise SystemExit(f"{name}: {len(failed)} runs failed, e.g.: {failed[0].get('error', '')[:300]}")
     cpu_s = sum(float(r.get("result", {}).get("wall_seconds", 0) or 0) for r in executed)
+    flops = sum(int(r.get("result", {}).get("steps_done", 0) or 0) * flops_per_step(r["config"], vocab)
+                for r in executed)
     return {"runs": runs, "executed": len(executed), "skipped": sum(r["state"] == "SKIPPED" for r in runs),
             "refined": sum(int(r.get("refine_round", 0)) > 0 for r in runs), "cpu_h": cpu_s / 3600,
+            "pflop": flops / 1e15,
             "elapsed_s": elapsed, "report": report}
 
 
-def run_sweep(stack, name, text, timeout, save):
+def run_sweep(stack, name, text, timeout, save, vocab):
     path = os.path.join(stack.dir, name + ".yaml")
     with open(path, "w") as f:
         f.write(text)
@@ -96,10 +110,10 @@ def run_sweep(stack, name, text, timeout, save):
         stack.cli("export", str(sweep_id), "--out", os.path.join(save, name), "--no-metrics")
         with open(os.path.join(save, name, "elapsed_s"), "w") as f:
             f.write(f"{elapsed}\n")
-    return summarise(name, runs, report, elapsed)
+    return summarise(name, runs, report, elapsed, vocab)
 
 
-def reuse_sweep(build, directory, name):
+def reuse_sweep(build, directory, name, vocab):
     """The saved export of sweep `name`, reported on by this build's `ablate report --from`."""
     d = os.path.join(directory, name)
     if not os.path.exists(os.path.join(d, "runs.jsonl")):
@@ -110,7 +124,7 @@ def reuse_sweep(build, directory, name):
                          check=True, capture_output=True, text=True).stdout
     with open(os.path.join(d, "elapsed_s")) as f:
         elapsed = float(f.read())
-    return summarise(name, runs, json.loads(out), elapsed)
+    return summarise(name, runs, json.loads(out), elapsed, vocab)
 
 
 def boundaries(report):
@@ -190,7 +204,8 @@ def main():
     results = {}
     if args.reuse:
         for key in wanted:
-            r = reuse_sweep(os.path.abspath(args.build), args.reuse, f"bench-{args.case}-{key}")
+            r = reuse_sweep(os.path.abspath(args.build), args.reuse, f"bench-{args.case}-{key}",
+                            case["vocab"])
             if r is not None:
                 results[key] = r
     to_run = [k for k in wanted if k not in results]
@@ -209,7 +224,8 @@ def main():
             for i in range(args.workers):
                 stack.start_worker(f"bench-w{i}", threads=1)
             for key in to_run:
-                results[key] = run_sweep(stack, f"bench-{args.case}-{key}", texts[key], args.timeout, args.save)
+                results[key] = run_sweep(stack, f"bench-{args.case}-{key}", texts[key], args.timeout, args.save,
+                                         case["vocab"])
         finally:
             stack.close()
             subprocess.call([os.path.join(SRC, "scripts", "dev-postgres"), "stop", pg_dir],
@@ -230,12 +246,15 @@ def report(args, case, budget, dense_per_decade, results):
             continue
         r = results[key]
         print(f"{label:26s} runs executed {r['executed']:4d} (skipped {r['skipped']}, added by refinement "
-              f"{r['refined']}), CPU-hours {r['cpu_h']:.3f}, wall {r['elapsed_s'] / 60:.1f} min")
+              f"{r['refined']}), compute {r['pflop']:.4f} PFLOP, CPU-hours {r['cpu_h']:.3f}, "
+              f"wall {r['elapsed_s'] / 60:.1f} min")
     both = len(results) == 2
     if both:
         a, b = results["dense"], results["refined"]
         cpu_share = b["cpu_h"] / max(1e-9, a["cpu_h"])
-        print(f"(b) / (a): runs {b['executed'] / max(1, a['executed']):.0%}, CPU-hours {cpu_share:.0%}")
+        compute_share = b["pflop"] / max(1e-12, a["pflop"])
+        print(f"(b) / (a): runs {b['executed'] / max(1, a['executed']):.0%}, compute {compute_share:.0%}, "
+              f"CPU-hours {cpu_share:.0%} (wall-time based: depends on each sweep's load)")
     dense_lrs = sorted({float(r["grid_values"]["lr"]) for r in results.get("dense", {"runs": []})["runs"]})
     ra = results.get("dense", {}).get("report")
     rb = results.get("refined", {}).get("report")
@@ -290,10 +309,10 @@ def report(args, case, budget, dense_per_decade, results):
                 print(f"{key} eta-dagger n_layer={n['moderator']}: decided by {n['seeds']} seeds")
     if both:
         print("\ntargets: same verdicts {}; every boundary within one dense step {} (worst {}); "
-              "LRS within 0.05 {} (worst {:.3f}); CPU-hours <= 35% {} ({:.0%})".format(
+              "LRS within 0.05 {} (worst {:.3f}); compute <= 35% {} ({:.0%})".format(
                   "met" if same_verdicts else "MISSED", "met" if worst_steps <= 1 else "MISSED",
                   "-" if worst_steps == 99 else worst_steps, "met" if worst_lrs <= 0.05 else "MISSED",
-                  worst_lrs, "met" if cpu_share <= 0.35 else "MISSED", cpu_share))
+                  worst_lrs, "met" if compute_share <= 0.35 else "MISSED", compute_share))
 
 
 if __name__ == "__main__":
