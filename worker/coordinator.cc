@@ -105,25 +105,24 @@ void Coordinator::CancelLongPoll() {
   if (poll_context_ != nullptr) poll_context_->TryCancel();
 }
 
-absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request) {
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const RunLease& lease,
+                                                             v1::HeartbeatRequest progress) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
+  lease.Stamp(&progress);
   v1::HeartbeatResponse resp;
   auto s =
-      rpc::ToAbsl(stub_->Heartbeat(&ctx, request, &resp), "heartbeat", config_.server, "worker");
+      rpc::ToAbsl(stub_->Heartbeat(&ctx, progress, &resp), "heartbeat", config_.server, "worker");
   if (!s.ok()) return s;
   return resp;
 }
 
-absl::Status Coordinator::ReportMetrics(int64_t run_id, int32_t attempt,
-                                        const std::string& lease_token,
+absl::Status Coordinator::ReportMetrics(const RunLease& lease,
                                         const std::vector<v1::MetricPoint>& points) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::ReportMetricsRequest req;
-  req.set_run_id(run_id);
-  req.set_attempt(attempt);
-  req.set_lease_token(lease_token);
+  lease.Stamp(&req);
   for (const auto& p : points) *req.add_points() = p;
   v1::ReportMetricsResponse resp;
   return rpc::ToAbsl(stub_->ReportMetrics(&ctx, req, &resp), "report metrics", config_.server,
@@ -166,8 +165,7 @@ void SendFile(Writer& writer, const Chunk& header, const std::string& path) {
 
 }  // namespace
 
-absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
-                                        const std::string& lease_token, int64_t step,
+absl::Status Coordinator::PutCheckpoint(const RunLease& lease, int64_t step,
                                         const std::string& path, v1::CheckpointRef* stored) {
   ASSIGN_OR_RETURN(const FileDigest file, DigestOf(path));
   grpc::ClientContext ctx;
@@ -175,9 +173,7 @@ absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
   v1::PutCheckpointResponse resp;
   auto writer = stub_->PutCheckpoint(&ctx, &resp);
   v1::CheckpointChunk header;
-  header.set_run_id(run_id);
-  header.set_attempt(attempt);
-  header.set_lease_token(lease_token);
+  lease.Stamp(&header);
   header.mutable_ref()->set_step(step);
   header.mutable_ref()->set_sha256(file.sha256);
   header.mutable_ref()->set_size_bytes(file.size_bytes);
@@ -187,29 +183,22 @@ absl::Status Coordinator::PutCheckpoint(int64_t run_id, int32_t attempt,
   return s;
 }
 
-absl::Status Coordinator::ReportLogs(int64_t run_id, int32_t attempt,
-                                     const std::string& lease_token,
-                                     const std::vector<v1::LogLine>& lines) {
+absl::Status Coordinator::ReportLogs(const RunLease& lease, const std::vector<v1::LogLine>& lines) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::LogReportRequest req;
-  req.set_run_id(run_id);
-  req.set_attempt(attempt);
-  req.set_lease_token(lease_token);
+  lease.Stamp(&req);
   for (const auto& l : lines) *req.add_lines() = l;
   v1::LogReportResponse resp;
   return rpc::ToAbsl(stub_->ReportLogs(&ctx, req, &resp), "report logs", config_.server, "worker");
 }
 
-absl::Status Coordinator::GetCheckpoint(int64_t run_id, int32_t attempt,
-                                        const std::string& lease_token,
-                                        const v1::CheckpointRef& ref, const std::string& path) {
+absl::Status Coordinator::GetCheckpoint(const RunLease& lease, const v1::CheckpointRef& ref,
+                                        const std::string& path) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 600);
   v1::GetCheckpointRequest req;
-  req.set_run_id(run_id);
-  req.set_attempt(attempt);
-  req.set_lease_token(lease_token);
+  lease.Stamp(&req);
   req.set_sha256(ref.sha256());
   auto reader = stub_->GetCheckpoint(&ctx, req);
   v1::CheckpointChunk chunk;
@@ -240,21 +229,19 @@ absl::Status Coordinator::GetDataset(const std::string& sha256, const std::strin
   return s;
 }
 
-absl::Status Coordinator::Complete(const v1::CompleteRequest& request) {
+absl::Status Coordinator::Complete(const RunLease& lease, v1::CompleteRequest outcome) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
+  lease.Stamp(&outcome);
   v1::CompleteResponse resp;
-  return rpc::ToAbsl(stub_->Complete(&ctx, request, &resp), "complete", config_.server, "worker");
+  return rpc::ToAbsl(stub_->Complete(&ctx, outcome, &resp), "complete", config_.server, "worker");
 }
 
-absl::Status Coordinator::Release(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                                  const std::string& reason) {
+absl::Status Coordinator::Release(const RunLease& lease, const std::string& reason) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
   v1::ReleaseRequest req;
-  req.set_run_id(run_id);
-  req.set_attempt(attempt);
-  req.set_lease_token(lease_token);
+  lease.Stamp(&req);
   req.set_reason(reason);
   v1::ReleaseResponse resp;
   return rpc::ToAbsl(stub_->Release(&ctx, req, &resp), "release", config_.server, "worker");

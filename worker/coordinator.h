@@ -25,23 +25,23 @@ class Coordinator : public RunCoordinator {
   absl::StatusOr<v1::RegisterResponse> Register(const v1::WorkerInfo& info);
   // Long-polls up to `wait_seconds`. Cancel() from another thread ends the wait early.
   absl::StatusOr<v1::LeaseResponse> Lease(int64_t worker_id, double wait_seconds);
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
-  // `lease_token` is the Lease.token of this attempt; every fenced call carries it.
-  absl::Status ReportMetrics(int64_t run_id, int32_t attempt, const std::string& lease_token,
+  // The fenced calls: each stamps `lease` into its request (RunLease::Stamp) and nothing else
+  // sets the request's run, attempt or token.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const RunLease& lease,
+                                                  v1::HeartbeatRequest progress) override;
+  absl::Status ReportMetrics(const RunLease& lease,
                              const std::vector<v1::MetricPoint>& points) override;
-  absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                             int64_t step, const std::string& path,
+  absl::Status PutCheckpoint(const RunLease& lease, int64_t step, const std::string& path,
                              v1::CheckpointRef* stored) override;
-  // Progress lines the trainer printed (fenced).
-  absl::Status ReportLogs(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                          const std::vector<v1::LogLine>& lines) override;
+  // Progress lines the trainer printed.
+  absl::Status ReportLogs(const RunLease& lease, const std::vector<v1::LogLine>& lines) override;
   // Streams the checkpoint into `path` (atomically) and checks its SHA-256.
-  absl::Status GetCheckpoint(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                             const v1::CheckpointRef& ref, const std::string& path) override;
+  absl::Status GetCheckpoint(const RunLease& lease, const v1::CheckpointRef& ref,
+                             const std::string& path) override;
+  // Not fenced: a data set is named by its SHA-256 alone.
   absl::Status GetDataset(const std::string& sha256, const std::string& path) override;
-  absl::Status Complete(const v1::CompleteRequest& request) override;
-  absl::Status Release(int64_t run_id, int32_t attempt, const std::string& lease_token,
-                       const std::string& reason) override;
+  absl::Status Complete(const RunLease& lease, v1::CompleteRequest outcome) override;
+  absl::Status Release(const RunLease& lease, const std::string& reason) override;
   // Tells the server this worker is stopping cleanly, so it shows offline at once.
   absl::Status Deregister(int64_t worker_id);
 

@@ -54,28 +54,22 @@ enum class Ending {
 // Shared state between the training thread (observer callbacks) and the background threads.
 class Session : public train::TrainObserver {
  public:
-  Session(RunCoordinator* c, int64_t worker_id, const v1::LeaseResponse& lease,
+  Session(RunCoordinator* c, int64_t worker_id, const v1::LeaseResponse& leased,
           const SessionOptions& opts, SessionStats* stats)
-      : c_(c),
-        worker_id_(worker_id),
-        run_id_(lease.spec().run_id()),
-        attempt_(lease.lease().attempt()),
-        lease_token_(lease.lease().token()),
-        opts_(opts),
-        stats_(stats) {}
+      : c_(c), worker_id_(worker_id), lease_(leased.lease()), opts_(opts), stats_(stats) {}
 
-  SessionOutcome Run(const v1::LeaseResponse& lease);
+  SessionOutcome Run(const v1::LeaseResponse& leased);
 
   // TrainObserver (training thread).
   void OnMetrics(const std::vector<v1::MetricPoint>& points) override {
     auto s = spool_->Append(points);
-    if (!s.ok()) spdlog::error("run {}: {}", run_id_, s.message());
+    if (!s.ok()) spdlog::error("run {}: {}", lease_.run_id(), s.message());
     stats_->spooled_points = spool_->pending();
     if (std::string line = util::ProgressLine(points); !line.empty()) {
-      spdlog::info("run {}: {}", run_id_, line);
+      spdlog::info("run {}: {}", lease_.run_id(), line);
       v1::LogLine l;
       l.set_step(points.front().step());
-      l.set_attempt(attempt_);
+      l.set_attempt(lease_.attempt());
       l.set_time(points.front().time());
       l.set_text(std::move(line));
       std::lock_guard<std::mutex> lock(mu_);
@@ -107,8 +101,8 @@ class Session : public train::TrainObserver {
 
   // Fetches the inputs and trains, with the sender thread running while training does. An error
   // fetching the inputs is returned as the run's error; CANCELLED if it stopped before training.
-  absl::StatusOr<train::TrainResult> FetchAndTrain(const v1::LeaseResponse& lease);
-  absl::Status FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& lease,
+  absl::StatusOr<train::TrainResult> FetchAndTrain(const v1::LeaseResponse& leased);
+  absl::Status FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& leased,
                            std::string* resume_path);
   // Retries `fn` while the server is unreachable, until it succeeds, fails for real, or we shut
   // down (then the last transient error is returned).
@@ -147,9 +141,8 @@ class Session : public train::TrainObserver {
 
   RunCoordinator* c_;
   const int64_t worker_id_;
-  const int64_t run_id_;
-  const int32_t attempt_;
-  const std::string lease_token_;
+  // This attempt's lease: every fenced call gets it whole (the coordinator stamps the request).
+  const RunLease lease_;
   const SessionOptions& opts_;
   SessionStats* stats_;
   std::unique_ptr<MetricSpool> spool_;
@@ -181,12 +174,12 @@ absl::Status Session::Retrying(Fn fn, const char* what) {
   return util::Retry(
       util::kRunCallBackoff, fn, rpc::IsTransient, [this] { return ShuttingDown(); },
       [&](const absl::Status& s, std::chrono::milliseconds wait) {
-        spdlog::warn("run {}: {} failed, retrying in {:.1f}s: {}", run_id_, what,
+        spdlog::warn("run {}: {} failed, retrying in {:.1f}s: {}", lease_.run_id(), what,
                      double(wait.count()) / 1000, s.message());
       });
 }
 
-absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& lease,
+absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& leased,
                                   std::string* resume_path) {
   auto local_copy = [&](std::string* path, const std::string& sha) -> absl::Status {
     if (absl::StartsWith(*path, "synthetic:")) return absl::OkStatus();
@@ -197,7 +190,7 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
     const std::string local = (fs::path(opts_.work_dir) / "datasets" / (sha + ".txt")).string();
     std::error_code ec;
     if (!fs::exists(local, ec)) {
-      spdlog::info("run {}: fetching data set {} ({})", run_id_, *path, sha.substr(0, 12));
+      spdlog::info("run {}: fetching data set {} ({})", lease_.run_id(), *path, sha.substr(0, 12));
       RETURN_IF_ERROR(Retrying([&] { return c_->GetDataset(sha, local); }, "data set download"));
     }
     *path = local;
@@ -205,17 +198,16 @@ absl::Status Session::FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& le
   };
   RETURN_IF_ERROR(local_copy(spec->mutable_data()->mutable_train(), spec->data().train_sha256()));
   RETURN_IF_ERROR(local_copy(spec->mutable_data()->mutable_val(), spec->data().val_sha256()));
-  if (lease.has_resume_from() && !lease.resume_from().sha256().empty()) {
-    const auto& ref = lease.resume_from();
-    *resume_path = (fs::path(opts_.work_dir) / "checkpoints" / std::to_string(run_id_) /
+  if (leased.has_resume_from() && !leased.resume_from().sha256().empty()) {
+    const auto& ref = leased.resume_from();
+    *resume_path = (fs::path(opts_.work_dir) / "checkpoints" / std::to_string(lease_.run_id()) /
                     (ref.sha256() + ".ckpt"))
                        .string();
     std::error_code ec;
     if (!fs::exists(*resume_path, ec)) {
-      spdlog::info("run {}: fetching checkpoint at step {}", run_id_, ref.step());
-      RETURN_IF_ERROR(Retrying(
-          [&] { return c_->GetCheckpoint(run_id_, attempt_, lease_token_, ref, *resume_path); },
-          "checkpoint download"));
+      spdlog::info("run {}: fetching checkpoint at step {}", lease_.run_id(), ref.step());
+      RETURN_IF_ERROR(Retrying([&] { return c_->GetCheckpoint(lease_, ref, *resume_path); },
+                               "checkpoint download"));
     }
   }
   return absl::OkStatus();
@@ -233,7 +225,7 @@ void Session::HeartbeatLoop() {
       ApplyHeartbeat(*resp);
       if (failing) {
         failing = false;
-        spdlog::info("run {}: heartbeat got through again", run_id_);
+        spdlog::info("run {}: heartbeat got through again", lease_.run_id());
         reachable_again_ = true;
         wake_.notify_all();
       }
@@ -241,7 +233,7 @@ void Session::HeartbeatLoop() {
       NoteFenced(resp.status());
       if (!absl::IsFailedPrecondition(resp.status())) {
         failing = true;
-        spdlog::warn("run {}: heartbeat: {} (training continues)", run_id_,
+        spdlog::warn("run {}: heartbeat: {} (training continues)", lease_.run_id(),
                      resp.status().message());
       }
     }
@@ -253,20 +245,18 @@ void Session::HeartbeatLoop() {
 absl::StatusOr<v1::HeartbeatResponse> Session::HeartbeatOnce() {
   v1::HeartbeatRequest req;
   req.set_worker_id(worker_id_);
-  req.set_run_id(run_id_);
-  req.set_attempt(attempt_);
-  req.set_lease_token(lease_token_);
   req.set_step(stats_->step);
   req.set_tokens_per_second(stats_->tokens_per_second);
-  return c_->Heartbeat(req);
+  return c_->Heartbeat(lease_, std::move(req));
 }
 
 void Session::ApplyHeartbeat(const v1::HeartbeatResponse& resp) {
   if (resp.cancel() && !cancelled_.exchange(true)) {
-    spdlog::info("run {}: cancelled by the server", run_id_);
+    spdlog::info("run {}: cancelled by the server", lease_.run_id());
   }
   if (resp.lease_lost() && !lease_lost_.exchange(true)) {
-    spdlog::warn("run {}: lease lost (attempt {} is no longer current)", run_id_, attempt_);
+    spdlog::warn("run {}: lease lost (attempt {} is no longer current)", lease_.run_id(),
+                 lease_.attempt());
   }
 }
 
@@ -280,27 +270,27 @@ void Session::NoteFenced(const absl::Status& s) {
     if (Fenced()) return;
     // Otherwise the run looks live to the heartbeat, yet the fence still stands.
   }
-  if (!lease_lost_.exchange(true)) spdlog::warn("run {}: {}", run_id_, s.message());
+  if (!lease_lost_.exchange(true)) spdlog::warn("run {}: {}", lease_.run_id(), s.message());
 }
 
 absl::Status Session::SendBatch() {
   auto batch = spool_->Peek(kMetricBatch);
   if (!batch.ok()) return batch.status();
   if (batch->empty()) return absl::OkStatus();
-  auto s = c_->ReportMetrics(run_id_, attempt_, lease_token_, *batch);
+  auto s = c_->ReportMetrics(lease_, *batch);
   if (!s.ok()) {
     NoteFenced(s);
     if (rpc::IsTransient(s) && !unreachable_) {
       spdlog::warn(
           "run {}: metrics: {} (spooling to disk; they are replayed in order once the server "
           "answers)",
-          run_id_, s.message());
+          lease_.run_id(), s.message());
       unreachable_ = true;
     }
     return s;
   }
   if (unreachable_) {
-    spdlog::info("run {}: server reachable again; replaying {} spooled points", run_id_,
+    spdlog::info("run {}: server reachable again; replaying {} spooled points", lease_.run_id(),
                  spool_->pending());
     unreachable_ = false;
   }
@@ -351,8 +341,7 @@ void Session::SenderLoop() {
     bool failed = !SendSpool(nullptr, [] { return false; }).ok();
     if (!failed && !lease_lost_) failed = !SendLogs();
     if (ckpt && !failed && !lease_lost_) {
-      auto s =
-          c_->PutCheckpoint(run_id_, attempt_, lease_token_, ckpt->first, ckpt->second, nullptr);
+      auto s = c_->PutCheckpoint(lease_, ckpt->first, ckpt->second, nullptr);
       if (!s.ok()) {
         NoteFenced(s);
         failed = true;
@@ -370,13 +359,14 @@ void Session::SenderLoop() {
   }
 }
 
-absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseResponse& lease) {
-  v1::RunSpec spec = lease.spec();
+absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseResponse& leased) {
+  v1::RunSpec spec = leased.spec();
   std::string resume_path;
-  RETURN_IF_ERROR(FetchInputs(&spec, lease, &resume_path));
+  RETURN_IF_ERROR(FetchInputs(&spec, leased, &resume_path));
   if (opts_.prepare_data) {
     // The tokenizer and token files: this worker's cache, else the fleet's (worker/fleet_data.h).
-    RETURN_IF_ERROR(opts_.prepare_data(spec.data(), run_id_, [this] { return ShouldStop(); }));
+    RETURN_IF_ERROR(
+        opts_.prepare_data(spec.data(), lease_.run_id(), [this] { return ShouldStop(); }));
   }
   if (ShouldStop()) return absl::CancelledError("not started");
   if (!opts_.train) return absl::InternalError("the session was given no trainer");
@@ -387,10 +377,11 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
   topts.cache_dir = (fs::path(opts_.work_dir) / "cache").string();
   topts.resume_from = resume_path;
   topts.threads = opts_.threads;
-  spdlog::info(
-      "run {} attempt {}: {} seed {}{}", run_id_, attempt_, spec.cell(), spec.config().seed(),
-      resume_path.empty() ? ""
-                          : absl::StrCat(" (resuming at step ", lease.resume_from().step(), ")"));
+  spdlog::info("run {} attempt {}: {} seed {}{}", lease_.run_id(), lease_.attempt(), spec.cell(),
+               spec.config().seed(),
+               resume_path.empty()
+                   ? ""
+                   : absl::StrCat(" (resuming at step ", leased.resume_from().step(), ")"));
   train_started_ = Clock::now();
   auto trained = opts_.train(spec, topts, this);
   train_seconds_ = Seconds(train_started_, Clock::now());
@@ -438,7 +429,7 @@ SessionOutcome Session::EndFenced(std::string detail) const {
 SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& trained) {
   if (!trained.ok()) {
     // Stopped before or while fetching inputs: nothing to save, hand the run straight back.
-    const bool handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
+    const bool handed = c_->Release(lease_, "worker shutting down").ok();
     return handed ? Ended(SessionEnd::kReleased, "handed back")
                   : Ended(SessionEnd::kAbandoned, std::string(trained.status().message()));
   }
@@ -448,11 +439,9 @@ SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& tr
   bool handed =
       SendSpool(&util::kRunCallBackoff, [&] { return Fenced() || Clock::now() > deadline; }).ok();
   if (handed && !trained->last_checkpoint.empty()) {
-    handed = c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
-                               trained->last_checkpoint, nullptr)
-                 .ok();
+    handed = c_->PutCheckpoint(lease_, trained->last_step, trained->last_checkpoint, nullptr).ok();
   }
-  if (handed) handed = c_->Release(run_id_, attempt_, lease_token_, "worker shutting down").ok();
+  if (handed) handed = c_->Release(lease_, "worker shutting down").ok();
   return handed ? Ended(SessionEnd::kReleased, "handed back")
                 : Ended(SessionEnd::kAbandoned, "could not hand back; the lease will expire");
 }
@@ -469,7 +458,7 @@ bool Session::SendLogs() {
       }
     }
     if (batch.empty()) return true;
-    auto s = c_->ReportLogs(run_id_, attempt_, lease_token_, batch);
+    auto s = c_->ReportLogs(lease_, batch);
     if (!s.ok()) {
       NoteFenced(s);
       return false;
@@ -482,9 +471,6 @@ bool Session::SendLogs() {
 
 SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& trained) {
   v1::CompleteRequest complete;
-  complete.set_run_id(run_id_);
-  complete.set_attempt(attempt_);
-  complete.set_lease_token(lease_token_);
   if (trained.ok()) {
     complete.set_state(trained->outcome == train::Outcome::kDiverged ? v1::DIVERGED
                                                                      : v1::SUCCEEDED);
@@ -492,7 +478,7 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
   } else {
     complete.set_state(v1::FAILED);
     complete.set_error(std::string(trained.status().message()));
-    spdlog::error("run {}: failed: {}", run_id_, trained.status().message());
+    spdlog::error("run {}: failed: {}", lease_.run_id(), trained.status().message());
   }
   // A completed run's metrics must all be stored before it is marked complete, however long
   // the server is away; Complete follows only once the spool is empty.
@@ -501,28 +487,28 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
   }
   // The last progress lines go before Complete, so a follower sees them before the end. They
   // are for watching only: one that will not go through does not hold the run up.
-  if (!SendLogs()) spdlog::warn("run {}: some progress lines were not sent to the server", run_id_);
+  if (!SendLogs())
+    spdlog::warn("run {}: some progress lines were not sent to the server", lease_.run_id());
   // The final weights (sweep keep_final): uploaded, then named in the result. A run whose
   // upload fails for good still completes, without them, rather than being retrained.
   if (trained.ok() && !trained->final_checkpoint.empty() && !Fenced()) {
     v1::CheckpointRef stored;
     const absl::Status up = Retrying(
         [&] {
-          return c_->PutCheckpoint(run_id_, attempt_, lease_token_, trained->last_step,
-                                   trained->final_checkpoint, &stored);
+          return c_->PutCheckpoint(lease_, trained->last_step, trained->final_checkpoint, &stored);
         },
         "final checkpoint upload");
     if (up.ok()) {
       *complete.mutable_result()->mutable_final_checkpoint() = stored;
     } else {
       NoteFenced(up);
-      spdlog::warn("run {}: final checkpoint not kept: {}", run_id_, up.message());
+      spdlog::warn("run {}: final checkpoint not kept: {}", lease_.run_id(), up.message());
       if (absl::IsFailedPrecondition(up)) {
         return cancelled_ ? EndCancelled() : EndFenced(std::string(up.message()));
       }
     }
   }
-  const absl::Status s = Retrying([&] { return c_->Complete(complete); }, "complete");
+  const absl::Status s = Retrying([&] { return c_->Complete(lease_, complete); }, "complete");
   NoteFenced(s);
   if (s.ok()) return Ended(SessionEnd::kCompleted, v1::RunState_Name(complete.state()));
   if (cancelled_) return EndCancelled();
@@ -530,17 +516,19 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
   return Ended(SessionEnd::kAbandoned, std::string(s.message()));
 }
 
-SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
+SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
   const auto t_start = Clock::now();
-  run_dir_ = (fs::path(opts_.work_dir) / "runs" / absl::StrCat(run_id_, "-a", attempt_)).string();
-  auto spool = MetricSpool::Create(
-      (fs::path(opts_.work_dir) / "spool" / absl::StrCat(run_id_, "-a", attempt_, ".spool"))
-          .string());
+  run_dir_ =
+      (fs::path(opts_.work_dir) / "runs" / absl::StrCat(lease_.run_id(), "-a", lease_.attempt()))
+          .string();
+  auto spool = MetricSpool::Create((fs::path(opts_.work_dir) / "spool" /
+                                    absl::StrCat(lease_.run_id(), "-a", lease_.attempt(), ".spool"))
+                                       .string());
   if (!spool.ok()) return Ended(SessionEnd::kAbandoned, std::string(spool.status().message()));
   spool_ = *std::move(spool);
 
   std::thread heartbeat([this] { HeartbeatLoop(); });
-  SessionOutcome out = End(FetchAndTrain(lease));
+  SessionOutcome out = End(FetchAndTrain(leased));
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
@@ -556,7 +544,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& lease) {
   std::error_code ec;
   fs::remove_all(run_dir_, ec);
   if (out.end != SessionEnd::kAbandoned) {
-    fs::remove_all(fs::path(opts_.work_dir) / "checkpoints" / std::to_string(run_id_), ec);
+    fs::remove_all(fs::path(opts_.work_dir) / "checkpoints" / std::to_string(lease_.run_id()), ec);
   }
   return out;
 }
@@ -571,7 +559,7 @@ SessionOutcome RunSession(RunCoordinator* coordinator, int64_t worker_id,
                           const v1::LeaseResponse& lease, const SessionOptions& options,
                           SessionStats* stats) {
   Session session(coordinator, worker_id, lease, options, stats);
-  stats->run_id = lease.spec().run_id();
+  stats->run_id = lease.lease().run_id();
   SessionOutcome out = session.Run(lease);
   stats->run_id = 0;
   stats->step = 0;

@@ -1,7 +1,8 @@
 // Runs one leased run to its end: fetches what it lacks (data sets, the checkpoint to resume
 // from), trains, and keeps the server informed — heartbeats, metrics through the on-disk spool,
 // checkpoint uploads — on two background threads so the training thread never waits on the
-// network. Everything it writes carries (run, attempt); when the server says the attempt is no
+// network. Everything it writes carries the attempt's lease, one RunLease (worker/run_lease.h)
+// passed whole to every fenced RunCoordinator call; when the server says the attempt is no
 // longer current (fenced) the run stops within one step and nothing more is sent for it.
 #pragma once
 
@@ -79,6 +80,7 @@ struct SessionOutcome {
   std::chrono::steady_clock::time_point ended;
 };
 
+// Runs the leased run to its end under `lease.lease()`, the one lease every fenced call carries.
 SessionOutcome RunSession(RunCoordinator* coordinator, int64_t worker_id,
                           const v1::LeaseResponse& lease, const SessionOptions& options,
                           SessionStats* stats);

@@ -66,12 +66,17 @@ class FakeCoordinator : public RunCoordinator {
     return record_;
   }
 
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& req) override {
+  // Each call stamps the lease into the request it stands for, as the real Coordinator does, and
+  // fences what the server would receive.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const RunLease& lease,
+                                                  v1::HeartbeatRequest req) override {
+    lease.Stamp(&req);
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) {
       ++record_.heartbeats_failed;
       return Unreachable();
     }
+    EXPECT_EQ(req.worker_id(), 3);
     EXPECT_EQ(req.run_id(), kRunId);
     EXPECT_EQ(req.attempt(), kAttempt);
     EXPECT_EQ(req.lease_token(), kToken);
@@ -83,8 +88,10 @@ class FakeCoordinator : public RunCoordinator {
     return resp;
   }
 
-  absl::Status ReportMetrics(int64_t run_id, int32_t attempt, const std::string& token,
+  absl::Status ReportMetrics(const RunLease& lease,
                              const std::vector<v1::MetricPoint>& points) override {
+    v1::ReportMetricsRequest req;
+    lease.Stamp(&req);
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
     if (script_.fail_reports > 0) {
@@ -94,7 +101,7 @@ class FakeCoordinator : public RunCoordinator {
     }
     if (script_.lose_lease_on_report) lease_lost_ = true;
     if (script_.cancel_on_report) cancelled_ = true;
-    if (auto s = Fence(run_id, attempt, token); !s.ok()) {
+    if (auto s = Fence(req); !s.ok()) {
       ++record_.reports_refused;
       return s;
     }
@@ -102,26 +109,28 @@ class FakeCoordinator : public RunCoordinator {
     return absl::OkStatus();
   }
 
-  absl::Status PutCheckpoint(int64_t run_id, int32_t attempt, const std::string& token,
-                             int64_t step, const std::string& /*path*/,
+  absl::Status PutCheckpoint(const RunLease& lease, int64_t step, const std::string& /*path*/,
                              v1::CheckpointRef* /*stored*/) override {
+    v1::CheckpointChunk header;
+    lease.Stamp(&header);
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
-    if (auto s = Fence(run_id, attempt, token); !s.ok()) return s;
+    if (auto s = Fence(header); !s.ok()) return s;
     record_.checkpoints.emplace_back(step, record_.stored_steps.size());
     return absl::OkStatus();
   }
 
-  absl::Status ReportLogs(int64_t run_id, int32_t attempt, const std::string& token,
-                          const std::vector<v1::LogLine>& lines) override {
+  absl::Status ReportLogs(const RunLease& lease, const std::vector<v1::LogLine>& lines) override {
+    v1::LogReportRequest req;
+    lease.Stamp(&req);
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
-    if (auto s = Fence(run_id, attempt, token); !s.ok()) return s;
+    if (auto s = Fence(req); !s.ok()) return s;
     for (const auto& l : lines) record_.log_steps.push_back(l.step());
     return absl::OkStatus();
   }
 
-  absl::Status GetCheckpoint(int64_t, int32_t, const std::string&, const v1::CheckpointRef&,
+  absl::Status GetCheckpoint(const RunLease&, const v1::CheckpointRef&,
                              const std::string&) override {
     return absl::UnimplementedError("these runs start fresh");
   }
@@ -129,29 +138,33 @@ class FakeCoordinator : public RunCoordinator {
     return absl::UnimplementedError("these runs train on synthetic data");
   }
 
-  absl::Status Complete(const v1::CompleteRequest& req) override {
+  absl::Status Complete(const RunLease& lease, v1::CompleteRequest req) override {
+    lease.Stamp(&req);
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
-    if (auto s = Fence(req.run_id(), req.attempt(), req.lease_token()); !s.ok()) return s;
+    if (auto s = Fence(req); !s.ok()) return s;
     record_.complete = req;
     record_.stored_at_complete = record_.stored_steps.size();
     return absl::OkStatus();
   }
 
-  absl::Status Release(int64_t run_id, int32_t attempt, const std::string& token,
-                       const std::string& reason) override {
+  absl::Status Release(const RunLease& lease, const std::string& reason) override {
+    v1::ReleaseRequest req;
+    lease.Stamp(&req);
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
-    if (auto s = Fence(run_id, attempt, token); !s.ok()) return s;
+    if (auto s = Fence(req); !s.ok()) return s;
     record_.release_reason = reason;
     record_.stored_at_release = record_.stored_steps.size();
     return absl::OkStatus();
   }
 
  private:
-  // The server's fence: the same refusal whatever did not match, as in queue_store.
-  absl::Status Fence(int64_t run_id, int32_t attempt, const std::string& token) const {
-    if (run_id != kRunId || attempt != kAttempt || token != kToken || lease_lost_ || cancelled_) {
+  // The server's fence: the same refusal whatever did not match, as in run_transitions.
+  template <typename Request>
+  absl::Status Fence(const Request& req) const {
+    if (req.run_id() != kRunId || req.attempt() != kAttempt || req.lease_token() != kToken ||
+        lease_lost_ || cancelled_) {
       return Refused();
     }
     return absl::OkStatus();
@@ -410,6 +423,39 @@ TEST_F(RunSessionTest, ShutdownWhileTheServerIsAwayAbandonsTheRunToLeaseExpiry) 
   });
   EXPECT_EQ(out.end, SessionEnd::kAbandoned);
   EXPECT_FALSE(server_.record().release_reason.has_value());
+}
+
+// The seven requests the server fences are the ones RunLease::Stamp accepts; no other is.
+static_assert(FencedRequest<v1::HeartbeatRequest>);
+static_assert(FencedRequest<v1::ReportMetricsRequest>);
+static_assert(FencedRequest<v1::CheckpointChunk>);
+static_assert(FencedRequest<v1::LogReportRequest>);
+static_assert(FencedRequest<v1::GetCheckpointRequest>);
+static_assert(FencedRequest<v1::CompleteRequest>);
+static_assert(FencedRequest<v1::ReleaseRequest>);
+static_assert(!FencedRequest<v1::GetDatasetRequest>);
+static_assert(!FencedRequest<v1::LeaseRequest>);
+
+TEST(RunLease, StampsAllThreeFieldsOverWhateverTheRequestHad) {
+  v1::Lease granted;
+  granted.set_run_id(kRunId);
+  granted.set_attempt(kAttempt);
+  granted.set_expires_at(1e9);
+  granted.set_token(kToken);
+  const RunLease lease(granted);
+  EXPECT_EQ(lease.run_id(), kRunId);
+  EXPECT_EQ(lease.attempt(), kAttempt);
+
+  v1::CompleteRequest req;
+  req.set_run_id(kRunId + 1);
+  req.set_attempt(kAttempt + 1);
+  req.set_lease_token("another attempt's token");
+  req.set_state(v1::SUCCEEDED);
+  lease.Stamp(&req);
+  EXPECT_EQ(req.run_id(), kRunId);
+  EXPECT_EQ(req.attempt(), kAttempt);
+  EXPECT_EQ(req.lease_token(), kToken);
+  EXPECT_EQ(req.state(), v1::SUCCEEDED) << "only the lease fields are set";
 }
 
 TEST(HeartbeatSeconds, FourPerLeaseAndNeverBelowAFifthOfASecond) {
