@@ -66,7 +66,7 @@ void Db::Release(std::unique_ptr<pqxx::connection>* slot, bool broken) {
 absl::Status Db::Ping() {
   return Tx<bool>("ping",
                   [](pqxx::work& tx) -> absl::StatusOr<bool> {
-                    tx.exec("SELECT 1");
+                    pg::Exec(tx, "ping");
                     return true;
                   })
       .status();

@@ -17,17 +17,12 @@ absl::StatusOr<std::vector<std::string>> Migrate(Db* db, const std::vector<Migra
         absl::StrCat("migration ", m.version), [&](pqxx::work& tx) -> absl::StatusOr<bool> {
           // Transaction-scoped: released at commit or rollback, even if
           // this process dies halfway.
-          pg::Exec(tx, "SELECT pg_advisory_xact_lock($1)", kMigrationLock);
-          tx.exec(
-              "CREATE TABLE IF NOT EXISTS schema_migrations ("
-              "version TEXT PRIMARY KEY, "
-              "applied_at TIMESTAMPTZ NOT NULL DEFAULT now())");
-          pqxx::result r = pg::Exec(tx, "SELECT 1 FROM schema_migrations WHERE version = $1",
-                                    std::string(m.version));
+          pg::Exec(tx, "migration_lock", kMigrationLock);
+          pg::Exec(tx, "migration_table");
+          pqxx::result r = pg::Exec(tx, "migration_applied", std::string(m.version));
           if (!r.empty()) return false;
           tx.exec(m.sql);
-          pg::Exec(tx, "INSERT INTO schema_migrations (version) VALUES ($1)",
-                   std::string(m.version));
+          pg::Exec(tx, "migration_record", std::string(m.version));
           return true;
         });
     if (!done.ok()) return done.status();

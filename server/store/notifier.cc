@@ -39,13 +39,17 @@ void Notifier::Loop() {
   while (!stop_) {
     try {
       pqxx::connection conn(url_);
+      pg::ForgetConnection(conn);  // nothing is prepared on a new connection
       auto fn = [this](const std::string& c, const std::string& p) { Dispatch(c, p); };
       auto queue = pg::Listen(conn, channels::kQueue, fn);
       auto sweep = pg::Listen(conn, channels::kSweep, fn);
       auto run = pg::Listen(conn, channels::kRun, fn);
-      // LISTEN is issued lazily by libpqxx; an empty transaction makes it happen now, so the
-      // resync below cannot race a change that commits before we are listening.
-      pqxx::nontransaction(conn).exec("SELECT 1");
+      // LISTEN is issued lazily by libpqxx; a statement makes it happen now, so the resync below
+      // cannot race a change that commits before we are listening.
+      {
+        pqxx::nontransaction ping(conn);
+        pg::Exec(ping, "ping");
+      }
       connected_ = true;
       backoff = std::chrono::milliseconds(100);
       if (was_connected) spdlog::info("notify listener reconnected");

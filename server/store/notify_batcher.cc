@@ -37,8 +37,7 @@ void NotifyBatcher::Flush() {
   }
   // A failure loses hints only (see header); watchers fall back to polling.
   (void)db_->Tx<bool>("notify", [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-    pg::Exec(tx, "SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS t(c, p)",
-             pg::TextArray(channels), pg::TextArray(payloads));
+    pg::Exec(tx, "notify_batch", pg::TextArray(channels), pg::TextArray(payloads));
     return true;
   });
 }
@@ -56,8 +55,8 @@ void Notices::Clear() {
 
 void Notices::SendQueue(pqxx::work& tx) const {
   if (queue_.empty()) return;
-  pg::Exec(tx, "SELECT pg_notify($1, d) FROM unnest($2::text[]) AS d",
-           std::string(channels::kQueue), pg::TextArray({queue_.begin(), queue_.end()}));
+  pg::Exec(tx, "notify_payloads", std::string(channels::kQueue),
+           pg::TextArray({queue_.begin(), queue_.end()}));
 }
 
 void Notices::SendWatchers(NotifyBatcher* batcher) const {

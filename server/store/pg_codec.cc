@@ -87,16 +87,6 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
 
 double OrZero(const pqxx::field& field) { return field.is_null() ? 0.0 : field.as<double>(); }
 
-const char* const kRunColumns =
-    "r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts, "
-    "coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss, "
-    "r.result::text, r.error, extract(epoch from r.created_at), "
-    "extract(epoch from r.started_at), extract(epoch from r.finished_at), "
-    "extract(epoch from r.lease_expires_at), r.order_index, "
-    "(rs.spec->'grid_values')::text, (rs.spec->'config')::text, r.refine_round "
-    "FROM runs r LEFT JOIN workers w ON w.id = r.worker_id "
-    "LEFT JOIN run_specs rs ON rs.run_id = r.id";
-
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
   v1::Run run;
   run.set_id(row[0].as<int64_t>());

@@ -27,8 +27,7 @@ absl::Status FromJson(const std::string& json, google::protobuf::Message* messag
 // The runs.state names of `states`, for `state = ANY($n::text[])`.
 std::vector<std::string> StateNames(const std::vector<v1::RunState>& states);
 
-// The column list Run rows are read with, and its decoder.
-extern const char* const kRunColumns;
+// A Run from a row of the columns runs_list (server/store/sql/runs_list.sql) selects.
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row);
 
 double OrZero(const pqxx::field& field);

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "pqxx/pqxx"
+#include "server/store/statements.h"
 
 namespace ablate::server::pg {
 
@@ -20,48 +21,53 @@ using Connection = pqxx::connection;
 using Connection = pqxx::connection_base;
 #endif
 
-// `sql` with $1..$n bound to `args`.
-template <typename... Args>
-pqxx::result Exec(pqxx::work& tx, const std::string& sql, Args&&... args) {
-#if PQXX_VERSION_MAJOR >= 7
-  return tx.exec(pqxx::zview(sql), pqxx::params{std::forward<Args>(args)...});
-#else
-  return tx.exec_params(sql, std::forward<Args>(args)...);
-#endif
-}
-
-// As Exec, for a statement that returns exactly one row (else pqxx::unexpected_rows).
-template <typename... Args>
-pqxx::row Exec1(pqxx::work& tx, const std::string& sql, Args&&... args) {
-#if PQXX_VERSION_MAJOR >= 7
-  return tx.exec(pqxx::zview(sql), pqxx::params{std::forward<Args>(args)...}).one_row();
-#else
-  return tx.exec_params1(sql, std::forward<Args>(args)...);
-#endif
-}
-
 // Whether `name` is prepared on `conn`; MarkPrepared records that it now is. A connection's
-// record is dropped by ForgetConnection when the pool opens a connection (a new connection may
-// reuse a dead one's address).
+// record is dropped by ForgetConnection when a connection is opened (a new connection may reuse a
+// dead one's address).
 bool IsPrepared(const Connection& conn, const std::string& name);
 void MarkPrepared(const Connection& conn, const std::string& name);
 void ForgetConnection(const Connection& conn);
 
-// Runs `sql` as the prepared statement `name` on the transaction's connection, preparing it once
-// per connection. The hot statements (lease, complete, report) are CTEs whose planning costs
-// more than their execution; a prepared statement is planned once per connection (and again
-// only when ANALYZE changes the statistics).
+// Runs the named statement (server/store/sql/<name>.sql, statements.h) with $1..$n bound to
+// `args`, preparing it under its name once per connection: a statement is parsed and planned
+// once per connection (and again only when ANALYZE changes the statistics), which matters most
+// for the hot CTEs (lease, complete, report_metrics) whose planning costs more than their
+// execution. A name without a file does not compile.
 template <typename... Args>
-pqxx::result ExecPrepared(pqxx::work& tx, const std::string& name, const std::string& sql,
-                          Args&&... args) {
-  if (!IsPrepared(tx.conn(), name)) {
-    tx.conn().prepare(name, sql);
-    MarkPrepared(tx.conn(), name);
+pqxx::result Exec(pqxx::transaction_base& tx, sql::Name name, Args&&... args) {
+  const std::string id(name.name());
+  if (!IsPrepared(tx.conn(), id)) {
+    tx.conn().prepare(id, std::string(name.text()));
+    MarkPrepared(tx.conn(), id);
   }
 #if PQXX_VERSION_MAJOR >= 7
-  return tx.exec(pqxx::prepped{name}, pqxx::params{std::forward<Args>(args)...});
+  pqxx::result r = tx.exec(pqxx::prepped{id}, pqxx::params{std::forward<Args>(args)...});
 #else
-  return tx.exec_prepared(name, std::forward<Args>(args)...);
+  pqxx::result r = tx.exec_prepared(id, std::forward<Args>(args)...);
+#endif
+  sql::MarkExecuted(name.index());
+  return r;
+}
+
+// As Exec, for a statement that returns exactly one row (else pqxx::unexpected_rows).
+template <typename... Args>
+pqxx::row Exec1(pqxx::transaction_base& tx, sql::Name name, Args&&... args) {
+  pqxx::result r = Exec(tx, name, std::forward<Args>(args)...);
+  if (r.size() != 1) {
+    throw pqxx::unexpected_rows("expected 1 row from " + std::string(name.name()) + ", got " +
+                                std::to_string(r.size()));
+  }
+  return r[0];
+}
+
+// `sql` text with $1..$n bound to `args`, unprepared: for tests that inspect the database.
+// Server code runs named statements only (Exec).
+template <typename... Args>
+pqxx::result ExecText(pqxx::transaction_base& tx, const std::string& sql, Args&&... args) {
+#if PQXX_VERSION_MAJOR >= 7
+  return tx.exec(pqxx::zview(sql), pqxx::params{std::forward<Args>(args)...});
+#else
+  return tx.exec_params(sql, std::forward<Args>(args)...);
 #endif
 }
 

@@ -24,19 +24,9 @@ absl::StatusOr<Resp> NewClaim(pqxx::work& tx, const std::string& key, int64_t wo
   if (!token.ok()) return token.status();
   pqxx::result r;
   if (take_over) {
-    r = pg::Exec(tx,
-                 "UPDATE prepared_data SET worker_id = $2, claim_token_sha256 = $3, "
-                 "claim_expires_at = now() + make_interval(secs => $4), claims = claims + 1 "
-                 "WHERE key = $1 AND state = 'preparing' "
-                 "RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8",
-                 key, worker_id, Sha256Hex(*token), seconds);
+    r = pg::Exec(tx, "data_claim_take_over", key, worker_id, Sha256Hex(*token), seconds);
   } else {
-    r = pg::Exec(tx,
-                 "INSERT INTO prepared_data (key, state, description, worker_id, "
-                 "claim_token_sha256, claim_expires_at) VALUES ($1, 'preparing', $5, $2, $3, "
-                 "now() + make_interval(secs => $4)) ON CONFLICT (key) DO NOTHING "
-                 "RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8",
-                 key, worker_id, Sha256Hex(*token), seconds, description);
+    r = pg::Exec(tx, "data_claim_insert", key, worker_id, Sha256Hex(*token), seconds, description);
   }
   if (r.empty()) return absl::AbortedError("raced");  // someone else inserted: look again
   Resp out;
@@ -49,10 +39,7 @@ absl::StatusOr<Resp> NewClaim(pqxx::work& tx, const std::string& key, int64_t wo
 // RESOURCE_EXHAUSTED when the worker already holds kMaxOpenDataClaims live claims: a worker
 // prepares one data set at a time, and claims it never publishes keep others waiting.
 absl::Status CheckOpenClaims(pqxx::work& tx, int64_t worker_id) {
-  pqxx::row n = pg::Exec1(tx,
-                          "SELECT count(*) FROM prepared_data WHERE worker_id = $1 AND "
-                          "state = 'preparing' AND claim_expires_at >= now()",
-                          worker_id);
+  pqxx::row n = pg::Exec1(tx, "data_open_claims", worker_id);
   if (n[0].as<int64_t>() >= kMaxOpenDataClaims) {
     return absl::ResourceExhaustedError(
         absl::StrCat("worker_id ", worker_id, " already holds ", n[0].as<int64_t>(),
@@ -69,10 +56,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, i
     // The claim is recorded in the worker's name and every other worker is told who prepares:
     // only the worker's own token may claim for it (another token's worker gets the same answer
     // as an unknown id, as for Deregister), and a stopped worker must register again.
-    pqxx::result w = pg::Exec(tx,
-                              "SELECT stopped_at IS NOT NULL FROM workers WHERE id = $1 AND "
-                              "token_id IS NOT DISTINCT FROM $2",
-                              req.worker_id(), token_id);
+    pqxx::result w = pg::Exec(tx, "data_claim_worker", req.worker_id(), token_id);
     if (w.empty()) {
       return absl::NotFoundError(
           absl::StrCat("worker_id ", req.worker_id(),
@@ -84,13 +68,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, i
     }
     // Two tries: a concurrent first claim makes our INSERT find the row, which we then read.
     for (int attempt = 0; attempt < 2; ++attempt) {
-      pqxx::result r = pg::Exec(
-          tx,
-          "SELECT p.state, p.claim_token_sha256, p.claim_expires_at < now(), "
-          "COALESCE(EXTRACT(EPOCH FROM p.claim_expires_at)::float8, 0), COALESCE(w.name, '') "
-          "FROM prepared_data p LEFT JOIN workers w ON w.id = p.worker_id "
-          "WHERE p.key = $1 FOR UPDATE OF p",
-          req.key());
+      pqxx::result r = pg::Exec(tx, "data_claim_row", req.key());
       if (r.empty()) {
         if (!req.claim_token().empty()) return ClaimLost(req.key());
         if (auto s = CheckOpenClaims(tx, req.worker_id()); !s.ok()) return s;
@@ -103,11 +81,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, i
       if (state == "ready") {
         Resp out;
         out.set_state(Resp::READY);
-        for (const auto& row :
-             pg::Exec(tx,
-                      "SELECT role, sha256, size_bytes FROM prepared_files WHERE key = $1 "
-                      "ORDER BY role",
-                      req.key())) {
+        for (const auto& row : pg::Exec(tx, "data_files", req.key())) {
           auto* f = out.add_files();
           f->set_role(row[0].as<std::string>());
           f->set_sha256(row[1].as<std::string>());
@@ -118,11 +92,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, i
       const bool expired = r[0][2].is_null() || r[0][2].as<bool>();
       if (!req.claim_token().empty()) {
         if (r[0][1].as<std::string>() != Sha256Hex(req.claim_token())) return ClaimLost(req.key());
-        pqxx::result renewed = pg::Exec(
-            tx,
-            "UPDATE prepared_data SET claim_expires_at = now() + make_interval(secs => $2) "
-            "WHERE key = $1 RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8",
-            req.key(), claim_seconds_);
+        pqxx::result renewed = pg::Exec(tx, "data_claim_renew", req.key(), claim_seconds_);
         Resp out;
         out.set_state(Resp::CLAIMED);
         out.set_claim_token(req.claim_token());
@@ -147,11 +117,7 @@ absl::Status PreparedStore::CheckClaim(const std::string& key, const std::string
   return db_
       ->Tx<bool>("check data claim",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(tx,
-                                             "SELECT 1 FROM prepared_data WHERE key = $1 AND "
-                                             "state = 'preparing' AND claim_token_sha256 = $2 "
-                                             "AND claim_expires_at >= now()",
-                                             key, Sha256Hex(claim_token));
+                   pqxx::result r = pg::Exec(tx, "data_check_claim", key, Sha256Hex(claim_token));
                    if (r.empty()) return ClaimLost(key);
                    return true;
                  })
@@ -166,27 +132,16 @@ absl::Status PreparedStore::RecordUpload(const std::string& key, const std::stri
           "record prepared upload",
           [&](pqxx::work& tx) -> absl::StatusOr<bool> {
             const std::string digest = Sha256Hex(claim_token);
-            pqxx::result r = pg::Exec(tx,
-                                      "SELECT 1 FROM prepared_data WHERE key = $1 AND "
-                                      "state = 'preparing' AND claim_token_sha256 = $2 AND "
-                                      "claim_expires_at >= now() FOR UPDATE",
-                                      key, digest);
+            pqxx::result r = pg::Exec(tx, "data_upload_lock", key, digest);
             if (r.empty()) return ClaimLost(key);
-            pqxx::row n = pg::Exec1(tx,
-                                    "SELECT count(*) FROM prepared_uploads WHERE key = $1 AND "
-                                    "claim_token_sha256 = $2 AND sha256 <> $3",
-                                    key, digest, ref.sha256());
+            pqxx::row n = pg::Exec1(tx, "data_upload_count", key, digest, ref.sha256());
             if (n[0].as<int64_t>() >= kMaxUploadsPerClaim) {
               return absl::ResourceExhaustedError(absl::StrCat(
                   "prepared file: this claim on data key ", key.substr(0, 16), " already uploaded ",
                   n[0].as<int64_t>(), " files (the limit is ", kMaxUploadsPerClaim, ")"));
             }
             if (auto s = commit(); !s.ok()) return s;
-            pg::Exec(tx,
-                     "INSERT INTO prepared_uploads (key, claim_token_sha256, sha256, size_bytes) "
-                     "VALUES ($1, $2, $3, $4) ON CONFLICT (key, claim_token_sha256, sha256) "
-                     "DO UPDATE SET size_bytes = excluded.size_bytes, uploaded_at = now()",
-                     key, digest, ref.sha256(), ref.size_bytes());
+            pg::Exec(tx, "data_upload_record", key, digest, ref.sha256(), ref.size_bytes());
             return true;
           })
       .status();
@@ -198,10 +153,7 @@ absl::Status PreparedStore::Publish(const std::string& key, const std::string& c
   return db_
       ->Tx<bool>("publish prepared data",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(tx,
-                                             "SELECT state, claim_token_sha256 FROM prepared_data "
-                                             "WHERE key = $1 FOR UPDATE",
-                                             key);
+                   pqxx::result r = pg::Exec(tx, "data_publish_lock", key);
                    // An expired claim nobody took over may still publish: the files are as good.
                    if (r.empty() || r[0][1].as<std::string>() != Sha256Hex(claim_token)) {
                      return ClaimLost(key);
@@ -211,10 +163,8 @@ absl::Status PreparedStore::Publish(const std::string& key, const std::string& c
                    // reason (another run's checkpoint) must not become readable by every worker.
                    const std::string digest = Sha256Hex(claim_token);
                    for (size_t i = 0; i < files.size(); ++i) {
-                     if (pg::Exec(tx,
-                                  "SELECT 1 FROM prepared_uploads WHERE key = $1 AND "
-                                  "claim_token_sha256 = $2 AND sha256 = $3 AND size_bytes = $4",
-                                  key, digest, files[i].sha256(), files[i].size_bytes())
+                     if (pg::Exec(tx, "data_publish_uploaded", key, digest, files[i].sha256(),
+                                  files[i].size_bytes())
                              .empty()) {
                        return absl::FailedPreconditionError(absl::StrCat(
                            "files[", i, "] (", files[i].role(), ", sha256 ", files[i].sha256(),
@@ -224,16 +174,10 @@ absl::Status PreparedStore::Publish(const std::string& key, const std::string& c
                    }
                    if (auto s = check_files(); !s.ok()) return s;
                    for (const auto& f : files) {
-                     pg::Exec(tx,
-                              "INSERT INTO prepared_files (key, role, sha256, size_bytes) "
-                              "VALUES ($1, $2, $3, $4)",
-                              key, f.role(), f.sha256(), f.size_bytes());
+                     pg::Exec(tx, "data_publish_file", key, f.role(), f.sha256(), f.size_bytes());
                    }
-                   pg::Exec(tx,
-                            "UPDATE prepared_data SET state = 'ready', ready_at = now(), "
-                            "claim_expires_at = NULL WHERE key = $1",
-                            key);
-                   pg::Exec(tx, "DELETE FROM prepared_uploads WHERE key = $1", key);
+                   pg::Exec(tx, "data_publish_ready", key);
+                   pg::Exec(tx, "data_publish_forget_uploads", key);
                    return true;
                  })
       .status();
@@ -243,11 +187,7 @@ absl::Status PreparedStore::Abandon(const std::string& key, const std::string& c
   return db_
       ->Tx<bool>("abandon data claim",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(tx,
-                                             "DELETE FROM prepared_data WHERE key = $1 AND "
-                                             "state = 'preparing' AND claim_token_sha256 = $2 "
-                                             "RETURNING 1",
-                                             key, Sha256Hex(claim_token));
+                   pqxx::result r = pg::Exec(tx, "data_abandon", key, Sha256Hex(claim_token));
                    if (r.empty()) return ClaimLost(key);
                    return true;
                  })
@@ -256,11 +196,7 @@ absl::Status PreparedStore::Abandon(const std::string& key, const std::string& c
 
 absl::StatusOr<bool> PreparedStore::IsPublishedFile(const std::string& sha256) {
   return db_->Tx<bool>("get prepared file", [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-    return !pg::Exec(tx,
-                     "SELECT 1 FROM prepared_files f JOIN prepared_data p USING (key) "
-                     "WHERE f.sha256 = $1 AND p.state = 'ready' LIMIT 1",
-                     sha256)
-                .empty();
+    return !pg::Exec(tx, "data_published_file", sha256).empty();
   });
 }
 

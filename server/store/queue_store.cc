@@ -19,23 +19,10 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info, int64_t
     // any run the old process held comes back through lease expiry, not here. Another token may
     // take the name only once its worker has been silent for a lease period: otherwise any
     // worker token could hijack a live worker's row (and its current run's bookkeeping).
-    pqxx::result row = pg::Exec(
-        tx,
-        "INSERT INTO workers (name, device_kind, info, token_id) VALUES ($1, $2, $3::jsonb, $4) "
-        "ON CONFLICT (name) DO UPDATE SET device_kind = excluded.device_kind, "
-        "info = excluded.info, last_seen_at = now(), current_run_id = NULL, "
-        "token_id = excluded.token_id, stopped_at = NULL "
-        "WHERE workers.token_id IS NOT DISTINCT FROM excluded.token_id "
-        "OR workers.stopped_at IS NOT NULL "
-        "OR workers.last_seen_at <= now() - make_interval(secs => $5) RETURNING id",
-        info.name(), kind, pg::ToJson(info), token_id, lease_seconds_);
+    pqxx::result row = pg::Exec(tx, "worker_register", info.name(), kind, pg::ToJson(info),
+                                token_id, lease_seconds_);
     if (!row.empty()) return row[0][0].as<int64_t>();
-    pqxx::row live = pg::Exec1(
-        tx,
-        "SELECT ceil(extract(epoch from last_seen_at + make_interval(secs => $2) - now())), "
-        "to_char((last_seen_at + make_interval(secs => $2)) AT TIME ZONE 'UTC', "
-        "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') FROM workers WHERE name = $1",
-        info.name(), lease_seconds_);
+    pqxx::row live = pg::Exec1(tx, "worker_name_free_at", info.name(), lease_seconds_);
     return absl::AlreadyExistsError(absl::StrCat(
         "register: worker name \"", info.name(),
         "\" belongs to a live worker registered with another token; the name is free at ",
@@ -50,12 +37,7 @@ absl::Status QueueStore::Deregister(int64_t worker_id, int64_t token_id) {
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
                    // Only the token that registered the worker may stop it; any other gets the
                    // same answer as an unknown id, so a probe learns nothing.
-                   pqxx::result r =
-                       pg::Exec(tx,
-                                "UPDATE workers SET stopped_at = now(), last_seen_at = now(), "
-                                "current_run_id = NULL WHERE id = $1 "
-                                "AND token_id IS NOT DISTINCT FROM $2 RETURNING id",
-                                worker_id, token_id);
+                   pqxx::result r = pg::Exec(tx, "worker_deregister", worker_id, token_id);
                    if (r.empty()) {
                      return absl::NotFoundError(absl::StrCat("deregister: worker ", worker_id,
                                                              " is not registered with this token"));
@@ -69,11 +51,7 @@ absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,
                                                              const std::string& sha256) {
   return db_->Tx<v1::CheckpointRef>(
       "find checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<v1::CheckpointRef> {
-        pqxx::result r =
-            pg::Exec(tx,
-                     "SELECT step, sha256, size_bytes FROM checkpoints WHERE run_id = $1 "
-                     "AND ($2 = '' OR sha256 = $2) ORDER BY step DESC LIMIT 1",
-                     run_id, sha256);
+        pqxx::result r = pg::Exec(tx, "checkpoint_find", run_id, sha256);
         if (r.empty()) {
           return absl::NotFoundError(
               sha256.empty() ? absl::StrCat("run ", run_id, " has no checkpoint")
@@ -90,7 +68,7 @@ absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,
 absl::StatusOr<std::pair<std::string, int64_t>> QueueStore::DatasetPath(const std::string& sha) {
   using Out = std::pair<std::string, int64_t>;
   return db_->Tx<Out>("get dataset", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = pg::Exec(tx, "SELECT path, size_bytes FROM datasets WHERE sha256 = $1", sha);
+    pqxx::result r = pg::Exec(tx, "dataset_path", sha);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("no data set with sha256 ", sha));
     return Out(r[0][0].as<std::string>(), r[0][1].as<int64_t>());
   });

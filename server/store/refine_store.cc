@@ -26,9 +26,7 @@ void LogPlanningError(int64_t sweep_id, const absl::Status& status) {
 }
 
 std::vector<v1::Run> LoadRuns(pqxx::work& tx, int64_t sweep_id) {
-  pqxx::result r =
-      pg::Exec(tx, absl::StrCat("SELECT ", pg::kRunColumns, " WHERE r.sweep_id = $1 ORDER BY r.id"),
-               sweep_id);
+  pqxx::result r = pg::Exec(tx, "refine_load_runs", sweep_id);
   std::vector<v1::Run> runs;
   runs.reserve(r.size());
   for (const auto& row : r) {
@@ -59,17 +57,7 @@ int Prune(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
   std::vector<std::string> reasons;
   if (!Planned(sweep_id, analysis::PlanPruning(*runs, options), &ids, &reasons)) return 0;
   pqxx::result done =
-      pg::Exec(tx,
-               "WITH u AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)), "
-               "s AS (UPDATE runs r SET state = 'skipped', error = u.reason, finished_at = now() "
-               "  FROM u WHERE r.id = u.id AND r.sweep_id = $1 AND r.state = 'queued' "
-               "  AND NOT EXISTS (SELECT 1 FROM run_events e WHERE e.run_id = r.id "
-               "    AND e.kind = 'requeued') "
-               "  RETURNING r.id, r.attempt, u.reason), "
-               "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-               "  SELECT id, 'skipped', attempt, reason FROM s) "
-               "SELECT id FROM s",
-               sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
+      pg::Exec(tx, "refine_prune", sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
   std::map<int64_t, bool> skipped;
   for (const auto& row : done) skipped[row[0].as<int64_t>()] = true;
   for (auto& run : *runs) {
@@ -87,15 +75,7 @@ int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
   std::vector<std::string> reasons;
   if (!Planned(sweep_id, analysis::PlanRequeue(*runs, options), &ids, &reasons)) return 0;
   pqxx::result done =
-      pg::Exec(tx,
-               "WITH u AS (SELECT * FROM unnest($2::bigint[], $3::text[]) AS u(id, reason)), "
-               "q AS (UPDATE runs r SET state = 'queued', error = '', finished_at = NULL "
-               "  FROM u WHERE r.id = u.id AND r.sweep_id = $1 AND r.state = 'skipped' "
-               "  RETURNING r.id, r.attempt, r.device, u.reason), "
-               "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-               "  SELECT id, 'unskipped', attempt, reason FROM q) "
-               "SELECT id, device FROM q",
-               sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
+      pg::Exec(tx, "refine_requeue", sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
   if (done.empty()) return 0;
   std::set<std::string> devices;
   std::set<int64_t> requeued;
@@ -110,12 +90,9 @@ int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
     }
   }
   // A sweep finished by its pruning has work again.
-  pg::Exec(tx,
-           "UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1 "
-           "AND state = 'finished'",
-           sweep_id);
+  pg::Exec(tx, "refine_reactivate_sweep", sweep_id);
   for (const auto& device : devices) {
-    pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), device);
+    pg::Exec(tx, "notify", std::string(channels::kQueue), device);
   }
   return static_cast<int>(done.size());
 }
@@ -149,8 +126,7 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
     }
     // The data sets are the submit's: resolved then (paths under --data-dir, SHA-256s), the same
     // for every run of the sweep, and kept in each stored spec.
-    pqxx::result t = pg::Exec(tx, "SELECT (spec->'data')::text FROM run_specs WHERE run_id = $1",
-                              add.template_run_id);
+    pqxx::result t = pg::Exec(tx, "refine_template_data", add.template_run_id);
     if (t.empty() || t[0][0].is_null() ||
         !pg::FromJson(t[0][0].as<std::string>(), spec.mutable_data()).ok()) {
       LogPlanningError(sweep_id, absl::InternalError(absl::StrCat("no readable data for run ",
@@ -158,27 +134,17 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
       continue;
     }
     const std::string device = spec.config().device().empty() ? "auto" : spec.config().device();
-    pqxx::result ins = pg::Exec(
-        tx,
-        "WITH ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
-        "  max_attempts, total_steps, refine_round) "
-        "  SELECT $1, $2, $3, coalesce((SELECT max(order_index) + 1 FROM runs WHERE sweep_id = "
-        "$1), 0), $4, $5, $6, $7, $8 "
-        "  ON CONFLICT (sweep_id, cell, seed) DO NOTHING RETURNING id), "
-        "s AS (INSERT INTO run_specs (run_id, spec) SELECT id, $9::jsonb FROM ins), "
-        "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-        "  SELECT id, 'refined', 0, $10 FROM ins) "
-        "SELECT id FROM ins",
-        sweep_id, add.cell, add.seed, priority, device, max_attempts, spec.config().steps(),
-        add.round, pg::ToJson(spec),
-        absl::StrCat("added by refinement round ", add.round, ": ", add.boundary));
+    pqxx::result ins =
+        pg::Exec(tx, "refine_insert_run", sweep_id, add.cell, add.seed, priority, device,
+                 max_attempts, spec.config().steps(), add.round, pg::ToJson(spec),
+                 absl::StrCat("added by refinement round ", add.round, ": ", add.boundary));
     if (ins.empty()) continue;  // already there (the unique key): nothing to add
     ++added;
     devices[device] = true;
   }
   if (added > 0) {
     for (const auto& [device, unused] : devices) {
-      pg::Exec(tx, "SELECT pg_notify($1, $2)", std::string(channels::kQueue), device);
+      pg::Exec(tx, "notify", std::string(channels::kQueue), device);
     }
   }
   return added;
@@ -188,10 +154,7 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
 
 absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t sweep_id) {
   RefineOutcome out;
-  pqxx::result s = pg::Exec(tx,
-                            "SELECT refine::text, prune_above_divergence, state, priority, "
-                            "max_attempts, spec_yaml, file_name FROM sweeps WHERE id = $1",
-                            sweep_id);
+  pqxx::result s = pg::Exec(tx, "refine_sweep", sweep_id);
   if (s.empty()) return out;
   const bool refine = !s[0][0].is_null();
   const bool prune = s[0][1].as<bool>();
@@ -210,8 +173,7 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
     return out;
   }
   const analysis::Options options = analysis::PlanningOptions(*sweep);
-  pg::Exec(tx, "SELECT pg_advisory_xact_lock($1, $2)", kRefineLockClass,
-           static_cast<int>(sweep_id % 2147483647));
+  pg::Exec(tx, "refine_lock", kRefineLockClass, static_cast<int>(sweep_id % 2147483647));
   // Read after taking the lock: READ COMMITTED gives each statement a fresh snapshot, so this
   // sees every completion that held the lock before us.
   std::vector<v1::Run> runs = LoadRuns(tx, sweep_id);

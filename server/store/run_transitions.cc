@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/util/metric_names.h"
 #include "common/util/retry_policy.h"
 #include "common/util/run_state.h"
 #include "common/util/sha256.h"
+#include "nlohmann/json.hpp"
 #include "server/store/pg_codec.h"
 #include "server/store/refine_store.h"
 #include "server/store/stats_store.h"
@@ -28,11 +28,10 @@ namespace {
 
 // ---- The rules every transition shares ---------------------------------------------------------
 
-// The unfinished states, as an SQL list (`state IN ` + kUnfinished): a sweep with none of these
-// is finished. Checked against util::IsTerminal at compile time, so a new state is decided there.
-constexpr char kUnfinished[] = "('queued', 'leased', 'running')";
-// The states in which a worker holds the run's lease: the only ones a fenced write applies to.
-constexpr char kLeaseHeld[] = "('leased', 'running')";
+// The unfinished states, as the SQL list the statements quote (`state IN ` + kUnfinished): a
+// sweep with none of these is finished. Checked against util::IsTerminal at compile time, so a
+// new state is decided there, and every statement that lists them is checked to quote this list.
+constexpr std::string_view kUnfinished = "('queued', 'leased', 'running')";
 
 // True when `sql` quotes exactly the states util::IsTerminal calls unfinished.
 constexpr bool ListsUnfinishedStates(std::string_view sql) {
@@ -50,20 +49,28 @@ constexpr bool ListsUnfinishedStates(std::string_view sql) {
   return true;
 }
 static_assert(ListsUnfinishedStates(kUnfinished), "kUnfinished disagrees with util::IsTerminal");
+static_assert(sql::Name("finish_sweep").text().find(kUnfinished) != std::string_view::npos);
+static_assert(sql::Name("finish_sweeps_all").text().find(kUnfinished) != std::string_view::npos);
+static_assert(sql::Name("cancel_runs").text().find(kUnfinished) != std::string_view::npos);
 
-// The fence every worker write passes, as an SQL condition on runs: this run ($1), this attempt
-// ($2), this token's digest ($3), the lease still held. docs/architecture.md#leases-and-fencing.
-const std::string& Fenced() {
-  static const std::string* const kFenced = new std::string(absl::StrCat(
-      "id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND state IN ", kLeaseHeld));
-  return *kFenced;
+// The fence every worker write passes, as the SQL condition on runs its statements spell out:
+// this run ($1), this attempt ($2), this token's digest ($3), the lease still held (the states
+// in which a worker holds the run's lease). docs/architecture.md#leases-and-fencing.
+constexpr bool Fenced(sql::Name name) {
+  return name.text().find(
+             "id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND "
+             "state IN ('leased', 'running')") != std::string_view::npos;
 }
+static_assert(Fenced("report_metrics") && Fenced("report_metrics_total_steps") &&
+                  Fenced("report_logs") && Fenced("check_fence") && Fenced("checkpoint_fence") &&
+                  Fenced("complete") && Fenced("release"),
+              "a fenced write's statement does not spell out the fence");
 
 // The error every fenced write returns; a worker that sees it stops the run. It is the same
 // whether the attempt is stale, the lease token wrong or missing, or the run no longer leased:
 // a caller probing someone else's run learns nothing about which part it got wrong.
 absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
-  pqxx::result r = pg::Exec(tx, "SELECT 1 FROM runs WHERE id = $1", run_id);
+  pqxx::result r = pg::Exec(tx, "run_exists", run_id);
   if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
   return absl::FailedPreconditionError(
       absl::StrCat("lease lost: run ", run_id, " attempt ", attempt,
@@ -83,12 +90,8 @@ std::string TokenDigest(const std::string& lease_token) { return Sha256Hex(lease
 // unfinished, so neither finishes the sweep. The reaper's pass over every active sweep closes
 // that gap at most one reaper interval later, without a sweep lock serialising every Complete.
 std::vector<int64_t> FinishSweepsWithNothingLeft(pqxx::work& tx, std::optional<int64_t> sweep_id) {
-  const std::string sql = absl::StrCat(
-      "UPDATE sweeps s SET state = 'finished', finished_at = now() WHERE s.state = 'active' ",
-      sweep_id ? "AND s.id = $1 " : "",
-      "AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.sweep_id = s.id AND r.state IN ", kUnfinished,
-      ") RETURNING s.id");
-  pqxx::result r = sweep_id ? pg::Exec(tx, sql, *sweep_id) : pg::Exec(tx, sql);
+  pqxx::result r =
+      sweep_id ? pg::Exec(tx, "finish_sweep", *sweep_id) : pg::Exec(tx, "finish_sweeps_all");
   std::vector<int64_t> out;
   for (const auto& row : r) out.push_back(row[0].as<int64_t>());
   return out;
@@ -146,12 +149,7 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
         // worker's concurrent Leases, so the count the next statement makes (a new snapshot,
         // taken after the lock) includes every lease the worker won before: a worker can never
         // hold more runs than it declared, however many Leases it sends at once.
-        pqxx::result wr =
-            pg::ExecPrepared(tx, "lease_worker",
-                             "SELECT token_id IS NOT DISTINCT FROM $2, stopped_at IS NOT NULL, "
-                             "  least(greatest(coalesce((info->>'slots')::int, 1), 1), $3) "
-                             "FROM workers WHERE id = $1 FOR UPDATE",
-                             worker_id, token_id, kMaxWorkerSlots);
+        pqxx::result wr = pg::Exec(tx, "lease_worker", worker_id, token_id, kMaxWorkerSlots);
         if (wr.empty() || !wr[0][0].as<bool>()) return NotTheCallersWorker(worker_id);
         if (wr[0][1].as<bool>()) {
           return absl::NotFoundError(absl::StrCat("worker ", worker_id,
@@ -162,40 +160,7 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
         // One statement after the lock, so the hot path is two round trips. Without a checkpoint
         // the attempt starts over and every earlier point goes (step > -1); with one, the points
         // after its step go, and the new attempt's series continues without gap or duplicate.
-        pqxx::result lr = pg::ExecPrepared(
-            tx, "lease",
-            "WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1), "
-            "held AS (SELECT array_agg(id ORDER BY id) AS ids, count(*) AS n FROM runs "
-            "  WHERE worker_id = $1 AND state IN ('leased', 'running')), "
-            "next AS ("
-            "  SELECT id FROM runs WHERE state = 'queued' "
-            "  AND device IN ('auto', (SELECT device_kind FROM w)) "
-            "  AND (SELECT n FROM held) < $4 "
-            "  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED), "
-            "ck AS ("
-            "  SELECT c.step, c.sha256, c.size_bytes FROM checkpoints c, next "
-            "  WHERE c.run_id = next.id ORDER BY c.step DESC LIMIT 1), "
-            "upd AS ("
-            "  UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1, "
-            "    lease_expires_at = now() + make_interval(secs => $2), "
-            "    started_at = coalesce(r.started_at, now()), error = '', "
-            "    step = coalesce((SELECT step FROM ck), 0), lease_token_sha256 = $3 "
-            "  FROM next WHERE r.id = next.id "
-            "  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at), "
-            "d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd) "
-            "  AND step > coalesce((SELECT step FROM ck), -1)), "
-            "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
-            "  SELECT id, 'leased', attempt, (SELECT name FROM w), "
-            "    coalesce('resume from step ' || (SELECT step FROM ck), '') FROM upd), "
-            "wu AS (UPDATE workers SET last_seen_at = now(), "
-            "  current_run_id = (SELECT id FROM upd) WHERE id = $1) "
-            "SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt, "
-            "  extract(epoch from upd.lease_expires_at), "
-            "  (SELECT spec::text FROM run_specs WHERE run_id = upd.id), ck.step, ck.sha256, "
-            "  ck.size_bytes, (SELECT n FROM held), "
-            "  coalesce((SELECT array_to_string(ids, ', ') FROM held), '') "
-            "FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true",
-            worker_id, lease_seconds_, digest, slots);
+        pqxx::result lr = pg::Exec(tx, "lease", worker_id, lease_seconds_, digest, slots);
         const pqxx::row row = lr[0];
         LeaseOutcome result;
         result.device_kind = row[0].as<std::string>();
@@ -236,21 +201,14 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
   return Transition<v1::HeartbeatResponse>(
       "heartbeat", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<v1::HeartbeatResponse> {
         // Only the caller's own worker: another token cannot keep a worker looking alive.
-        pqxx::result w =
-            pg::Exec(tx,
-                     "UPDATE workers SET last_seen_at = now(), current_run_id = nullif($2, 0) "
-                     "WHERE id = $1 AND token_id IS NOT DISTINCT FROM $3 RETURNING name",
-                     req.worker_id(), req.run_id(), token_id);
+        pqxx::result w = pg::Exec(tx, "heartbeat_worker", req.worker_id(), req.run_id(), token_id);
         if (w.empty()) {
           return NotTheCallersWorker(req.worker_id());
         }
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;
-        pqxx::result r = pg::Exec(tx,
-                                  absl::StrCat("SELECT state, attempt, lease_token_sha256 = $2, "
-                                               "state IN ",
-                                               kLeaseHeld, " FROM runs WHERE id = $1 FOR UPDATE"),
-                                  req.run_id(), TokenDigest(req.lease_token()));
+        pqxx::result r =
+            pg::Exec(tx, "heartbeat_run", req.run_id(), TokenDigest(req.lease_token()));
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
         }
@@ -267,20 +225,11 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
           }
           return out;
         }
-        pqxx::row u = pg::Exec1(
-            tx,
-            "UPDATE runs SET state = 'running', "
-            "  lease_expires_at = now() + make_interval(secs => $2), step = greatest(step, $3), "
-            "  tokens_per_second = $4 "
-            "WHERE id = $1 RETURNING extract(epoch from lease_expires_at), sweep_id",
-            req.run_id(), lease_seconds_, req.step(), req.tokens_per_second());
+        pqxx::row u = pg::Exec1(tx, "heartbeat_extend", req.run_id(), lease_seconds_, req.step(),
+                                req.tokens_per_second());
         out.set_expires_at(u[0].as<double>());
         if (state == v1::LEASED) {
-          pg::Exec(
-              tx,
-              "INSERT INTO run_events (run_id, kind, attempt, worker) VALUES ($1, 'started', $2, "
-              "$3)",
-              req.run_id(), attempt, w[0][0].as<std::string>());
+          pg::Exec(tx, "heartbeat_started_event", req.run_id(), attempt, w[0][0].as<std::string>());
           notices.Sweep(u[1].as<int64_t>());
         }
         return out;
@@ -319,51 +268,26 @@ absl::StatusOr<int> RunTransitions::ReportMetrics(const v1::ReportMetricsRequest
   auto [has_val, val] = latest_of(metric::kValLoss);
   auto [has_logit, logit] = latest_of(metric::kMaxAttnLogit);
   // The aggregate probes a dashboard shows per run; per-layer ones stay in metric_points.
-  std::string probes = "{";
+  nlohmann::json probes = nlohmann::json::object();
   for (const char* name : kExportedProbes) {
     auto [has, value] = latest_of(name);
     if (!has || !std::isfinite(value)) continue;
-    if (probes.size() > 1) probes += ",";
-    absl::StrAppend(&probes, "\"", name, "\":", absl::StrFormat("%.17g", value));
+    probes[name] = value;
   }
-  probes += "}";
   const std::string digest = TokenDigest(req.lease_token());
   return Transition<int>(
       "report metrics", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
         // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points
         // past the resume step) waits for this batch to commit, then deletes what it must.
-        pqxx::result rr = pg::ExecPrepared(
-            tx, "report_metrics",
-            absl::StrCat(
-                "WITH fence AS ("
-                "  UPDATE runs SET "
-                "    latest_train_loss = CASE WHEN $4 THEN $5::float8 ELSE latest_train_loss END, "
-                "    latest_val_loss = CASE WHEN $6 THEN $7::float8 ELSE latest_val_loss END, "
-                "    latest_max_attn_logit = "
-                "      CASE WHEN $8 THEN $9::float8 ELSE latest_max_attn_logit END, "
-                "    step = greatest(step, $10), "
-                "    latest_probes = latest_probes || $15::jsonb "
-                "  WHERE ",
-                Fenced(),
-                " AND total_steps >= $10 "
-                "  RETURNING id, nextval('metric_points_seq') AS seq), "
-                "ins AS ("
-                "  INSERT INTO metric_points (run_id, name, step, value, time, seq) "
-                "  SELECT fence.id, p.name, p.step, p.value, p.time, fence.seq FROM fence, "
-                "    unnest($11::text[], $12::bigint[], $13::float8[], $14::float8[]) "
-                "      AS p(name, step, value, time) "
-                "  ON CONFLICT (run_id, name, step) DO UPDATE SET value = excluded.value, "
-                "    time = excluded.time, seq = excluded.seq RETURNING 1) "
-                "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)"),
-            req.run_id(), req.attempt(), digest, has_train, train, has_val, val, has_logit, logit,
-            max_step, pg::TextArray(names), pg::Int64Array(steps), pg::DoubleArray(values),
-            pg::DoubleArray(times), probes);
+        pqxx::result rr = pg::Exec(tx, "report_metrics", req.run_id(), req.attempt(), digest,
+                                   has_train, train, has_val, val, has_logit, logit, max_step,
+                                   pg::TextArray(names), pg::Int64Array(steps),
+                                   pg::DoubleArray(values), pg::DoubleArray(times), probes.dump());
         const pqxx::row row = rr[0];
         if (row[0].as<int64_t>() == 0) {
           // Refused: a step past the run's last one (from the lease holder), else the fence.
           pqxx::result held =
-              pg::Exec(tx, absl::StrCat("SELECT total_steps FROM runs WHERE ", Fenced()),
-                       req.run_id(), req.attempt(), digest);
+              pg::Exec(tx, "report_metrics_total_steps", req.run_id(), req.attempt(), digest);
           if (held.empty()) return FenceError(tx, req.run_id(), req.attempt());
           const int64_t total = held[0][0].as<int64_t>();
           for (int i = 0; i < req.points_size(); ++i) {
@@ -393,22 +317,11 @@ absl::StatusOr<int> RunTransitions::ReportLogs(const v1::LogReportRequest& req) 
   return Transition<int>(
       "report logs", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
         // FOR SHARE: a concurrent re-lease or Complete waits for these lines to commit.
-        pqxx::result r = pg::Exec(
-            tx,
-            absl::StrCat("WITH fence AS (SELECT id FROM runs WHERE ", Fenced(),
-                         " FOR SHARE), "
-                         "ins AS (INSERT INTO run_logs (run_id, attempt, step, time, line) "
-                         "  SELECT fence.id, $2, l.step, l.time, l.line FROM fence, "
-                         "    unnest($4::bigint[], $5::float8[], $6::text[]) WITH ORDINALITY "
-                         "      AS l(step, time, line, n) ORDER BY l.n RETURNING 1) "
-                         "SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM ins)"),
-            req.run_id(), req.attempt(), digest, pg::Int64Array(steps), pg::DoubleArray(times),
-            pg::TextArray(lines));
+        pqxx::result r =
+            pg::Exec(tx, "report_logs", req.run_id(), req.attempt(), digest, pg::Int64Array(steps),
+                     pg::DoubleArray(times), pg::TextArray(lines));
         if (r[0][0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
-        pg::Exec(tx,
-                 "DELETE FROM run_logs WHERE run_id = $1 AND seq < (SELECT seq FROM run_logs "
-                 "WHERE run_id = $1 ORDER BY seq DESC OFFSET $2 LIMIT 1)",
-                 req.run_id(), kMaxLogLinesPerRun - 1);
+        pg::Exec(tx, "report_logs_trim", req.run_id(), kMaxLogLinesPerRun - 1);
         notices.Run(req.run_id());
         return static_cast<int>(r[0][1].as<int64_t>());
       });
@@ -420,8 +333,7 @@ absl::Status RunTransitions::CheckFence(int64_t run_id, int attempt,
       ->Tx<bool>("check lease",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
                    pqxx::result r =
-                       pg::Exec(tx, absl::StrCat("SELECT 1 FROM runs WHERE ", Fenced()), run_id,
-                                attempt, TokenDigest(lease_token));
+                       pg::Exec(tx, "check_fence", run_id, attempt, TokenDigest(lease_token));
                    if (r.empty()) return FenceError(tx, run_id, attempt);
                    return true;
                  })
@@ -435,19 +347,14 @@ absl::Status RunTransitions::RecordCheckpoint(int64_t run_id, int attempt,
   return db_
       ->Tx<bool>("record checkpoint",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(
-                       tx, absl::StrCat("SELECT 1 FROM runs WHERE ", Fenced(), " FOR SHARE"),
-                       run_id, attempt, TokenDigest(lease_token));
+                   pqxx::result r =
+                       pg::Exec(tx, "checkpoint_fence", run_id, attempt, TokenDigest(lease_token));
                    if (r.empty()) return FenceError(tx, run_id, attempt);
                    // The row lock holds off a re-lease until this commits; a failed move rolls
                    // back.
                    if (auto s = store_blob(); !s.ok()) return s;
-                   pg::Exec(tx,
-                            "INSERT INTO checkpoints (run_id, step, sha256, size_bytes, attempt) "
-                            "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (run_id, step) DO UPDATE SET "
-                            "sha256 = excluded.sha256, size_bytes = excluded.size_bytes, "
-                            "attempt = excluded.attempt, created_at = now()",
-                            run_id, ref.step(), ref.sha256(), ref.size_bytes(), attempt);
+                   pg::Exec(tx, "checkpoint_record", run_id, ref.step(), ref.sha256(),
+                            ref.size_bytes(), attempt);
                    return true;
                  })
       .status();
@@ -464,75 +371,46 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
   }
   const std::string name(util::RunStateName(state));
   const std::string digest = TokenDigest(req.lease_token());
-  return Transition<bool>(
-             "complete",
-             [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
-               pqxx::result r = pg::ExecPrepared(
-                   tx, "complete",
-                   absl::StrCat(
-                       "WITH upd AS ("
-                       "  UPDATE runs SET state = $4, result = $5::jsonb, error = $6, "
-                       "    finished_at = now(), lease_expires_at = NULL, "
-                       "    step = greatest(step, $7) "
-                       "  WHERE ",
-                       Fenced(),
-                       "  RETURNING sweep_id, worker_id), "
-                       "e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message) "
-                       "  SELECT $1, 'completed', $2, "
-                       "    coalesce((SELECT name FROM workers WHERE id = upd.worker_id), ''), $4 "
-                       "  FROM upd), "
-                       "w AS (UPDATE workers SET runs_completed = runs_completed + 1, "
-                       "  current_run_id = CASE WHEN current_run_id = $1 THEN NULL "
-                       "    ELSE current_run_id END "
-                       "  WHERE id = (SELECT worker_id FROM upd)) "
-                       "SELECT sweep_id FROM upd"),
-                   req.run_id(), req.attempt(), digest, name, pg::ToJson(req.result()), req.error(),
-                   req.result().steps_done());
-               if (!r.empty()) {
-                 const int64_t sweep_id = r[0][0].as<int64_t>();
-                 if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
-                 notices.Run(req.run_id());
-                 return true;
-               }
-               // A retry of a Complete whose reply was lost finds its own result already there.
-               pqxx::result cur = pg::Exec(
-                   tx, "SELECT state, attempt, lease_token_sha256 = $2 FROM runs WHERE id = $1",
-                   req.run_id(), digest);
-               if (!cur.empty() && cur[0][1].as<int>() == req.attempt() && cur[0][2].as<bool>() &&
-                   cur[0][0].as<std::string>() == name) {
-                 return true;
-               }
-               return FenceError(tx, req.run_id(), req.attempt());
-             })
+  return Transition<bool>("complete",
+                          [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
+                            pqxx::result r = pg::Exec(tx, "complete", req.run_id(), req.attempt(),
+                                                      digest, name, pg::ToJson(req.result()),
+                                                      req.error(), req.result().steps_done());
+                            if (!r.empty()) {
+                              const int64_t sweep_id = r[0][0].as<int64_t>();
+                              if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok())
+                                return s;
+                              notices.Run(req.run_id());
+                              return true;
+                            }
+                            // A retry of a Complete whose reply was lost finds its own result
+                            // already there.
+                            pqxx::result cur =
+                                pg::Exec(tx, "complete_current", req.run_id(), digest);
+                            if (!cur.empty() && cur[0][1].as<int>() == req.attempt() &&
+                                cur[0][2].as<bool>() && cur[0][0].as<std::string>() == name) {
+                              return true;
+                            }
+                            return FenceError(tx, req.run_id(), req.attempt());
+                          })
       .status();
 }
 
 // ---- leased/running -> queued: Release ---------------------------------------------------------
 
 absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
-  return Transition<bool>(
-             "release",
-             [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
-               pqxx::result r = pg::Exec(
-                   tx,
-                   absl::StrCat("UPDATE runs SET state = 'queued', lease_expires_at = NULL, "
-                                "max_attempts = max_attempts + 1 WHERE ",
-                                Fenced(), " RETURNING sweep_id, device, worker_id"),
-                   req.run_id(), req.attempt(), TokenDigest(req.lease_token()));
-               if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
-               pg::Exec(tx,
-                        "WITH e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-                        "  VALUES ($1, 'released', $2, $3)), "
-                        "w AS (UPDATE workers SET current_run_id = NULL WHERE id = $4 "
-                        "  AND current_run_id = $1) "
-                        "SELECT 1",
-                        req.run_id(), req.attempt(), req.reason(),
-                        r[0][2].is_null() ? 0 : r[0][2].as<int64_t>());
-               notices.Queue(r[0][1].as<std::string>());
-               notices.Sweep(r[0][0].as<int64_t>());
-               notices.Run(req.run_id());
-               return true;
-             })
+  return Transition<bool>("release",
+                          [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
+                            pqxx::result r = pg::Exec(tx, "release", req.run_id(), req.attempt(),
+                                                      TokenDigest(req.lease_token()));
+                            if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
+                            pg::Exec(tx, "release_event", req.run_id(), req.attempt(), req.reason(),
+                                     r[0][2].is_null() ? 0 : r[0][2].as<int64_t>());
+                            notices.Queue(r[0][1].as<std::string>());
+                            notices.Sweep(r[0][0].as<int64_t>());
+                            notices.Run(req.run_id());
+                            return true;
+                          })
       .status();
 }
 
@@ -544,28 +422,7 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
         // SKIP LOCKED: a run a worker is heartbeating right now is left for the next pass, and two
         // replicas reaping at once split the expired runs between them instead of both touching
         // each.
-        pqxx::result r = tx.exec(absl::StrCat(
-            "WITH expired AS ("
-            "  SELECT id FROM runs WHERE state IN ",
-            kLeaseHeld,
-            " AND lease_expires_at < now()"
-            "  ORDER BY lease_expires_at LIMIT 1000 FOR UPDATE SKIP LOCKED), "
-            "upd AS ("
-            "  UPDATE runs r SET "
-            "    state = CASE WHEN r.attempt >= r.max_attempts THEN 'failed' ELSE 'queued' END, "
-            "    error = CASE WHEN r.attempt >= r.max_attempts THEN "
-            "      format('lease expired on attempt %s of %s (worker stopped heartbeating)', "
-            "             r.attempt, r.max_attempts) ELSE r.error END, "
-            "    finished_at = CASE WHEN r.attempt >= r.max_attempts THEN now() END, "
-            "    lease_expires_at = NULL "
-            "  FROM expired WHERE r.id = expired.id "
-            "  RETURNING r.id, r.sweep_id, r.attempt, r.state, r.device, r.error), "
-            "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-            "  SELECT id, 'expired', attempt, CASE WHEN state = 'failed' THEN error "
-            "    ELSE 'lease expired; requeued' END FROM upd), "
-            "w AS (UPDATE workers SET current_run_id = NULL "
-            "  WHERE current_run_id IN (SELECT id FROM upd)) "
-            "SELECT id, sweep_id, state, device FROM upd"));
+        pqxx::result r = pg::Exec(tx, "reap");
         ReapResult out;
         std::set<int64_t> ended;  // sweeps with a run failed here
         for (const auto& row : r) {
@@ -591,23 +448,10 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
 
 absl::StatusOr<int> RunTransitions::Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids) {
   return Transition<int>("cancel", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
-    pqxx::result r = pg::Exec(
-        tx,
-        absl::StrCat("WITH c AS (UPDATE runs SET state = 'cancelled', finished_at = now(), "
-                     "  lease_expires_at = NULL WHERE sweep_id = $1 AND state IN ",
-                     kUnfinished,
-                     "  AND (cardinality($2::bigint[]) = 0 OR id = ANY($2::bigint[])) "
-                     "  RETURNING id, attempt), "
-                     "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-                     "  SELECT id, 'cancelled', attempt, 'cancelled by user' FROM c) "
-                     "SELECT id FROM c"),
-        sweep_id, pg::Int64Array(run_ids));
+    pqxx::result r = pg::Exec(tx, "cancel_runs", sweep_id, pg::Int64Array(run_ids));
     for (const auto& row : r) notices.Run(row[0].as<int64_t>());
     if (run_ids.empty()) {
-      pg::Exec(tx,
-               "UPDATE sweeps SET state = 'cancelled', finished_at = now() "
-               "WHERE id = $1 AND state = 'active'",
-               sweep_id);
+      pg::Exec(tx, "cancel_sweep", sweep_id);
     }
     // A cancelled sweep neither refines nor prunes; cancelling some runs may settle a curve.
     if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
@@ -629,26 +473,15 @@ absl::StatusOr<int> RunTransitions::Retry(int64_t sweep_id, const std::vector<in
     }
   }
   return Transition<int>("retry", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
-    pqxx::result r =
-        pg::Exec(tx,
-                 "WITH q AS (UPDATE runs SET state = 'queued', error = '', result = NULL, "
-                 "  finished_at = NULL, lease_expires_at = NULL, "
-                 "  max_attempts = attempt + (SELECT max_attempts FROM sweeps WHERE id = $1) "
-                 "  WHERE sweep_id = $1 AND state = ANY($2::text[]) "
-                 "  AND (cardinality($3::bigint[]) = 0 OR id = ANY($3::bigint[])) "
-                 "  RETURNING id, attempt, device), "
-                 "e AS (INSERT INTO run_events (run_id, kind, attempt, message) "
-                 "  SELECT id, 'requeued', attempt, 'retried by user' FROM q) "
-                 "SELECT device, count(*) FROM q GROUP BY device",
-                 sweep_id, pg::TextArray(pg::StateNames(wanted)), pg::Int64Array(run_ids));
+    pqxx::result r = pg::Exec(tx, "retry_runs", sweep_id, pg::TextArray(pg::StateNames(wanted)),
+                              pg::Int64Array(run_ids));
     int64_t total = 0;
     for (const auto& row : r) {
       total += row[1].as<int64_t>();
       notices.Queue(row[0].as<std::string>());
     }
     if (total > 0) {
-      pg::Exec(tx, "UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1",
-               sweep_id);
+      pg::Exec(tx, "retry_reactivate_sweep", sweep_id);
       notices.Sweep(sweep_id);
     }
     return static_cast<int>(total);

@@ -19,17 +19,7 @@ std::optional<double> Opt(const pqxx::field& f) {
 absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
   using Out = std::vector<RunStats>;
   return db_->Tx<Out>("run stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = tx.exec(
-        "SELECT r.id, r.sweep_id, "
-        "  coalesce(rs.spec->'grid_values'->>'qk_norm', rs.spec->'config'->>'qk_norm', ''), "
-        "  coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''), "
-        "  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''), "
-        "  r.seed::text, r.step, r.latest_train_loss, r.latest_val_loss, r.tokens_per_second, "
-        "  r.latest_max_attn_logit, r.latest_probes::text, "
-        "  coalesce(rs.spec->'grid_values', '{}'::jsonb)::text, r.refine_round "
-        "FROM runs r JOIN sweeps s ON s.id = r.sweep_id "
-        "LEFT JOIN run_specs rs ON rs.run_id = r.id "
-        "WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL");
+    pqxx::result r = pg::Exec(tx, "stats_active_runs");
     Out out;
     out.reserve(r.size());
     for (const auto& row : r) {
@@ -70,12 +60,9 @@ absl::StatusOr<std::map<int64_t, std::string>> StatsStore::SweepLabels() {
   using Out = std::map<int64_t, std::string>;
   return db_->Tx<Out>("sweep labels", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // Every replica refreshes; one at a time assigns, so two cannot both hand out a name.
-    tx.exec("SELECT pg_advisory_xact_lock(hashtext('ablate.sweep_metric_labels'))");
-    tx.exec(
-        "UPDATE sweeps SET metric_label = NULL WHERE state <> 'active' AND metric_label IS NOT "
-        "NULL");
-    pqxx::result r =
-        tx.exec("SELECT id, name, metric_label FROM sweeps WHERE state = 'active' ORDER BY id");
+    pg::Exec(tx, "stats_labels_lock");
+    pg::Exec(tx, "stats_labels_clear");
+    pqxx::result r = pg::Exec(tx, "stats_labels_active");
     Out out;
     std::set<std::string> taken;
     for (const auto& row : r) {
@@ -89,7 +76,7 @@ absl::StatusOr<std::map<int64_t, std::string>> StatsStore::SweepLabels() {
       const int64_t id = row[0].as<int64_t>();
       const std::string name = row[1].as<std::string>();
       const std::string label = taken.count(name) ? absl::StrCat(name, "#", id) : name;
-      pg::Exec(tx, "UPDATE sweeps SET metric_label = $2 WHERE id = $1", id, label);
+      pg::Exec(tx, "stats_label_set", id, label);
       out[id] = label;
       taken.insert(label);
     }
@@ -100,15 +87,7 @@ absl::StatusOr<std::map<int64_t, std::string>> StatsStore::SweepLabels() {
 absl::StatusOr<std::vector<WorkerCount>> StatsStore::Workers() {
   using Out = std::vector<WorkerCount>;
   return db_->Tx<Out>("worker stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = pg::Exec(
-        tx,
-        // Busy: holds a lease (a worker with --slots may hold several; see SweepStore::Workers).
-        "SELECT CASE WHEN stopped_at IS NOT NULL "
-        "  OR last_seen_at < now() - make_interval(secs => $1) THEN 'offline' "
-        "  WHEN EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = w.id "
-        "    AND r.state IN ('leased', 'running')) THEN 'busy' ELSE 'idle' END AS st, "
-        "  device_kind, count(*) FROM workers w GROUP BY st, device_kind",
-        2 * lease_seconds_);
+    pqxx::result r = pg::Exec(tx, "stats_workers", 2 * lease_seconds_);
     Out out;
     for (const auto& row : r) {
       out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int>()});

@@ -14,28 +14,6 @@
 namespace ablate::server {
 namespace {
 
-constexpr char kSweepColumns[] =
-    "SELECT s.id, s.name, s.state, s.spec_yaml, s.file_name, extract(epoch from s.created_at), "
-    "extract(epoch from s.finished_at), s.priority, array_to_json(s.axes)::text, s.submitted_by, "
-    "c.queued, c.leased, c.running, c.succeeded, c.diverged, c.failed, c.cancelled, c.total, "
-    "c.avg_seconds, c.skipped, c.refined, c.rounds, s.refine::text, s.prune_above_divergence "
-    "FROM sweeps s, LATERAL (SELECT "
-    "  count(*) FILTER (WHERE state = 'queued') AS queued, "
-    "  count(*) FILTER (WHERE state = 'leased') AS leased, "
-    "  count(*) FILTER (WHERE state = 'running') AS running, "
-    "  count(*) FILTER (WHERE state = 'succeeded') AS succeeded, "
-    "  count(*) FILTER (WHERE state = 'diverged') AS diverged, "
-    "  count(*) FILTER (WHERE state = 'failed') AS failed, "
-    "  count(*) FILTER (WHERE state = 'cancelled') AS cancelled, "
-    "  count(*) AS total, "
-    "  count(*) FILTER (WHERE state = 'skipped') AS skipped, "
-    "  count(*) FILTER (WHERE refine_round > 0) AS refined, "
-    "  coalesce(max(refine_round), 0) AS rounds, "
-    "  avg(extract(epoch from finished_at - started_at)) FILTER ("
-    "    WHERE state IN ('succeeded', 'diverged', 'failed') AND started_at IS NOT NULL) "
-    "    AS avg_seconds "
-    "  FROM runs WHERE sweep_id = s.id) c ";
-
 // ListRuns(limit <= 0) for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
 constexpr int kAllRuns = 1000000;
 
@@ -128,17 +106,8 @@ struct RunChunk {
 // them ascending in queue order.
 void InsertRunChunk(pqxx::work& tx, int64_t sweep_id, const NewSweep& sweep, RunChunk* chunk) {
   chunk->specs += '}';
-  pg::Exec(tx,
-           "WITH u AS (SELECT * FROM unnest($4::text[], $5::bigint[], $6::int[], $7::text[], "
-           "  $8::text[], $9::bigint[]) AS u(cell, seed, ord, device, spec, steps)), "
-           "ins AS (INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, "
-           "  max_attempts, total_steps) "
-           "  SELECT $1, u.cell, u.seed, u.ord, $2, u.device, $3, u.steps FROM u "
-           "  RETURNING id, order_index) "
-           "INSERT INTO run_specs (run_id, spec) "
-           "SELECT ins.id, u.spec::jsonb FROM ins JOIN u ON u.ord = ins.order_index",
-           sweep_id, sweep.priority, sweep.max_attempts, pg::TextArray(chunk->cells),
-           pg::Int64Array(chunk->seeds), pg::Int64Array(chunk->orders),
+  pg::Exec(tx, "sweep_insert_runs", sweep_id, sweep.priority, sweep.max_attempts,
+           pg::TextArray(chunk->cells), pg::Int64Array(chunk->seeds), pg::Int64Array(chunk->orders),
            pg::TextArray(chunk->devices), chunk->specs, pg::Int64Array(chunk->steps));
   chunk->Clear();
 }
@@ -149,13 +118,8 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
                                              const std::vector<DatasetRecord>& datasets) {
   return db_->Tx<v1::Sweep>("submit sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
     pqxx::row s = pg::Exec1(
-        tx,
-        "INSERT INTO sweeps (name, spec_yaml, file_name, priority, max_attempts, axes, "
-        "submitted_by, refine, prune_above_divergence) "
-        "VALUES ($1, $2, $3, $4, $5, $6::text[], $7, NULLIF($8, '')::jsonb, $9) "
-        "RETURNING id",
-        sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority, sweep.max_attempts,
-        pg::TextArray(sweep.axes), sweep.submitted_by,
+        tx, "sweep_insert", sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority,
+        sweep.max_attempts, pg::TextArray(sweep.axes), sweep.submitted_by,
         sweep.refine ? pg::ToJson(*sweep.refine) : std::string(), sweep.prune_above_divergence);
     const int64_t id = s[0].as<int64_t>();
     RunChunk chunk;
@@ -200,22 +164,19 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
       sizes.push_back(d.size_bytes);
     }
     if (!shas.empty()) {
-      pg::Exec(tx,
-               "INSERT INTO datasets (sha256, path, size_bytes) "
-               "SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[]) "
-               "ON CONFLICT (sha256) DO UPDATE SET path = excluded.path",
-               pg::TextArray(shas), pg::TextArray(paths), pg::Int64Array(sizes));
+      pg::Exec(tx, "sweep_insert_datasets", pg::TextArray(shas), pg::TextArray(paths),
+               pg::Int64Array(sizes));
     }
     // A big sweep can change the runs table more than autovacuum's statistics know for up to a
     // minute; with stale row counts the planner may sort every queued run on each Lease instead
     // of walking the queue index in order. ANALYZE samples a bounded number of rows, so it
     // costs tens of milliseconds here rather than seconds on every lease.
-    if (count >= 1000) tx.exec("ANALYZE runs");
+    if (count >= 1000) pg::Exec(tx, "sweep_analyze_runs");
     // submit -> queued (docs/architecture.md#the-run-state-machine): the runs are born queued.
     Notices notices;
     for (const auto& d : distinct_devices) notices.Queue(d);
     notices.SendQueue(tx);
-    pqxx::result r = pg::Exec(tx, absl::StrCat(kSweepColumns, "WHERE s.id = $1"), id);
+    pqxx::result r = pg::Exec(tx, "sweep_get", id);
     return SweepFromRow(r[0]);
   });
 }
@@ -225,11 +186,8 @@ absl::StatusOr<int64_t> SweepStore::Resolve(const v1::SweepRef& ref) {
     return absl::InvalidArgumentError("sweep: give an id or a name");
   }
   return db_->Tx<int64_t>("find sweep", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-    pqxx::result r =
-        ref.id() != 0
-            ? pg::Exec(tx, "SELECT id FROM sweeps WHERE id = $1", ref.id())
-            : pg::Exec(tx, "SELECT id FROM sweeps WHERE name = $1 ORDER BY id DESC LIMIT 1",
-                       ref.name());
+    pqxx::result r = ref.id() != 0 ? pg::Exec(tx, "sweep_resolve_id", ref.id())
+                                   : pg::Exec(tx, "sweep_resolve_name", ref.name());
     if (r.empty()) {
       return absl::NotFoundError(ref.id() != 0
                                      ? absl::StrCat("no sweep with id ", ref.id())
@@ -241,7 +199,7 @@ absl::StatusOr<int64_t> SweepStore::Resolve(const v1::SweepRef& ref) {
 
 absl::StatusOr<v1::Sweep> SweepStore::Get(int64_t sweep_id) {
   return db_->Tx<v1::Sweep>("get sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
-    pqxx::result r = pg::Exec(tx, absl::StrCat(kSweepColumns, "WHERE s.id = $1"), sweep_id);
+    pqxx::result r = pg::Exec(tx, "sweep_get", sweep_id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("no sweep with id ", sweep_id));
     return SweepFromRow(r[0]);
   });
@@ -250,11 +208,7 @@ absl::StatusOr<v1::Sweep> SweepStore::Get(int64_t sweep_id) {
 absl::StatusOr<std::vector<v1::Sweep>> SweepStore::List(int limit, bool active_only) {
   using Out = std::vector<v1::Sweep>;
   return db_->Tx<Out>("list sweeps", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r =
-        pg::Exec(tx,
-                 absl::StrCat(kSweepColumns,
-                              "WHERE (NOT $1 OR s.state = 'active') ORDER BY s.id DESC LIMIT $2"),
-                 active_only, limit > 0 ? limit : 100);
+    pqxx::result r = pg::Exec(tx, "sweep_list", active_only, limit > 0 ? limit : 100);
     Out out;
     for (const auto& row : r) out.push_back(SweepFromRow(row));
     return out;
@@ -266,12 +220,8 @@ absl::StatusOr<std::vector<v1::Run>> SweepStore::ListRuns(int64_t sweep_id,
                                                           int limit) {
   using Out = std::vector<v1::Run>;
   return db_->Tx<Out>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = pg::Exec(
-        tx,
-        absl::StrCat("SELECT ", pg::kRunColumns,
-                     " WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR "
-                     "r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3"),
-        sweep_id, pg::TextArray(pg::StateNames(states)), limit > 0 ? limit : kAllRuns);
+    pqxx::result r = pg::Exec(tx, "runs_list", sweep_id, pg::TextArray(pg::StateNames(states)),
+                              limit > 0 ? limit : kAllRuns);
     Out out;
     out.reserve(r.size());
     for (const auto& row : r) {
@@ -289,16 +239,12 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepStore::Metrics(int64_t run_id,
                                                               int64_t* max_seq) {
   using Out = v1::GetRunMetricsResponse;
   return db_->Tx<Out>("get run metrics", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result run = pg::Exec(tx, "SELECT state FROM runs WHERE id = $1", run_id);
+    pqxx::result run = pg::Exec(tx, "run_state", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     Out out;
     out.set_state(util::RunStateFromName(run[0][0].as<std::string>()));
     pqxx::result r =
-        pg::Exec(tx,
-                 "SELECT step, name, value, time, seq FROM metric_points WHERE run_id = $1 "
-                 "AND step > $2 AND seq > $4 "
-                 "AND (cardinality($3::text[]) = 0 OR name = ANY($3::text[])) ORDER BY step, name",
-                 run_id, after_step, pg::TextArray(names), after_seq);
+        pg::Exec(tx, "run_metrics", run_id, after_step, pg::TextArray(names), after_seq);
     *max_seq = after_seq;
     for (const auto& row : r) {
       auto* p = out.add_points();
@@ -316,14 +262,10 @@ absl::StatusOr<std::vector<v1::RunEvent>> SweepStore::Events(int64_t run_id) {
   using Out = std::vector<v1::RunEvent>;
   return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // An unknown run is an error, not an empty history (`ablate logs 999`).
-    if (pg::Exec(tx, "SELECT 1 FROM runs WHERE id = $1", run_id).empty()) {
+    if (pg::Exec(tx, "run_exists", run_id).empty()) {
       return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     }
-    pqxx::result r =
-        pg::Exec(tx,
-                 "SELECT extract(epoch from time), kind, attempt, worker, message FROM run_events "
-                 "WHERE run_id = $1 ORDER BY id",
-                 run_id);
+    pqxx::result r = pg::Exec(tx, "run_events", run_id);
     Out out;
     for (const auto& row : r) {
       v1::RunEvent e;
@@ -346,23 +288,7 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
     // the runs held come from the runs' leases, not workers.current_run_id: a worker with --slots
     // holds several at once, and current_run_id only says which it last leased or heartbeated. The
     // held runs are few and the runs_leases partial index covers exactly them.
-    pqxx::result r =
-        pg::Exec(tx,
-                 "WITH held AS (SELECT worker_id, array_agg(id ORDER BY id) AS ids FROM runs "
-                 "  WHERE state IN ('leased', 'running') GROUP BY worker_id) "
-                 "SELECT w.id, w.info::text, CASE WHEN w.stopped_at IS NOT NULL "
-                 "  OR w.last_seen_at < now() - make_interval(secs => $1) "
-                 "  THEN 'offline' WHEN held.ids IS NOT NULL THEN 'busy' ELSE 'idle' END, "
-                 "  extract(epoch from w.registered_at), extract(epoch from w.last_seen_at), "
-                 "  coalesce(held.ids[1], 0), w.runs_completed, "
-                 "  coalesce(array_to_string(held.ids, ','), ''), "
-                 "  (SELECT count(*) FROM prepared_data p WHERE p.worker_id = w.id "
-                 "    AND p.state = 'preparing' AND p.claim_expires_at >= now()) "
-                 "FROM workers w LEFT JOIN held ON held.worker_id = w.id "
-                 "WHERE $2 OR (w.stopped_at IS NULL AND w.last_seen_at >= now() - "
-                 "make_interval(secs => $1)) "
-                 "ORDER BY w.name",
-                 2 * lease_seconds_, include_offline);
+    pqxx::result r = pg::Exec(tx, "workers_list", 2 * lease_seconds_, include_offline);
     Out out;
     for (const auto& row : r) {
       v1::Worker w;
@@ -388,16 +314,13 @@ absl::StatusOr<std::vector<v1::Worker>> SweepStore::Workers(bool include_offline
 
 absl::StatusOr<RunLogPage> SweepStore::RunLogs(int64_t run_id, int64_t after_seq) {
   return db_->Tx<RunLogPage>("get run logs", [&](pqxx::work& tx) -> absl::StatusOr<RunLogPage> {
-    pqxx::result run = pg::Exec(tx, "SELECT state FROM runs WHERE id = $1", run_id);
+    pqxx::result run = pg::Exec(tx, "run_state", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     RunLogPage out;
     out.state = util::RunStateFromName(run[0][0].as<std::string>());
     out.max_seq = after_seq;
     // At most kMaxLogLinesPerRun rows exist per run (ReportLogs trims), so this is bounded.
-    pqxx::result r = pg::Exec(tx,
-                              "SELECT seq, step, attempt, time, line FROM run_logs "
-                              "WHERE run_id = $1 AND seq > $2 ORDER BY seq",
-                              run_id, after_seq);
+    pqxx::result r = pg::Exec(tx, "run_logs", run_id, after_seq);
     for (const auto& row : r) {
       out.max_seq = std::max(out.max_seq, row[0].as<int64_t>());
       v1::LogLine l;
@@ -414,13 +337,7 @@ absl::StatusOr<RunLogPage> SweepStore::RunLogs(int64_t run_id, int64_t after_seq
 absl::StatusOr<v1::CheckpointRef> SweepStore::FinalCheckpoint(int64_t run_id) {
   using Out = v1::CheckpointRef;
   return db_->Tx<Out>("get final checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r =
-        pg::Exec(tx,
-                 "SELECT r.state, coalesce(r.result::text, '{}'), c.step, c.size_bytes, c.sha256 "
-                 "FROM runs r LEFT JOIN LATERAL (SELECT step, size_bytes, sha256 FROM checkpoints "
-                 "  WHERE run_id = r.id AND sha256 = r.result->'final_checkpoint'->>'sha256' "
-                 "  ORDER BY step DESC LIMIT 1) c ON true WHERE r.id = $1",
-                 run_id);
+    pqxx::result r = pg::Exec(tx, "run_final_checkpoint", run_id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     const std::string state = r[0][0].as<std::string>();
     if (state != "succeeded" && state != "diverged") {

@@ -38,9 +38,6 @@ TokenInfo InfoFromRow(const pqxx::row& row) {
   return t;
 }
 
-constexpr char kColumns[] =
-    "SELECT id, name, role, extract(epoch from created_at), revoked_at IS NOT NULL FROM tokens ";
-
 }  // namespace
 
 absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) {
@@ -54,11 +51,7 @@ absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) 
   out.secret = absl::StrCat("ablt_", *random);
   const std::string digest = Sha256Hex(out.secret);
   auto row = db_->Tx<TokenInfo>("token create", [&](pqxx::work& tx) -> absl::StatusOr<TokenInfo> {
-    pqxx::result r = pg::Exec(
-        tx,
-        "WITH t AS (INSERT INTO tokens (name, role, sha256) VALUES ($1, $2, $3) RETURNING *) "
-        "SELECT id, name, role, extract(epoch from created_at), revoked_at IS NOT NULL FROM t",
-        name, RoleName(role), digest);
+    pqxx::result r = pg::Exec(tx, "token_create", name, RoleName(role), digest);
     return InfoFromRow(r[0]);
   });
   if (!row.ok()) return row.status();
@@ -70,7 +63,7 @@ absl::StatusOr<std::vector<TokenInfo>> TokenStore::List() {
   using Out = std::vector<TokenInfo>;
   return db_->Tx<Out>("token list", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     Out out;
-    for (const auto& row : tx.exec(absl::StrCat(kColumns, "ORDER BY id"))) {
+    for (const auto& row : pg::Exec(tx, "token_list")) {
       out.push_back(InfoFromRow(row));
     }
     return out;
@@ -81,11 +74,7 @@ absl::Status TokenStore::Revoke(int64_t id) {
   return db_
       ->Tx<bool>("token revoke",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(
-                       tx,
-                       "UPDATE tokens SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1 "
-                       "RETURNING id",
-                       id);
+                   pqxx::result r = pg::Exec(tx, "token_revoke", id);
                    if (r.empty()) return absl::NotFoundError(absl::StrCat("no token with id ", id));
                    return true;
                  })
@@ -95,8 +84,7 @@ absl::Status TokenStore::Revoke(int64_t id) {
 absl::StatusOr<std::optional<TokenInfo>> TokenStore::Lookup(const std::string& sha256) {
   using Out = std::optional<TokenInfo>;
   return db_->Tx<Out>("authenticate", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r =
-        pg::Exec(tx, absl::StrCat(kColumns, "WHERE sha256 = $1 AND revoked_at IS NULL"), sha256);
+    pqxx::result r = pg::Exec(tx, "token_lookup", sha256);
     if (r.empty()) return Out();
     return Out(InfoFromRow(r[0]));
   });

@@ -76,8 +76,8 @@ TEST_F(AuthTest, TokensAreStoredOnlyAsDigests) {
   const std::string secret = Token(Role::kWorker, "digest");
   pqxx::connection conn(url_);
   pqxx::work tx(conn);
-  auto r =
-      server::pg::Exec(tx, "SELECT count(*) FROM tokens WHERE sha256 = $1 OR name = $1", secret);
+  auto r = server::pg::ExecText(tx, "SELECT count(*) FROM tokens WHERE sha256 = $1 OR name = $1",
+                                secret);
   EXPECT_EQ(r[0][0].as<int>(), 0);
   auto d = tx.exec("SELECT sha256 FROM tokens WHERE name = 'digest'");
   ASSERT_EQ(d.size(), 1u);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "pqxx/pqxx"
 #include "server/store/db.h"
+#include "server/store/statements.h"
 #include "spdlog/spdlog.h"
 
 namespace ablate::testing {
@@ -34,6 +36,25 @@ std::string ClusterUrl() {
   pclose(p);
   return std::string(absl::StripTrailingAsciiWhitespace(out));
 }
+
+// With ABLATE_SQL_COVERAGE_DIR set (tests/integration/CMakeLists.txt sets it), writes the names
+// of the statements this process ran to <dir>/<pid>.txt when the tests end: sql_coverage_test
+// checks that the integration tests together ran every statement in server/store/sql/.
+class SqlCoverage : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    const char* dir = std::getenv("ABLATE_SQL_COVERAGE_DIR");
+    if (dir == nullptr || *dir == 0) return;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::ofstream out(absl::StrCat(dir, "/", getpid(), ".txt"));
+    for (size_t i = 0; i < server::sql::kStatementCount; ++i) {
+      if (server::sql::Executed(i)) out << server::sql::kStatements[i].name << "\n";
+    }
+  }
+};
+[[maybe_unused]] ::testing::Environment* const kSqlCoverage =
+    ::testing::AddGlobalTestEnvironment(new SqlCoverage);
 
 }  // namespace
 

@@ -95,10 +95,10 @@ class PreparedTest : public ServerFixture {
   void ExpireClaim(const std::string& key) {
     pqxx::connection conn(url_);
     pqxx::work tx(conn);
-    server::pg::Exec(tx,
-                     "UPDATE prepared_data SET claim_expires_at = now() - interval '1 second' "
-                     "WHERE key = $1",
-                     key);
+    server::pg::ExecText(tx,
+                         "UPDATE prepared_data SET claim_expires_at = now() - interval '1 second' "
+                         "WHERE key = $1",
+                         key);
     tx.commit();
   }
 
@@ -368,7 +368,8 @@ TEST_F(PreparedTest, NoCallActsInAnotherWorkersName) {
   {
     pqxx::connection conn(url_);
     pqxx::work tx(conn);
-    EXPECT_TRUE(server::pg::Exec(tx, "SELECT 1 FROM prepared_data WHERE key = $1", key).empty());
+    EXPECT_TRUE(
+        server::pg::ExecText(tx, "SELECT 1 FROM prepared_data WHERE key = $1", key).empty());
   }
   Submit(SweepYaml("named", 1, 1));
   v1::LeaseRequest lr;

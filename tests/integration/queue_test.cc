@@ -32,7 +32,7 @@ class QueueTest : public ServerFixture {
   void ExpireLease(int64_t run) {
     pqxx::connection conn(url_);
     pqxx::work tx(conn);
-    server::pg::Exec(
+    server::pg::ExecText(
         tx, "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run);
     tx.commit();
   }

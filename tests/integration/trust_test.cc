@@ -113,7 +113,7 @@ class TrustTest : public ServerFixture {
   std::string LeaseDigest(int64_t run) {
     pqxx::connection conn(url_);
     pqxx::work tx(conn);
-    return server::pg::Exec1(tx, "SELECT lease_token_sha256 FROM runs WHERE id = $1", run)[0]
+    return server::pg::ExecText(tx, "SELECT lease_token_sha256 FROM runs WHERE id = $1", run)[0][0]
         .as<std::string>();
   }
   static std::string LeaseLost(int64_t run, int attempt) {

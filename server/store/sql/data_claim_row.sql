@@ -1,0 +1,5 @@
+-- Data key $1's row, locked: (state, claim token digest, expired, expiry, preparer's name).
+SELECT p.state, p.claim_token_sha256, p.claim_expires_at < now(),
+  COALESCE(EXTRACT(EPOCH FROM p.claim_expires_at)::float8, 0), COALESCE(w.name, '')
+FROM prepared_data p LEFT JOIN workers w ON w.id = p.worker_id
+WHERE p.key = $1 FOR UPDATE OF p

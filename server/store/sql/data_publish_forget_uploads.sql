@@ -1,0 +1,1 @@
+DELETE FROM prepared_uploads WHERE key = $1

@@ -1,0 +1,1 @@
+SELECT path, size_bytes FROM datasets WHERE sha256 = $1

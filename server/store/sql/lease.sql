@@ -1,0 +1,37 @@
+-- Lease, after lease_worker: the next queued run for worker $1 if it holds fewer than $4 leases,
+-- leased for $2 seconds under the token digest $3. Without a checkpoint the attempt starts over
+-- and every earlier point goes (step > -1); with one, the points after its step go.
+-- Returns one row: device kind, then run id, sweep id, attempt, expiry, spec, checkpoint step,
+-- sha256 and size (NULL when no run was leased), and the leases the worker held before, as a
+-- count and a list.
+WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1),
+held AS (SELECT array_agg(id ORDER BY id) AS ids, count(*) AS n FROM runs
+  WHERE worker_id = $1 AND state IN ('leased', 'running')),
+next AS (
+  SELECT id FROM runs WHERE state = 'queued'
+  AND device IN ('auto', (SELECT device_kind FROM w))
+  AND (SELECT n FROM held) < $4
+  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED),
+ck AS (
+  SELECT c.step, c.sha256, c.size_bytes FROM checkpoints c, next
+  WHERE c.run_id = next.id ORDER BY c.step DESC LIMIT 1),
+upd AS (
+  UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1,
+    lease_expires_at = now() + make_interval(secs => $2),
+    started_at = coalesce(r.started_at, now()), error = '',
+    step = coalesce((SELECT step FROM ck), 0), lease_token_sha256 = $3
+  FROM next WHERE r.id = next.id
+  RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at),
+d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd)
+  AND step > coalesce((SELECT step FROM ck), -1)),
+e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message)
+  SELECT id, 'leased', attempt, (SELECT name FROM w),
+    coalesce('resume from step ' || (SELECT step FROM ck), '') FROM upd),
+wu AS (UPDATE workers SET last_seen_at = now(),
+  current_run_id = (SELECT id FROM upd) WHERE id = $1)
+SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt,
+  extract(epoch from upd.lease_expires_at),
+  (SELECT spec::text FROM run_specs WHERE run_id = upd.id), ck.step, ck.sha256,
+  ck.size_bytes, (SELECT n FROM held),
+  coalesce((SELECT array_to_string(ids, ', ') FROM held), '')
+FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true

@@ -1,0 +1,1 @@
+SELECT 1 FROM schema_migrations WHERE version = $1

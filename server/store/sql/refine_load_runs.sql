@@ -1,0 +1,10 @@
+-- Every run of sweep $1 in id order, as runs_list returns them.
+SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
+  coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss,
+  r.result::text, r.error, extract(epoch from r.created_at),
+  extract(epoch from r.started_at), extract(epoch from r.finished_at),
+  extract(epoch from r.lease_expires_at), r.order_index,
+  (rs.spec->'grid_values')::text, (rs.spec->'config')::text, r.refine_round
+FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
+LEFT JOIN run_specs rs ON rs.run_id = r.id
+WHERE r.sweep_id = $1 ORDER BY r.id

@@ -1,0 +1,1 @@
+UPDATE sweeps SET state = 'active', finished_at = NULL WHERE id = $1

@@ -1,0 +1,12 @@
+-- Runs of sweep $1 (every sweep when 0) in states $2 (any when empty), at most $3, in queue
+-- order: the columns pg::RunFromRow reads (refine_load_runs reads the same).
+SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
+  coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss,
+  r.result::text, r.error, extract(epoch from r.created_at),
+  extract(epoch from r.started_at), extract(epoch from r.finished_at),
+  extract(epoch from r.lease_expires_at), r.order_index,
+  (rs.spec->'grid_values')::text, (rs.spec->'config')::text, r.refine_round
+FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
+LEFT JOIN run_specs rs ON rs.run_id = r.id
+WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR
+  r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3

@@ -1,0 +1,1 @@
+UPDATE sweeps SET metric_label = $2 WHERE id = $1

@@ -1,0 +1,1 @@
+SELECT id FROM sweeps WHERE id = $1
