@@ -1,6 +1,5 @@
 // login and config init: first-run setup writes the config file, so no later command needs the
 // token on its command line (where `ps` shows it to every user of the machine).
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -8,44 +7,22 @@
 #include "client/commands.h"
 #include "client/render.h"
 #include "common/cli/edge.h"
+#include "common/cli/server_flags.h"
 
 namespace ablate::cli {
-namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-}  // namespace
 
 int Setup(const ConnectionFlags& flags, bool verify) {
   const char* what = verify ? "login" : "config init";
   // Only what this command is given counts, not the file it is about to replace.
-  rpc::ClientConfig cfg;
-  cfg.server = !flags.server.empty()           ? flags.server
-               : !Env("ABLATE_SERVER").empty() ? Env("ABLATE_SERVER")
-                                               : "127.0.0.1:7070";
-  cfg.tls = flags.tls;
-  cfg.tls_ca = !flags.tls_ca.empty() ? flags.tls_ca : Env("ABLATE_TLS_CA");
+  auto resolved = cli_edge::ResolveServer(flags);
+  if (!resolved.ok()) return Fail(resolved.status());
+  rpc::ClientConfig cfg = *resolved;
   if (!cfg.tls_ca.empty()) {
     std::error_code ec;
     auto abs = std::filesystem::absolute(cfg.tls_ca, ec);
     if (!ec) cfg.tls_ca = abs.string();  // the file is read from wherever ablate runs later
   }
-  if (!flags.token.empty()) {
-    cfg.token = flags.token;
-  } else if (!flags.token_file.empty()) {
-    auto t = cli_edge::ReadTokenFile(flags.token_file, "--token-file");
-    if (!t.ok()) return Fail(t.status());
-    cfg.token = *t;
-  } else if (!Env("ABLATE_TOKEN").empty()) {
-    cfg.token = Env("ABLATE_TOKEN");
-  } else if (!Env("ABLATE_TOKEN_FILE").empty()) {
-    auto t = cli_edge::ReadTokenFile(Env("ABLATE_TOKEN_FILE"), "ABLATE_TOKEN_FILE");
-    if (!t.ok()) return Fail(t.status());
-    cfg.token = *t;
-  } else if (verify) {
+  if (cfg.token.empty() && verify) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         what,
         ": no token: give --token-file FILE (a file holding what `ablate-server token create "

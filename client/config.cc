@@ -5,29 +5,18 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "common/cli/edge.h"
+#include "common/cli/server_flags.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ablate::cli {
 namespace {
 
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-struct FileConfig {
-  std::string server, token, token_file, tls_ca;
-  bool tls = false;
-};
-
-absl::StatusOr<FileConfig> ReadConfig(const std::string& path, bool must_exist) {
-  FileConfig out;
+absl::StatusOr<cli_edge::ServerFlags> ReadConfig(const std::string& path, bool must_exist) {
+  cli_edge::ServerFlags out;
   if (!std::filesystem::exists(path)) {
     if (must_exist) return absl::NotFoundError(absl::StrCat("--config ", path, ": no such file"));
     return out;
@@ -65,54 +54,22 @@ absl::StatusOr<FileConfig> ReadConfig(const std::string& path, bool must_exist) 
 
 std::string ConfigPath(const ConnectionFlags& flags) {
   if (!flags.config_file.empty()) return flags.config_file;
-  if (!Env("ABLATE_CONFIG").empty()) return Env("ABLATE_CONFIG");
-  const std::string xdg = Env("XDG_CONFIG_HOME");
-  return (xdg.empty() ? Env("HOME") + "/.config" : xdg) + "/ablate/config.yaml";
+  if (!cli_edge::Env("ABLATE_CONFIG").empty()) return cli_edge::Env("ABLATE_CONFIG");
+  const std::string xdg = cli_edge::Env("XDG_CONFIG_HOME");
+  return (xdg.empty() ? cli_edge::Env("HOME") + "/.config" : xdg) + "/ablate/config.yaml";
 }
 
 absl::StatusOr<rpc::ClientConfig> ResolveConnection(const ConnectionFlags& flags) {
   const std::string path = ConfigPath(flags);
   auto file = ReadConfig(path, !flags.config_file.empty());
   if (!file.ok()) return file.status();
-  auto pick = [](const std::string& flag, const std::string& env, const std::string& from_file,
-                 const std::string& fallback) {
-    if (!flag.empty()) return flag;
-    if (!env.empty()) return env;
-    if (!from_file.empty()) return from_file;
-    return fallback;
-  };
-  rpc::ClientConfig cfg;
-  cfg.server = pick(flags.server, Env("ABLATE_SERVER"), file->server, "127.0.0.1:7070");
-  cfg.tls_ca = pick(flags.tls_ca, Env("ABLATE_TLS_CA"), file->tls_ca, "");
-  cfg.tls = flags.tls || file->tls;
-  // The token: each level offers the token itself or a file holding it; the first level that
-  // offers either wins, so a token file on the command line beats ABLATE_TOKEN.
-  struct Source {
-    std::string token, file, file_label;
-  };
   // A token_file in the config file is relative to the config file, not to where ablate runs.
-  std::string file_token_file = file->token_file;
-  if (!file_token_file.empty() && std::filesystem::path(file_token_file).is_relative()) {
-    file_token_file = (std::filesystem::path(path).parent_path() / file_token_file).string();
+  cli_edge::ServerFile from_file{*file, absl::StrCat(path, ": token_file")};
+  std::string& token_file = from_file.settings.token_file;
+  if (!token_file.empty() && std::filesystem::path(token_file).is_relative()) {
+    token_file = (std::filesystem::path(path).parent_path() / token_file).string();
   }
-  const Source sources[] = {
-      {flags.token, flags.token_file, "--token-file"},
-      {Env("ABLATE_TOKEN"), Env("ABLATE_TOKEN_FILE"), "ABLATE_TOKEN_FILE"},
-      {file->token, file_token_file, absl::StrCat(path, ": token_file")},
-  };
-  for (const auto& src : sources) {
-    if (!src.token.empty()) {
-      cfg.token = src.token;
-      break;
-    }
-    if (!src.file.empty()) {
-      auto token = cli_edge::ReadTokenFile(src.file, src.file_label);
-      if (!token.ok()) return token.status();
-      cfg.token = *token;
-      break;
-    }
-  }
-  return cfg;
+  return cli_edge::ResolveServer(flags, from_file);
 }
 
 absl::Status WriteConfig(const std::string& path, const rpc::ClientConfig& cfg) {

@@ -10,13 +10,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/cli/server_flags.h"
 #include "common/rpc/channel.h"
 
 namespace ablate::cli {
 
-struct ConnectionFlags {
-  std::string server, token, token_file, tls_ca, config_file;
-  bool tls = false;
+// The shared server flags (common/cli/server_flags.h) and the CLI's own --config.
+struct ConnectionFlags : cli_edge::ServerFlags {
+  std::string config_file;
 };
 
 absl::StatusOr<rpc::ClientConfig> ResolveConnection(const ConnectionFlags& flags);

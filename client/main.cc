@@ -17,14 +17,7 @@ int main(int argc, char** argv) {
 
   ConnectionFlags conn;
   std::string output = "table";
-  app.add_option("--server", conn.server,
-                 "Server HOST:PORT (env ABLATE_SERVER; default 127.0.0.1:7070)");
-  app.add_option("--token", conn.token,
-                 "Bearer token (env ABLATE_TOKEN); visible to `ps`, prefer --token-file or login");
-  app.add_option("--token-file", conn.token_file,
-                 "Read the bearer token from this file (env ABLATE_TOKEN_FILE)");
-  app.add_option("--tls-ca", conn.tls_ca, "CA certificate (PEM) for TLS (env ABLATE_TLS_CA)");
-  app.add_flag("--tls", conn.tls, "Use TLS with the system's root certificates");
+  ablate::cli_edge::AddServerFlags(app, &conn);
   app.add_option("--config", conn.config_file,
                  "Config file (env ABLATE_CONFIG; default ~/.config/ablate/config.yaml)");
   app.add_option("-o,--output", output, "table | json")->check(CLI::IsMember({"table", "json"}));

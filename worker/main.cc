@@ -7,6 +7,7 @@
 
 #include "CLI/CLI.hpp"
 #include "common/cli/edge.h"
+#include "common/cli/server_flags.h"
 #include "spdlog/spdlog.h"
 #include "worker/daemon.h"
 #include "worker/train/commands.h"
@@ -34,19 +35,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   ablate::worker::DaemonOptions daemon;
-  daemon.client.server = EnvOr("ABLATE_SERVER", "127.0.0.1:7070");
-  daemon.client.token = EnvOr("ABLATE_TOKEN", "");
-  daemon.client.tls_ca = EnvOr("ABLATE_TLS_CA", "");
   daemon.work_dir = EnvOr("ABLATE_WORK_DIR", DefaultCacheDir() + "/worker");
-  app.add_option("--server", daemon.client.server, "Server address HOST:PORT (env ABLATE_SERVER)");
-  app.add_option("--token", daemon.client.token,
-                 "Worker token (env ABLATE_TOKEN); visible to `ps`, prefer --token-file");
-  std::string token_file = EnvOr("ABLATE_TOKEN_FILE", "");
-  auto* token_file_opt = app.add_option(
-      "--token-file", token_file, "Read the worker token from this file (env ABLATE_TOKEN_FILE)");
-  app.add_option("--tls-ca", daemon.client.tls_ca,
-                 "CA certificate (PEM) for TLS (env ABLATE_TLS_CA)");
-  app.add_flag("--tls", daemon.client.tls, "Use TLS with the system's root certificates");
+  ablate::cli_edge::ServerFlags server;
+  ablate::cli_edge::AddServerFlags(app, &server);
   app.add_option("--device", daemon.device, "auto | cpu | cuda | mps")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "mps"}));
   app.add_option("--work-dir", daemon.work_dir, "Data sets, cache, spool (env ABLATE_WORK_DIR)");
@@ -105,19 +96,13 @@ int main(int argc, char** argv) {
     std::printf("%s\n", ablate::cli_edge::VersionText("ablate-worker", torch_line()).c_str());
     return 0;
   }
-  // Precedence: --token, then --token-file, then ABLATE_TOKEN, then ABLATE_TOKEN_FILE. A file
-  // given on the command line beats a token in the environment.
-  const bool token_flag = app.get_option("--token")->count() > 0;
-  if (!token_file.empty() && !token_flag &&
-      (token_file_opt->count() > 0 || daemon.client.token.empty())) {
-    auto token = ablate::cli_edge::ReadTokenFile(
-        token_file, token_file_opt->count() > 0 ? "--token-file" : "ABLATE_TOKEN_FILE");
-    if (!token.ok()) {
-      std::fprintf(stderr, "ablate-worker: %s\n", std::string(token.status().message()).c_str());
-      return 2;
-    }
-    daemon.client.token = *token;
+  // The same precedence as the CLI's (flag, then environment), without a config file.
+  auto client = ablate::cli_edge::ResolveServer(server);
+  if (!client.ok()) {
+    std::fprintf(stderr, "ablate-worker: %s\n", std::string(client.status().message()).c_str());
+    return 2;
   }
+  daemon.client = *client;
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (*train_cmd) return ablate::train::RunTrainCommand(train);
