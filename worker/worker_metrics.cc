@@ -13,6 +13,25 @@
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"
 
+#if defined(__linux__)
+#include <dlfcn.h>
+#include <pthread.h>
+
+// civetweb (prometheus-cpp's HTTP server) gives its threads a fixed 100 KiB stack, and glibc
+// takes the process's static TLS out of a thread's requested stack size: LibTorch for CUDA
+// brings ~160 KB of it (libcublasLt alone 100 KB), so pthread_create failed with EINVAL and a
+// CUDA worker could not serve /metrics ("Cannot create first worker thread"). The executable's
+// definition interposes libc's for every library (worker/CMakeLists.txt exports it): the size
+// asked for is taken as the usable stack wanted, and room for the static TLS is added.
+extern "C" int pthread_attr_setstacksize(pthread_attr_t* attr, size_t size) {
+  using Fn = int (*)(pthread_attr_t*, size_t);
+  static const Fn libc_setstacksize =
+      reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
+  constexpr size_t kStaticTlsRoom = size_t{1} << 20;
+  return libc_setstacksize(attr, size + kStaticTlsRoom);
+}
+#endif
+
 namespace ablate::worker {
 
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(

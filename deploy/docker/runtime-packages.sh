@@ -49,9 +49,12 @@ candidates <"$tmp/libs" | sort -u | xargs -r dpkg -S 2>/dev/null >"$tmp/owners" 
 while read -r lib; do
   found=""
   while read -r c; do
-    # dpkg -S prints "pkg[:arch][, pkg2]: /path"; a path may be owned by several packages.
-    owner=$(awk -v path="$c" 'index($0, ": " path) && substr($0, length($0) - length(path) + 1) == path {
-               sub(/: \/.*/, ""); print; exit }' "$tmp/owners")
+    # dpkg -S prints "pkg[:arch][, pkg2]: /path"; a path may be owned by several packages. A
+    # diverted path also gets "diversion by pkg from|to: /path" lines, which name no owner
+    # (Debian 13's libc6 diverts /lib64/ld-linux-x86-64.so.2 for usrmerge): skipped.
+    owner=$(awk -v path="$c" '!/^diversion by / && index($0, ": " path) &&
+               substr($0, length($0) - length(path) + 1) == path { sub(/: \/.*/, ""); print; exit }' \
+               "$tmp/owners")
     if [[ -n $owner ]]; then found=$owner; break; fi
   done < <(echo "$lib" | candidates)
   if [[ -n $found ]]; then
