@@ -482,6 +482,19 @@ class CliErrors(E2E):
         self.assertIn("qk_nrom", p.stderr)
         self.assertIn("qk_norm", p.stderr, "should suggest the setting meant")
 
+    def test_a_vocab_the_worker_refuses_is_refused_at_submit(self):
+        # Issue #24 item 12: every run of this sweep used to fail on the workers with
+        # "tokenizer vocab 256 out of range"; the worker's rules are checked at submit.
+        s = self.stack
+        path = write_sweep(s.dir, "vocab", 'name: vocab\n'
+                           'data: {train: "synthetic:30", val: "synthetic:10", tokenizer: {vocab: 256}}\n'
+                           'grid:\n  lr: [0.001]\n')
+        for args in (["submit", path], ["submit", "--dry-run", path]):
+            p = s.cli(*args, server="127.0.0.1:1", check=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("vocab.yaml:2: data.tokenizer.vocab: must be between 260 and 65535, got 256",
+                          p.stderr)
+
     def test_wrong_token_is_refused_clearly(self):
         s = self.stack
         s.start_server()
