@@ -890,11 +890,14 @@ class NoSilentNoOps(E2E):
         self.assertIn("nothing to retry", p.stdout)
         self.assertEqual({r["state"] for r in s.runs(self.sweep_id)}, {"SUCCEEDED"}, "nothing was requeued")
 
-        # Output: report -o json is one object on one line; no "0" for "no run"; ls --active says so.
+        # Output: report -o json and --format json are one document, the same (issue #24 item 6);
+        # no "0" for "no run"; ls --active says so.
         p = expect(0, "-o", "json", "report", sid)
-        lines = [l for l in p.stdout.splitlines() if l.strip()]
-        self.assertEqual(len(lines), 1, p.stdout[:500])
-        self.assertIsInstance(json.loads(lines[0]), dict)
+        self.assertEqual(p.stdout, expect(0, "report", sid, "--format", "json").stdout)
+        doc = json.loads(p.stdout)
+        self.assertIsInstance(doc, dict)
+        for key in ("options", "runs", "curves", "necessity", "verdicts", "mixed", "notes"):
+            self.assertIn(key, doc)
         workers = s.cli_json("workers")
         self.assertEqual([w["info"]["name"] for w in workers], ["w1"])
         self.assertNotIn("current_run_id", workers[0], "an idle worker has no run, not run \"0\"")
