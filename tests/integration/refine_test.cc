@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 
 constexpr char kData[] =
     "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: "
-    "256}}\n"
+    "512}}\n"
     "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100}\n";
 
 class RefineTest : public ServerFixture {
