@@ -17,7 +17,6 @@
 #include "common/report/report.h"
 #include "common/sweep/config_fields.h"
 #include "common/sweep/sweep.h"
-#include "nlohmann/json.hpp"
 
 namespace ablate::cli {
 namespace {
@@ -172,10 +171,9 @@ int Report(Context& ctx, const ReportArgs& args) {
 
   report::ReportOptions ropts;
   ropts.title = absl::StrCat("sweep ", sweep.id(), " '", sweep.name(), "'");
-  if (ctx.json) {
-    // -o json: one object on one line, like every other command's JSON.
-    std::cout << nlohmann::ordered_json::parse(report::FormatJson(*result)).dump() << "\n";
-  } else if (args.format == "json") {
+  if (ctx.json || args.format == "json") {
+    // One document for both spellings (docs/report.md#the-json-report): a report's JSON is read
+    // as a whole, not streamed line by line like a listing's.
     std::cout << report::FormatJson(*result);
   } else if (args.format == "md") {
     std::cout << report::FormatMarkdown(*result, ropts);

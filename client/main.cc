@@ -123,7 +123,9 @@ int main(int argc, char** argv) {
   c_report->add_option("--variant", report.variant,
                        "Axis compared (default: analysis.variant, else qk_norm)");
   c_report->add_option("--by", report.by, "Moderator axis (default: analysis.by, else n_layer)");
-  c_report->add_option("--format", report.format, "table | md | json")
+  c_report
+      ->add_option("--format", report.format,
+                   "table | md | json (json: the same document as -o json)")
       ->check(CLI::IsMember({"table", "md", "json"}));
   c_report->add_flag("--require-uniform", report.require_uniform,
                      "Fail (exit 6) if any cell or comparison mixes device kinds, dtypes, torch "

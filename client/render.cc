@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -58,10 +59,7 @@ std::string Table::Render() const {
   return out;
 }
 
-std::string StateName(v1::RunState state) {
-  std::string name = v1::RunState_Name(state);
-  return absl::AsciiStrToLower(name);
-}
+std::string StateName(v1::RunState state) { return std::string(util::RunStateName(state)); }
 
 std::string Bar(double fraction, int width) {
   fraction = std::clamp(std::isfinite(fraction) ? fraction : 0.0, 0.0, 1.0);

@@ -14,6 +14,7 @@
 #include "common/util/backoff.h"
 #include "common/util/log.h"
 #include "common/util/progress_line.h"
+#include "common/util/run_state.h"
 #include "common/util/status_macros.h"
 #include "worker/spool.h"
 
@@ -510,7 +511,8 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
   }
   const absl::Status s = Retrying([&] { return c_->Complete(lease_, complete); }, "complete");
   NoteFenced(s);
-  if (s.ok()) return Ended(SessionEnd::kCompleted, v1::RunState_Name(complete.state()));
+  if (s.ok())
+    return Ended(SessionEnd::kCompleted, std::string(util::RunStateName(complete.state())));
   if (cancelled_) return EndCancelled();
   if (absl::IsFailedPrecondition(s) || lease_lost_) return EndFenced(std::string(s.message()));
   return Ended(SessionEnd::kAbandoned, std::string(s.message()));

@@ -80,16 +80,22 @@ def flops_per_step(config, vocab):
     return (6 * n + 12 * layers * d * t) * b * t * int(config.get("grad_accum", 1) or 1)
 
 
+def state(run):
+    """A run's state in lower case, as `ablate` prints it and exports write it; exports saved by
+    older builds (--reuse) say "SUCCEEDED"."""
+    return run["state"].lower()
+
+
 def summarise(name, runs, report, elapsed, vocab):
-    executed = [r for r in runs if r["state"] in ("SUCCEEDED", "DIVERGED", "FAILED")]
-    failed = [r for r in runs if r["state"] == "FAILED"]
+    executed = [r for r in runs if state(r) in ("succeeded", "diverged", "failed")]
+    failed = [r for r in runs if state(r) == "failed"]
     if failed:
         # A failed run is a broken setup, not a result: the comparison would be meaningless.
         raise SystemExit(f"{name}: {len(failed)} runs failed, e.g.: {failed[0].get('error', '')[:300]}")
     cpu_s = sum(float(r.get("result", {}).get("wall_seconds", 0) or 0) for r in executed)
     flops = sum(int(r.get("result", {}).get("steps_done", 0) or 0) * flops_per_step(r["config"], vocab)
                 for r in executed)
-    return {"runs": runs, "executed": len(executed), "skipped": sum(r["state"] == "SKIPPED" for r in runs),
+    return {"runs": runs, "executed": len(executed), "skipped": sum(state(r) == "skipped" for r in runs),
             "refined": sum(int(r.get("refine_round", 0)) > 0 for r in runs), "cpu_h": cpu_s / 3600,
             "pflop": flops / 1e15,
             "elapsed_s": elapsed, "report": report}

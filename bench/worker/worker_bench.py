@@ -2,7 +2,7 @@
 
 Starts a throwaway PostgreSQL, ablate-server and one ablate-worker, runs a sweep (default: the
 smoke sweep) and reads the worker's per-run log lines:
-  run N: SUCCEEDED — train 4.21s, worker overhead 0.012s (0.28%), dispatch gap 3.1 ms
+  run N: succeeded — train 4.21s, worker overhead 0.012s (0.28%), dispatch gap 3.1 ms
 Prints the median and p90 dispatch gap (idle time between finishing one run and starting the
 next) and the worker's overhead (everything outside the trainer) as a share of total wall time.
 
@@ -73,7 +73,7 @@ def main():
             gaps.append(float(m.group(3)))
     states = {}
     for r in runs:
-        states[r["state"]] = states.get(r["state"], 0) + 1
+        states[r["state"].lower()] = states.get(r["state"].lower(), 0) + 1
     print(f"worker_bench: {len(runs)} runs of {os.path.basename(args.sweep)} on {os.cpu_count()} CPU cores, one worker ({args.threads or 'all'} threads); states {states}")
     if gaps:
         gaps.sort()
@@ -134,10 +134,10 @@ def compare_slots(harness, args):
         wall, runs = timed_sweep(harness, args, workers)
         tokens = sum(run_tokens(r) for r in runs)
         per_run = sorted(float(r.get("result", {}).get("tokens_per_second", 0)) for r in runs
-                         if r["state"] in ("SUCCEEDED", "DIVERGED"))
+                         if r["state"].lower() in ("succeeded", "diverged"))
         states = {}
         for r in runs:
-            states[r["state"]] = states.get(r["state"], 0) + 1
+            states[r["state"].lower()] = states.get(r["state"].lower(), 0) + 1
         rows.append((label, len(runs), wall, 3600 * len(runs) / wall, tokens / wall,
                      statistics.median(per_run) if per_run else 0, states, load, os.getloadavg()[0]))
     load_after = os.getloadavg()

@@ -45,9 +45,7 @@ std::string RunsCsv(const std::vector<ablate::v1::Run>& runs) {
       auto it = r.grid_values().find(axis);
       row.push_back(it == r.grid_values().end() ? "" : it->second);
     }
-    std::string state = ablate::v1::RunState_Name(r.state());
-    for (auto& ch : state) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    row.push_back(state);
+    row.push_back(std::string(ablate::util::RunStateName(r.state())));
     row.push_back(absl::StrCat(r.attempt()));
     row.push_back(finished ? Cell(res.initial_loss()) : "");
     row.push_back(finished ? Cell(res.final_train_loss()) : "");

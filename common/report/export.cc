@@ -9,8 +9,10 @@
 #include "absl/strings/str_split.h"
 #include "common/report/csv.h"
 #include "common/util/file.h"
+#include "common/util/run_state.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
 
 namespace ablate::report {
 namespace {
@@ -40,6 +42,30 @@ absl::Status FromJson(const std::string& json, pb::Message* message, const std::
   return absl::OkStatus();
 }
 
+// A run as a line of runs.jsonl: proto JSON, but with the run's state named as in every other
+// output ("succeeded", util::RunStateName), not by the proto's enum name ("SUCCEEDED").
+absl::StatusOr<std::string> RunLine(const ablate::v1::Run& run) {
+  ASSIGN_OR_RETURN(std::string json, ToJson(run, false));
+  auto j = nlohmann::ordered_json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InternalError("JSON encoding failed: unparsable run");
+  if (j.contains("state")) j["state"] = std::string(util::RunStateName(run.state()));
+  return j.dump();
+}
+
+// Reads a line of runs.jsonl: run states in lower case, or, from exports written before they
+// were, the proto's enum names.
+absl::Status RunFromLine(const std::string& line, ablate::v1::Run* run, const std::string& where) {
+  auto j = nlohmann::ordered_json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object() && j.contains("state") && j["state"].is_string()) {
+    const ablate::v1::RunState state = util::RunStateFromName(j["state"].get<std::string>());
+    if (state != ablate::v1::RUN_STATE_UNSPECIFIED) {
+      j["state"] = ablate::v1::RunState_Name(state);
+      return FromJson(j.dump(), run, where);
+    }
+  }
+  return FromJson(line, run, where);  // also names what is wrong with a broken line
+}
+
 // An export is made again from the server at will, so a rename (no reader sees half a file) is
 // enough; it does not wait for the disk.
 absl::Status WriteExportFile(const std::string& path, std::string_view content) {
@@ -54,7 +80,7 @@ absl::Status WriteExport(const Export& data, const std::string& dir) {
   RETURN_IF_ERROR(WriteExportFile(dir + "/sweep.json", sweep + "\n"));
   std::string runs;
   for (const auto& r : data.runs) {
-    ASSIGN_OR_RETURN(std::string line, ToJson(r, false));
+    ASSIGN_OR_RETURN(std::string line, RunLine(r));
     absl::StrAppend(&runs, line, "\n");
   }
   RETURN_IF_ERROR(WriteExportFile(dir + "/runs.jsonl", runs));
@@ -85,7 +111,7 @@ absl::StatusOr<Export> ReadExport(const std::string& dir) {
     ++line_no;
     if (line.empty()) continue;
     ablate::v1::Run run;
-    RETURN_IF_ERROR(FromJson(std::string(line), &run, absl::StrCat(runs_path, ":", line_no)));
+    RETURN_IF_ERROR(RunFromLine(std::string(line), &run, absl::StrCat(runs_path, ":", line_no)));
     data.runs.push_back(std::move(run));
   }
 

@@ -2,7 +2,8 @@
 // without the server, for re-analysis and sharing.
 //
 //   DIR/sweep.json   ablate.v1.Sweep as proto JSON (field names as in the .proto)
-//   DIR/runs.jsonl   one ablate.v1.Run per line, proto JSON
+//   DIR/runs.jsonl   one ablate.v1.Run per line, proto JSON except `state`, lower case as in
+//                    every output ("succeeded"); older exports' enum names ("SUCCEEDED") still read
 //   DIR/metrics.csv  run_id,step,name,value (not written with --no-metrics; optional on read)
 #pragma once
 

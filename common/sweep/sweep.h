@@ -129,6 +129,31 @@ void ApplyDefaults(ablate::v1::RunConfig* config);
 // Messages name the field; callers add file and line.
 absl::Status ValidateConfig(const ablate::v1::RunConfig& config);
 
+// A run's data as a worker reads it (docs/sweep-file.md#data). Every rule a worker enforces on
+// a DataSpec lives here, so the sweep parser (at submit) and the worker check the same thing.
+// Messages name only the problem; callers prefix the field (and file and line).
+inline constexpr int kDefaultVocab = 4096;  // a DataSpec's vocab 0 means this
+// Byte fallback needs 259 ids (256 bytes and 3 specials); token files are uint16.
+inline constexpr int kMinVocab = 260;
+inline constexpr int kMaxVocab = 65535;
+// synthetic:N asks workers to generate N stories (~400 bytes each); beyond a million the corpus
+// would outgrow a worker's disk and memory long before it helped a small model.
+inline constexpr int64_t kMaxSyntheticStories = 1000000;
+absl::Status CheckVocab(int64_t vocab);
+absl::Status CheckTokenizerType(const std::string& type);  // bpe (empty: bpe)
+// A text path: not empty; `synthetic:N` with N from 1 to kMaxSyntheticStories.
+absl::Status CheckDataPath(const std::string& path);
+
+// Checks a DataSpec with the rules above; the message names the field, e.g.
+// "data.tokenizer.vocab: must be between 260 and 65535, got 256 (...)". data.val may be empty
+// (the worker then evaluates on the training text); sweep files require it.
+absl::Status ValidateData(const ablate::v1::DataSpec& data);
+
+// Every rule a worker enforces that depends on the spec alone: ValidateConfig (of the config as
+// given, so defaults must be applied) and ValidateData. The worker calls it before training;
+// ParseSweep and ParseRunFile apply the same checks with file and line.
+absl::Status ValidateRunSpec(const ablate::v1::RunSpec& spec);
+
 // The stable key of a cell: every grid value but the seed, "axis=value" joined by ",", axes in
 // sorted order, so the same cell gets the same key whatever the file's axis order.
 std::string CellKey(const google::protobuf::Map<std::string, std::string>& grid_values);

@@ -328,23 +328,11 @@ absl::Status CheckName(const YamlSource& source, const YAML::Node& node, const s
                       absl::StrCat("'", name, "' may only contain letters, digits, '.', '_', '-'"));
 }
 
-// synthetic:N asks workers to generate N stories (~400 bytes each); beyond a million the corpus
-// would outgrow a worker's disk and memory long before it helped a small model.
-constexpr int64_t kMaxSyntheticStories = 1000000;
-
-absl::Status CheckDataPath(const YamlSource& source, const YAML::Node& node,
-                           const std::string& field, const std::string& path) {
-  absl::string_view rest = path;
-  if (!absl::ConsumePrefix(&rest, "synthetic:")) return absl::OkStatus();
-  int64_t n = 0;
-  const bool digits = !rest.empty() && std::all_of(rest.begin(), rest.end(),
-                                                   [](char c) { return c >= '0' && c <= '9'; });
-  if (digits && absl::SimpleAtoi(rest, &n) && n >= 1 && n <= kMaxSyntheticStories) {
-    return absl::OkStatus();
-  }
-  return source.Error(node, field,
-                      absl::StrCat("expected synthetic:N with N a whole number from 1 to ",
-                                   kMaxSyntheticStories, ", got '", path, "'"));
+// A DataSpec rule (validate.cc, shared with the worker) applied to the value at `node`.
+absl::Status CheckAt(const YamlSource& source, const YAML::Node& node, const std::string& field,
+                     const absl::Status& check) {
+  if (check.ok()) return check;
+  return source.Error(node, field, check.message());
 }
 
 // data: {train, val, tokenizer: {type: bpe, vocab}}
@@ -352,13 +340,13 @@ absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& n
   RETURN_IF_ERROR(source.Mapping(node, "data"));
   DataSpec data;
   data.mutable_tokenizer()->set_type("bpe");
-  data.mutable_tokenizer()->set_vocab(4096);
+  data.mutable_tokenizer()->set_vocab(kDefaultVocab);
   for (const auto& entry : node) {
     const auto key = entry.first.Scalar();
     const auto field = absl::StrCat("data.", key);
     if (key == "train" || key == "val") {
       ASSIGN_OR_RETURN(const std::string path, source.Scalar(entry.second, field));
-      RETURN_IF_ERROR(CheckDataPath(source, entry.second, field, path));
+      RETURN_IF_ERROR(CheckAt(source, entry.second, field, CheckDataPath(path)));
       *(key == "train" ? data.mutable_train() : data.mutable_val()) = path;
     } else if (key == "tokenizer") {
       RETURN_IF_ERROR(source.Mapping(entry.second, field));
@@ -367,16 +355,10 @@ absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& n
         const auto tfield = absl::StrCat(field, ".", tkey);
         if (tkey == "type") {
           ASSIGN_OR_RETURN(const std::string type, source.Scalar(t.second, tfield));
-          if (type != "bpe") {
-            return source.Error(t.second, tfield, absl::StrCat("'", type, "' is not one of bpe"));
-          }
+          RETURN_IF_ERROR(CheckAt(source, t.second, tfield, CheckTokenizerType(type)));
         } else if (tkey == "vocab") {
           ASSIGN_OR_RETURN(const int64_t vocab, source.Int(t.second, tfield));
-          // Tokens are stored as uint16; below a few dozen, BPE cannot even hold the alphabet.
-          if (vocab < 32 || vocab > 65536) {
-            return source.Error(t.second, tfield,
-                                absl::StrCat("must be between 32 and 65536, got ", vocab));
-          }
+          RETURN_IF_ERROR(CheckAt(source, t.second, tfield, CheckVocab(vocab)));
           data.mutable_tokenizer()->set_vocab(static_cast<int32_t>(vocab));
         } else {
           return UnknownKey(source, t.first, tfield, {"type", "vocab"});
@@ -388,6 +370,8 @@ absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& n
   }
   if (data.train().empty()) return source.Error(node, "data.train", "missing (the training text)");
   if (data.val().empty()) return source.Error(node, "data.val", "missing (the validation text)");
+  // The worker's own check of the whole spec: any rule above this line missed fails here.
+  if (absl::Status s = ValidateData(data); !s.ok()) return source.Error(node, "", s.message());
   return data;
 }
 

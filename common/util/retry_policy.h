@@ -5,8 +5,8 @@
 #include <string>
 
 #include "ablate/v1/ablate.pb.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/util/run_state.h"
 
 namespace ablate::util {
 
@@ -31,7 +31,7 @@ inline std::string RetryableList() {
   const size_t n = std::size(kRetryableStates);
   for (size_t i = 0; i < n; ++i) {
     absl::StrAppend(&out, i == 0 ? "" : (i + 1 == n ? " or " : ", "),
-                    absl::AsciiStrToLower(v1::RunState_Name(kRetryableStates[i])));
+                    std::string(RunStateName(kRetryableStates[i])));
   }
   return out;
 }
@@ -39,7 +39,7 @@ inline std::string RetryableList() {
 // Why a run in `state` is not retried; "" when it is.
 inline std::string RetryRefusal(v1::RunState state) {
   if (IsRetryable(state)) return "";
-  const std::string name = absl::AsciiStrToLower(v1::RunState_Name(state));
+  const std::string name(RunStateName(state));
   if (state == v1::SUCCEEDED || state == v1::DIVERGED) {
     return absl::StrCat(name,
                         " runs are finished results and are kept, never retried (a retry "

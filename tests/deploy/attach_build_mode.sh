@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # attach.sh --mode build for real: tests/deploy/attach_e2e_test.py with ATTACH_E2E_MODE=build, so
 # remote-build.sh compiles ablate-worker (CPU, against the system LibTorch) on the loopback-sshd
-# "box" from the committed tree, then the same register over TLS -> run SUCCEEDED -> stop.sh.
+# "box" from the committed tree, then the same register over TLS -> run succeeded -> stop.sh.
 #
 #   tests/deploy/attach_build_mode.sh [BUILD_DIR]    (default: build)
 #

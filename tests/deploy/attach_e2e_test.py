@@ -4,7 +4,7 @@
 
 attach.sh --mode binary ships the ablate-worker built here, remote-service.sh runs it in its
 restart loop (the box has no systemd), the worker registers with a local ablate-server over TLS
-(certificates from deploy/tls/make-certs.sh) and trains a tiny CPU sweep to SUCCEEDED; stop.sh
+(certificates from deploy/tls/make-certs.sh) and trains a tiny CPU sweep to succeeded; stop.sh
 then ends it and no worker process is left.
 
 Run through ctest (tests/deploy/CMakeLists.txt), which starts PostgreSQL and sets the build
@@ -199,7 +199,7 @@ SetEnv HOME={self.home}
         self.sweep_id = s.submit(sweep_file(s, "attach-e2e", {"n_layer": "[1]"}, steps=30, ckpt=10,
                                             eval_every=10))
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual([(r["state"], r.get("worker")) for r in runs], [("SUCCEEDED", "box-1")],
+        self.assertEqual([(r["state"], r.get("worker")) for r in runs], [("succeeded", "box-1")],
                          self.read(os.path.join(state, "worker.log")))
 
         stop = self.script(STOP, box, *ssh_args)

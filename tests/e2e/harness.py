@@ -134,21 +134,6 @@ class Proxy:
         threading.Thread(target=self._accept_loop, args=(listener,), daemon=True).start()
 
 
-def proto_run_states(value):
-    """`ablate -o json` prints run states in lower case, as its tables and sweep states do
-    (issue #15); tests compare runs' states by the proto's enum names ("SUCCEEDED"), so the runs
-    (objects with a sweep_id) read back carry those. NoSilentNoOps checks the raw casing."""
-    if isinstance(value, dict):
-        if "sweep_id" in value and isinstance(value.get("state"), str):
-            value["state"] = value["state"].upper()
-        for v in value.values():
-            proto_run_states(v)
-    elif isinstance(value, list):
-        for v in value:
-            proto_run_states(v)
-    return value
-
-
 class Stack:
     def __init__(self, lease_seconds=3, data_dir=None, own_postgres=False):
         self.dir = tempfile.mkdtemp(prefix="ablate-e2e-")
@@ -282,7 +267,7 @@ class Stack:
 
     def cli_json(self, *args, **kw):
         out = self.cli("--output", "json", *args, **kw).stdout
-        return [proto_run_states(json.loads(l)) for l in out.splitlines() if l.strip()]
+        return [json.loads(l) for l in out.splitlines() if l.strip()]
 
     def submit(self, path):
         rec = self.cli_json("submit", path)[0]
@@ -295,7 +280,7 @@ class Stack:
         return self.cli_json("status", str(sweep))[0]
 
     def wait_sweep_done(self, sweep, timeout):
-        terminal = {"SUCCEEDED", "DIVERGED", "FAILED", "CANCELLED", "SKIPPED"}
+        terminal = {"succeeded", "diverged", "failed", "cancelled", "skipped"}
 
         def done():
             if self.workers and all(self.procs[w].poll() is not None for w in self.workers):

@@ -74,7 +74,7 @@ class E2E(unittest.TestCase):
         return 0, None
 
     def cancel_a_running_sweep(self, name, seeds):
-        """One worker, a long sweep: cancel it once a run trains; every run ends CANCELLED, the
+        """One worker, a long sweep: cancel it once a run trains; every run ends cancelled, the
         worker says why it stopped and lives on."""
         s = self.stack
         s.start_server()
@@ -84,13 +84,13 @@ class E2E(unittest.TestCase):
         wait_for(self.first_running, 120, "a run to start")
         s.cli("cancel", str(self.sweep_id))
         runs = s.wait_sweep_done(self.sweep_id, 30)
-        self.assertEqual({r["state"] for r in runs}, {"CANCELLED"})
+        self.assertEqual({r["state"] for r in runs}, {"cancelled"})
         wait_for(lambda: "cancelled by the server" in s.log("w1"), 30, "the worker to stop the run")
         self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
 
     def first_running(self):
         for r in self.stack.runs(self.sweep_id):
-            if r["state"] == "RUNNING" and int(r.get("step", 0)) > 0:
+            if r["state"] == "running" and int(r.get("step", 0)) > 0:
                 return r
         return None
 
@@ -107,11 +107,11 @@ class SweepLifecycle(E2E):
         runs = s.wait_sweep_done(self.sweep_id, 600)
         self.assertEqual(len(runs), 8)
         states = collections.Counter(r["state"] for r in runs)
-        self.assertEqual(set(states) - {"SUCCEEDED", "DIVERGED"}, set(), states)
+        self.assertEqual(set(states) - {"succeeded", "diverged"}, set(), states)
         workers = {r.get("worker") for r in runs}
         self.assertEqual(workers, {"w1", "w2"}, "both workers should have taken runs")
         for r in runs:
-            if r["state"] == "SUCCEEDED":
+            if r["state"] == "succeeded":
                 assert_series_whole(self, s, int(r["id"]), first=1, last=40)
                 self.assertGreater(float(r["result"]["final_val_loss"]), 0)
         # The report: files exist, PNGs are images, CSV rows match the runs.
@@ -166,7 +166,7 @@ class Refinement(E2E):
         for r in base:
             by_lr[float(r["grid_values"]["lr"])].append(r["state"])
         lrs = sorted(by_lr)
-        hi = next((lr for lr in lrs if {"DIVERGED", "SKIPPED"} & set(by_lr[lr])), None)
+        hi = next((lr for lr in lrs if {"diverged", "skipped"} & set(by_lr[lr])), None)
         self.assertIsNotNone(hi, f"no LR diverged on the base grid: {dict(by_lr)}")
         self.assertGreater(lrs.index(hi), 0, f"the smallest LR diverged: {dict(by_lr)}")
         lo = lrs[lrs.index(hi) - 1]
@@ -176,7 +176,7 @@ class Refinement(E2E):
                          [(mid, "0", 1), (mid, "1", 1)])
         self.assertEqual(len({(r["cell"], r["seed"]) for r in runs}), len(runs))
         for r in runs:
-            if r["state"] == "SKIPPED":
+            if r["state"] == "skipped":
                 self.assertIn("diverged at lr=", r["error"])
         sweep = s.sweep(self.sweep_id)["sweep"]
         self.assertEqual(sweep["state"], "finished")
@@ -221,7 +221,7 @@ class Failures(E2E):
         s.start_worker("w2")
         runs = s.wait_sweep_done(self.sweep_id, 600)
         r = runs[0]
-        self.assertEqual(r["state"], "SUCCEEDED")
+        self.assertEqual(r["state"], "succeeded")
         self.assertEqual(int(r["attempt"]), 2)
         self.assertEqual(r["worker"], "w2")
         self.assertRegex(s.log("w2"), r"resuming at step [1-9]\d*00\b")
@@ -239,10 +239,10 @@ class Failures(E2E):
         self.assertEqual(rc, 0)
         self.assertIn("handed back", s.log("w1"))
         _, r = self.run_step(run_id)
-        self.assertEqual(r["state"], "QUEUED", "a handed-back run is queued at once, not after the lease")
+        self.assertEqual(r["state"], "queued", "a handed-back run is queued at once, not after the lease")
         s.start_worker("w2")
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual(runs[0]["state"], "SUCCEEDED")
+        self.assertEqual(runs[0]["state"], "succeeded")
         assert_series_whole(self, s, run_id, first=1, last=1200)
 
     def test_server_restart_loses_no_run_and_no_metric(self):
@@ -257,14 +257,14 @@ class Failures(E2E):
         time.sleep(2)
         s.start_server(name="server2")
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual([r["state"] for r in runs], ["SUCCEEDED", "SUCCEEDED"])
+        self.assertEqual([r["state"] for r in runs], ["succeeded", "succeeded"])
         for r in runs:
             assert_series_whole(self, s, int(r["id"]), first=1, last=600)
 
 
 class CrashFaults(E2E):
     """Crashes, not polite stops, in the middle of a sweep that two workers share. Whatever
-    dies, every run ends SUCCEEDED and every run's series has each step exactly once."""
+    dies, every run ends succeeded and every run's series has each step exactly once."""
     steps = 300
 
     def submit_pair_sweep(self, name):
@@ -278,11 +278,11 @@ class CrashFaults(E2E):
 
     def running_past(self, n, step):
         rs = [r for r in self.stack.runs(self.sweep_id)
-              if r["state"] == "RUNNING" and int(r.get("step", 0)) >= step]
+              if r["state"] == "running" and int(r.get("step", 0)) >= step]
         return rs if len(rs) >= n else None
 
     def assert_sweep_whole(self, runs):
-        self.assertEqual([r["state"] for r in runs], ["SUCCEEDED"] * 3, runs)
+        self.assertEqual([r["state"] for r in runs], ["succeeded"] * 3, runs)
         for r in runs:
             assert_series_whole(self, self.stack, int(r["id"]), first=1, last=self.steps)
 
@@ -359,7 +359,7 @@ class NetworkCut(E2E):
         time.sleep(5)
         s.proxy.restore()
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual(runs[0]["state"], "SUCCEEDED")
+        self.assertEqual(runs[0]["state"], "succeeded")
         self.assertEqual(int(runs[0]["attempt"]), 1, "the lease outlived the cut")
         # The data decides: every step stored exactly once, although the worker spooled through
         # the cut. Whether the sender or the end-of-run drain replayed the spool depends on when
@@ -383,11 +383,11 @@ class LeaseLostWhileCutOff(E2E):
         run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
         wait_for(lambda: self.run_step(run_id)[0] >= 250, 300, "the run to pass step 250")
         s.proxy.cut()
-        wait_for(lambda: self.run_step(run_id)[1]["state"] == "QUEUED", 60,
+        wait_for(lambda: self.run_step(run_id)[1]["state"] == "queued", 60,
                  "the server to requeue the run")
         s.proxy.restore()
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual(runs[0]["state"], "SUCCEEDED")
+        self.assertEqual(runs[0]["state"], "succeeded")
         self.assertEqual(int(runs[0]["attempt"]), 2)
         self.assertRegex(s.log("w1"), r"lease lost")
         self.assertRegex(s.log("w1"), r"resuming at step [1-9]\d*00\b")
@@ -426,7 +426,7 @@ class Slots(E2E):
 
     def both_running_on(self, worker):
         rs = [r for r in self.stack.runs(self.sweep_id)
-              if r["state"] == "RUNNING" and r.get("worker") == worker and int(r.get("step", 0)) > 0]
+              if r["state"] == "running" and r.get("worker") == worker and int(r.get("step", 0)) > 0]
         return rs if len(rs) == 2 else None
 
     def start_two_slots(self, name, steps, ckpt):
@@ -451,7 +451,7 @@ class Slots(E2E):
         self.assertEqual([int(i) for i in w["held_run_ids"]], ids)
         self.assertIn(",".join(map(str, ids)), s.cli("workers").stdout)
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual([r["state"] for r in runs], ["SUCCEEDED", "SUCCEEDED"])
+        self.assertEqual([r["state"] for r in runs], ["succeeded", "succeeded"])
         for r in runs:
             self.assertEqual(int(r["attempt"]), 1, "a slot's lease must not fence the other's")
             self.assertEqual(r["worker"], "w1")
@@ -468,7 +468,7 @@ class Slots(E2E):
         self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
         self.assertEqual(s.log("w1").count("handed back"), 2, s.log("w1"))
         states = {int(r["id"]): r["state"] for r in s.runs(self.sweep_id)}
-        self.assertEqual(states, {i: "QUEUED" for i in ids},
+        self.assertEqual(states, {i: "queued" for i in ids},
                          "both runs are queued at once, not after their leases expire")
 
 
@@ -481,6 +481,19 @@ class CliErrors(E2E):
         self.assertIn("bad.yaml:4", p.stderr)
         self.assertIn("qk_nrom", p.stderr)
         self.assertIn("qk_norm", p.stderr, "should suggest the setting meant")
+
+    def test_a_vocab_the_worker_refuses_is_refused_at_submit(self):
+        # Issue #24 item 12: every run of this sweep used to fail on the workers with
+        # "tokenizer vocab 256 out of range"; the worker's rules are checked at submit.
+        s = self.stack
+        path = write_sweep(s.dir, "vocab", 'name: vocab\n'
+                           'data: {train: "synthetic:30", val: "synthetic:10", tokenizer: {vocab: 256}}\n'
+                           'grid:\n  lr: [0.001]\n')
+        for args in (["submit", path], ["submit", "--dry-run", path]):
+            p = s.cli(*args, server="127.0.0.1:1", check=False)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("vocab.yaml:2: data.tokenizer.vocab: must be between 260 and 65535, got 256",
+                          p.stderr)
 
     def test_wrong_token_is_refused_clearly(self):
         s = self.stack
@@ -580,7 +593,7 @@ class LogsAndArtifacts(E2E):
                 if not m:
                     continue
                 step, row = self.run_step(run_id)
-                if row is not None and row["state"] == "RUNNING" and int(m.group(1)) < 1000:
+                if row is not None and row["state"] == "running" and int(m.group(1)) < 1000:
                     seen_while_running.append(line.strip())
                 if len(seen_while_running) >= 3:
                     break
@@ -610,7 +623,7 @@ class LogsAndArtifacts(E2E):
                                    extra="keep_final: false\n"))
         kept = s.wait_sweep_done(keep, 300)[0]
         dropped = s.wait_sweep_done(drop, 300)[0]
-        self.assertEqual(kept["state"], "SUCCEEDED")
+        self.assertEqual(kept["state"], "succeeded")
         ref = kept["result"]["final_checkpoint"]
         self.assertEqual(int(ref["step"]), 30)
 
@@ -625,7 +638,7 @@ class LogsAndArtifacts(E2E):
         self.assertEqual(sorted(os.listdir(out_dir)), [os.path.basename(path)])  # no temp left
 
         # keep_final: false keeps nothing: not found (exit 4), nothing written.
-        self.assertEqual(dropped["state"], "SUCCEEDED")
+        self.assertEqual(dropped["state"], "succeeded")
         self.assertNotIn("final_checkpoint", dropped.get("result", {}))
         empty = os.path.join(s.dir, "none")
         p = s.cli("artifacts", "get", dropped["id"], "--out", empty, check=False)
@@ -875,13 +888,16 @@ class NoSilentNoOps(E2E):
         expect(4, "retry", sid, "--run", "999")
         p = expect(0, "retry", sid)
         self.assertIn("nothing to retry", p.stdout)
-        self.assertEqual({r["state"] for r in s.runs(self.sweep_id)}, {"SUCCEEDED"}, "nothing was requeued")
+        self.assertEqual({r["state"] for r in s.runs(self.sweep_id)}, {"succeeded"}, "nothing was requeued")
 
-        # Output: report -o json is one object on one line; no "0" for "no run"; ls --active says so.
+        # Output: report -o json and --format json are one document, the same (issue #24 item 6);
+        # no "0" for "no run"; ls --active says so.
         p = expect(0, "-o", "json", "report", sid)
-        lines = [l for l in p.stdout.splitlines() if l.strip()]
-        self.assertEqual(len(lines), 1, p.stdout[:500])
-        self.assertIsInstance(json.loads(lines[0]), dict)
+        self.assertEqual(p.stdout, expect(0, "report", sid, "--format", "json").stdout)
+        doc = json.loads(p.stdout)
+        self.assertIsInstance(doc, dict)
+        for key in ("options", "runs", "curves", "necessity", "verdicts", "mixed", "notes"):
+            self.assertIn(key, doc)
         workers = s.cli_json("workers")
         self.assertEqual([w["info"]["name"] for w in workers], ["w1"])
         self.assertNotIn("current_run_id", workers[0], "an idle worker has no run, not run \"0\"")
@@ -902,6 +918,16 @@ class NoSilentNoOps(E2E):
         self.assertTrue(os.path.exists(os.path.join(out, "metrics.csv")))
         expect(0, "export", sid, "--out", out, "--no-metrics")
         self.assertEqual(sorted(os.listdir(out)), ["runs.jsonl", "sweep.json"])
+        # One casing in files too (issue #24 item 9): runs.jsonl says "succeeded" as status does;
+        # an export written before (the proto's "SUCCEEDED") still reports, to the same document.
+        with open(os.path.join(out, "runs.jsonl")) as f:
+            exported = [json.loads(l) for l in f if l.strip()]
+        self.assertEqual({r["state"] for r in exported}, {"succeeded"})
+        report = expect(0, "report", "--from", out, "--format", "json").stdout
+        with open(os.path.join(out, "runs.jsonl"), "w") as f:
+            for r in exported:
+                f.write(json.dumps(dict(r, state=r["state"].upper())) + "\n")
+        self.assertEqual(expect(0, "report", "--from", out, "--format", "json").stdout, report)
 
 
 class CleanStop(E2E):
@@ -921,7 +947,7 @@ class CleanStop(E2E):
         everyone = s.cli_json("workers", "--all")
         self.assertEqual([(w["info"]["name"], w["state"]) for w in everyone], [("w1", "offline")])
         _, r = self.run_step(run_id)
-        self.assertEqual(r["state"], "QUEUED")
+        self.assertEqual(r["state"], "queued")
         table = s.cli("runs", str(self.sweep_id)).stdout
         row = [l for l in table.splitlines() if l.split()[:1] == [str(run_id)]][0]
         # Attempt 1 was handed back, so no counted attempt is used yet (the raw numbers: 1 of 4).
@@ -1056,7 +1082,7 @@ class FleetData(E2E):
         wait_for(lambda: len(s.cli_json("workers")) == 2, 60, "both workers to register")
         self.sweep_id = s.submit(self.sweep("fleet-data", "[1, 2]"))
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual({r["state"] for r in runs}, {"SUCCEEDED"}, runs)
+        self.assertEqual({r["state"] for r in runs}, {"succeeded"}, runs)
         self.assertEqual({r.get("worker") for r in runs}, {"w1", "w2"}, "each worker takes a run")
         logs = {w: s.log(w) for w in ("w1", "w2")}
         preparers = [w for w, log in logs.items() if "preparing it for the fleet" in log]
@@ -1081,7 +1107,7 @@ class FleetData(E2E):
         # Again on the same data: each worker's own cache comes first, the server is not asked.
         self.sweep_id = s.submit(self.sweep("fleet-data-again", "[3, 4]"))
         runs = s.wait_sweep_done(self.sweep_id, 600)
-        self.assertEqual({r["state"] for r in runs}, {"SUCCEEDED"}, runs)
+        self.assertEqual({r["state"] for r in runs}, {"succeeded"}, runs)
         for r in runs:
             self.assertIn("in the local cache", s.log(r["worker"]))
         for w in ("w1", "w2"):

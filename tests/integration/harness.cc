@@ -84,7 +84,7 @@ std::string SweepYaml(const std::string& name, int lrs, int seeds, const std::st
   for (int i = 0; i < seeds; ++i) absl::StrAppend(&seed_list, i ? ", " : "", i);
   return absl::StrCat("name: ", name, "\n",
                       "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: "
-                      "bpe, vocab: 256}}\n",
+                      "bpe, vocab: 512}}\n",
                       "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100",
                       extra_fixed, "}\n", "grid:\n  lr: [", lr_list, "]\n  seed: [", seed_list,
                       "]\n", extra_top);

@@ -25,7 +25,7 @@ using ::testing::HasSubstr;
 
 constexpr char kData[] =
     "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: "
-    "256}}\n"
+    "512}}\n"
     "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100}\n";
 
 class RefineTest : public ServerFixture {
@@ -233,7 +233,7 @@ TEST_F(RefineTest, PrunesAboveAnLrWhereEverySeedDivergedAndRetryRunsThemAfterAll
 TEST_F(RefineTest, RefinedRunsAreTheSweepFilesExpansionAtTheirLr) {
   const std::string yaml =
       "name: refine-spec\n"
-      "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: 256}}\n"
+      "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: 512}}\n"
       "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100, warmup: 10,\n"
       "        min_lr_ratio: 0.2}\n"
       "grid:\n  lr: {logspace: {min: 1.0e-3, max: 1.0e-1, per_decade: 1}}\n"

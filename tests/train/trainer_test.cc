@@ -478,6 +478,17 @@ TEST_F(TrainerTest, DataPlanNamesWhatPreparationMakes) {
   auto bad = PlanRunData(data, cache);
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(std::string(bad.status().message()).find("data.tokenizer.type"), std::string::npos);
+  // The worker's rules are the sweep parser's (sweep::ValidateData): the same message at submit.
+  data.mutable_tokenizer()->set_type("bpe");
+  data.mutable_tokenizer()->set_vocab(256);
+  EXPECT_EQ(PlanRunData(data, cache).status().message(),
+            "data.tokenizer.vocab: must be between 260 and 65535, got 256 (byte fallback needs "
+            "259 ids; token files are uint16)");
+  data.mutable_tokenizer()->set_vocab(400);
+  data.set_val("synthetic:2000000");
+  EXPECT_EQ(PlanRunData(data, cache).status().message(),
+            "data.val: expected synthetic:N with N a whole number from 1 to 1000000, got "
+            "'synthetic:2000000'");
 }
 
 // Encoding is split across spm_encode processes on big texts: the token file must not depend on

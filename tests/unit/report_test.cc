@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -670,6 +671,40 @@ TEST(Export, RoundTripsSweepRunsAndMetrics) {
   ASSERT_FALSE(broken.ok());
   EXPECT_THAT(std::string(broken.status().message()), HasSubstr("runs.jsonl:25"));
   EXPECT_FALSE(ReadExport(dir + "/nope").ok());
+  std::filesystem::remove_all(dir);
+}
+
+// Issue #24 item 9: runs.jsonl names states as `status -o json`, the tables and the CSVs do
+// ("succeeded"); an export written before (the proto's "SUCCEEDED") still reads.
+TEST(Export, RunStatesAreLowerCaseAndOldExportsStillRead) {
+  Export data;
+  data.sweep.set_id(7);
+  data.runs = MixedStudyRuns();
+  data.runs[0].set_state(v1::SKIPPED);
+  data.with_metrics = false;
+  const std::string dir = TempDir() + "/export-states";
+  ASSERT_TRUE(WriteExport(data, dir).ok());
+  std::ifstream in(dir + "/runs.jsonl");
+  std::string line, old_casing;
+  std::set<std::string> states;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    states.insert(j["state"].get<std::string>());
+    // What an older build wrote: the proto's enum names.
+    std::string upper = j["state"].get<std::string>();
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    auto old = j;
+    old["state"] = upper;
+    old_casing += old.dump() + "\n";
+  }
+  EXPECT_EQ(states, (std::set<std::string>{"diverged", "queued", "skipped", "succeeded"}));
+  std::ofstream(dir + "/runs.jsonl", std::ios::trunc) << old_casing;
+  auto back = ReadExport(dir);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->runs.size(), data.runs.size());
+  for (size_t i = 0; i < data.runs.size(); ++i) {
+    EXPECT_EQ(back->runs[i].state(), data.runs[i].state()) << i;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -300,7 +300,13 @@ TEST(Rejections, EveryPathNamesFileLineAndField) {
       {"name: t\ndata: {train: a, val: b, tokenizer: {type: wordpiece}}\n",
        "s.yaml:2: data.tokenizer.type: 'wordpiece' is not one of bpe"},
       {"name: t\ndata: {train: a, val: b, tokenizer: {vocab: 70000}}\n",
-       "data.tokenizer.vocab: must be between 32 and 65536, got 70000"},
+       "s.yaml:2: data.tokenizer.vocab: must be between 260 and 65535, got 70000"},
+      // The worker's limits (sweep::CheckVocab): refused at submit, not on every run.
+      {"name: t\ndata: {train: a, val: b, tokenizer: {vocab: 256}}\n",
+       "s.yaml:2: data.tokenizer.vocab: must be between 260 and 65535, got 256 (byte fallback "
+       "needs 259 ids; token files are uint16)"},
+      {"name: t\ndata: {train: a, val: b, tokenizer: {vocab: 65536}}\n",
+       "s.yaml:2: data.tokenizer.vocab: must be between 260 and 65535, got 65536"},
       {"name: t\ndata: {train: a, val: b, test: c}\n", "s.yaml:2: data.test: unknown key 'test'"},
       {"name: t\ndata: [a, b]\n", "s.yaml:2: data: expected a mapping of keys"},
       {"name: t\n  data: {\n", "s.yaml:"},
@@ -713,6 +719,55 @@ TEST(ValidateConfig, NamesTheField) {
   EXPECT_THAT(std::string(ValidateConfig(c).message()), HasSubstr("min_lr: min_lr (1) is above"));
 }
 
+// Every rule the worker enforces on a DataSpec (it calls ValidateRunSpec before training).
+TEST(ValidateData, NamesTheField) {
+  ablate::v1::DataSpec d;
+  EXPECT_EQ(ValidateData(d).message(), "data.train: missing (a text file or synthetic:N)");
+  d.set_train("stories.txt");
+  EXPECT_TRUE(ValidateData(d).ok()) << "val, type and vocab unset: train text, bpe, 4096";
+  d.set_val("synthetic:0");
+  EXPECT_EQ(ValidateData(d).message(),
+            "data.val: expected synthetic:N with N a whole number from 1 to 1000000, got "
+            "'synthetic:0'");
+  d.set_val("synthetic:1000000");
+  EXPECT_TRUE(ValidateData(d).ok());
+  d.mutable_tokenizer()->set_type("wordpiece");
+  EXPECT_EQ(ValidateData(d).message(), "data.tokenizer.type: 'wordpiece' is not one of bpe");
+  d.mutable_tokenizer()->set_type("bpe");
+  for (int vocab : {-1, 259, 65536}) {
+    d.mutable_tokenizer()->set_vocab(vocab);
+    EXPECT_THAT(std::string(ValidateData(d).message()),
+                HasSubstr(absl::StrCat("data.tokenizer.vocab: must be between 260 and 65535, got ",
+                                       vocab)));
+  }
+  for (int vocab : {260, 65535}) {
+    d.mutable_tokenizer()->set_vocab(vocab);
+    EXPECT_TRUE(ValidateData(d).ok()) << vocab;
+  }
+}
+
+TEST(ValidateRunSpec, ChecksConfigAndData) {
+  ablate::v1::RunSpec spec;
+  ApplyDefaults(spec.mutable_config());
+  spec.mutable_data()->set_train("synthetic:10");
+  EXPECT_TRUE(ValidateRunSpec(spec).ok());
+  spec.mutable_data()->mutable_tokenizer()->set_vocab(256);
+  EXPECT_THAT(std::string(ValidateRunSpec(spec).message()),
+              HasSubstr("data.tokenizer.vocab: must be between 260"));
+  spec.mutable_data()->mutable_tokenizer()->set_vocab(512);
+  spec.mutable_config()->set_n_head(5);
+  EXPECT_EQ(ValidateRunSpec(spec).message(), "n_head: n_embd (256) is not divisible by n_head (5)");
+}
+
+// Every spec a sweep file expands to passes the worker's check.
+TEST(ValidateRunSpec, AcceptsEveryExpandedRun) {
+  auto sweep = ParseSweep(Sweep("grid: {lr: [0.001, 0.01], n_layer: [1, 2]}\n"), "s.yaml");
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  auto runs = Expand(*sweep);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  for (const auto& run : *runs) EXPECT_TRUE(ValidateRunSpec(run).ok()) << run.cell();
+}
+
 TEST(ParseRunFile, TopLevelSettingsWithDefaults) {
   auto run = ParseRunFile(R"(name: one
 data: {train: synthetic:100, val: synthetic:20, tokenizer: {vocab: 512}}
@@ -749,6 +804,8 @@ TEST(ParseRunFile, Rejections) {
   EXPECT_THAT(RunFileErrorOf("lr: 0.1\n"), HasSubstr("r.yaml:1: data: missing"));
   EXPECT_THAT(RunFileErrorOf(data + "warmup: 5000\n"),
               HasSubstr("r.yaml:2: warmup: warmup (5000) is longer than steps (1000)"));
+  EXPECT_THAT(RunFileErrorOf("data: {train: a, val: b, tokenizer: {vocab: 256}}\n"),
+              HasSubstr("r.yaml:1: data.tokenizer.vocab: must be between 260 and 65535, got 256"));
 }
 
 // Hostile input: every case is refused with FILE:LINE and the field, cheaply, and the message

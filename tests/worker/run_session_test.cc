@@ -267,7 +267,7 @@ TEST_F(RunSessionTest, CompletesOnlyOnceEveryPointIsStored) {
     return Finished(train::Outcome::kSucceeded, 1234);
   });
   EXPECT_EQ(out.end, SessionEnd::kCompleted);
-  EXPECT_EQ(out.detail, "SUCCEEDED");
+  EXPECT_EQ(out.detail, "succeeded");
   const auto rec = server_.record();
   EXPECT_EQ(rec.stored_steps, Steps(1, 1234));
   // One progress line per reported batch, all sent before Complete.
@@ -289,7 +289,7 @@ TEST_F(RunSessionTest, DivergedAndFailedRunsCompleteWithTheirState) {
         return absl::StatusOr<train::TrainResult>(Finished(train::Outcome::kDiverged, 10));
       });
   EXPECT_EQ(diverged.end, SessionEnd::kCompleted);
-  EXPECT_EQ(diverged.detail, "DIVERGED");
+  EXPECT_EQ(diverged.detail, "diverged");
   ASSERT_TRUE(server_.record().complete.has_value());
   EXPECT_EQ(server_.record().complete->state(), v1::DIVERGED);
 
@@ -298,7 +298,7 @@ TEST_F(RunSessionTest, DivergedAndFailedRunsCompleteWithTheirState) {
     return absl::InvalidArgumentError("data file too short for block_size");
   });
   EXPECT_EQ(failed.end, SessionEnd::kCompleted);
-  EXPECT_EQ(failed.detail, "FAILED");
+  EXPECT_EQ(failed.detail, "failed");
   const auto rec = server_.record();
   EXPECT_EQ(rec.complete->state(), v1::FAILED);
   EXPECT_EQ(rec.complete->error(), "data file too short for block_size");

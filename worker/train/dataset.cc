@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/sweep/sweep.h"
 #include "common/util/file.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
@@ -236,6 +237,10 @@ absl::Status EncodeFile(const std::string& model_path, const std::string& text_p
 
 absl::StatusOr<std::string> ResolveTextPath(const std::string& path, const std::string& role,
                                             const std::string& cache_dir) {
+  // The rule the sweep parser applied at submit (common/sweep), so both refuse the same paths.
+  if (absl::Status s = sweep::CheckDataPath(path); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("data.", role, ": ", s.message()));
+  }
   if (std::optional<int64_t> stories = ParseSyntheticPath(path)) {
     const std::string dir = cache_dir + "/synthetic";
     RETURN_IF_ERROR(util::MakeDirs(dir));
@@ -245,10 +250,6 @@ absl::StatusOr<std::string> ResolveTextPath(const std::string& path, const std::
           util::WriteFileAtomically(file, SyntheticCorpus(*stories, SyntheticSeed(role))));
     }
     return file;
-  }
-  if (path.starts_with("synthetic:")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.", role, ": '", path, "': expected synthetic:N with N >= 1"));
   }
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
@@ -294,22 +295,14 @@ absl::StatusOr<std::string> CachedSha256File(const std::string& path) {
   return sha;
 }
 
-absl::Status CheckVocab(int vocab) {
-  if (vocab < 260 || vocab > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tokenizer vocab ", vocab,
-                     " out of range [260, 65535] (byte fallback needs 259 ids; "
-                     "token files are uint16)"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<DatasetLayout> PlanDataset(const std::vector<std::string>& tokenizer_sources,
                                           const std::vector<std::string>& encode, int vocab,
                                           const std::string& cache_dir) {
-  RETURN_IF_ERROR(CheckVocab(vocab));
+  if (absl::Status s = sweep::CheckVocab(vocab); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer vocab: ", s.message()));
+  }
   // Hash each distinct file once: a run without val encodes its train text twice.
   std::map<std::string, std::string> shas;
   auto sha_of = [&](const std::string& path) -> absl::StatusOr<std::string> {
@@ -338,6 +331,8 @@ absl::StatusOr<DatasetLayout> PlanDataset(const std::vector<std::string>& tokeni
 }
 
 absl::StatusOr<RunTexts> ResolveRunTexts(const v1::DataSpec& data, const std::string& cache_dir) {
+  // Every rule on the spec alone, as the sweep parser applied it at submit.
+  RETURN_IF_ERROR(sweep::ValidateData(data));
   RunTexts out;
   ASSIGN_OR_RETURN(out.train_text, ResolveTextPath(data.train(), "train", cache_dir));
   // Without a validation file the model is evaluated on (fixed batches of) the training text.
@@ -345,12 +340,7 @@ absl::StatusOr<RunTexts> ResolveRunTexts(const v1::DataSpec& data, const std::st
   if (!data.val().empty()) {
     ASSIGN_OR_RETURN(out.val_text, ResolveTextPath(data.val(), "val", cache_dir));
   }
-  const std::string& tokenizer = data.tokenizer().type();
-  if (!tokenizer.empty() && tokenizer != "bpe") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("data.tokenizer.type: '", tokenizer, "' is not supported (bpe)"));
-  }
-  out.vocab = data.tokenizer().vocab() > 0 ? data.tokenizer().vocab() : 4096;
+  out.vocab = data.tokenizer().vocab() != 0 ? data.tokenizer().vocab() : sweep::kDefaultVocab;
   return out;
 }
 

@@ -57,7 +57,7 @@ struct PrepareStats {
 };
 
 // A run's data: the text behind data.train and data.val (val is the train text when unset) and
-// the vocabulary size. Refuses a tokenizer type other than bpe, naming the field.
+// the vocabulary size. Refuses a spec that sweep::ValidateData refuses, naming the field.
 struct RunTexts {
   std::string train_text;
   std::string val_text;

@@ -497,8 +497,9 @@ absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOp
                                   TrainObserver* observer) {
   ablate::v1::RunSpec complete = spec;
   ablate::sweep::ApplyDefaults(complete.mutable_config());
-  if (absl::Status s = ablate::sweep::ValidateConfig(complete.config()); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid run config: ", s.message()));
+  // The checks the sweep parser made at submit: the same function, so they cannot drift.
+  if (absl::Status s = ablate::sweep::ValidateRunSpec(complete); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("invalid run spec: ", s.message()));
   }
   try {
     Run run(complete, options, observer);
