@@ -75,6 +75,10 @@ absl::Status CheckDaemonOptions(const DaemonOptions& o) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be between 0 (all cores) and 4096 (got ", o.threads, ")"));
   }
+  if (!(o.min_step_seconds >= 0 && o.min_step_seconds <= 60)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--test-min-step-ms must be between 0 and 60000 (got ", o.min_step_seconds * 1000, ")"));
+  }
   if (o.max_runs < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--max-runs must be >= 0 (0: never stop; got ", o.max_runs, ")"));
@@ -171,6 +175,11 @@ int RunDaemon(const DaemonOptions& options) {
   sopts.work_dir = options.work_dir;
   sopts.device = options.device;
   sopts.threads = threads_per_slot;
+  sopts.min_step_seconds = options.min_step_seconds;
+  if (options.min_step_seconds > 0) {
+    spdlog::warn("test pacing: every training step lasts at least {} ms (--test-min-step-ms)",
+                 options.min_step_seconds * 1000);
+  }
   sopts.heartbeat_seconds = HeartbeatSeconds(reg->lease_seconds());
   sopts.shutdown = &g_shutdown;
   sopts.train = train::Train;

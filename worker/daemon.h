@@ -22,6 +22,9 @@ struct DaemonOptions {
   double lease_wait_seconds = 30;
   int max_runs = 0;             // stop after this many runs (0: never); for scripts and benches
   bool exit_when_idle = false;  // stop when a long-poll returns no run
+  // Hidden --test-min-step-ms: every training step lasts at least this long (the e2e fault tests'
+  // long-in-wall-time, cheap-in-CPU runs; train::TrainOptions::min_step_seconds). 0: off.
+  double min_step_seconds = 0;
 };
 
 // INVALID_ARGUMENT naming the flag for any option out of range (NaN included), and

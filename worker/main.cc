@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
   app.add_option("--lease-wait", daemon.lease_wait_seconds, "Long-poll seconds per Lease call");
   app.add_option("--max-runs", daemon.max_runs, "Exit after this many runs (0: never)");
   app.add_flag("--exit-when-idle", daemon.exit_when_idle, "Exit when no run is left to lease");
+  // Hidden (no help group): a test option, never a way to run a fleet.
+  double test_min_step_ms = 0;
+  app.add_option("--test-min-step-ms", test_min_step_ms,
+                 "Every training step lasts at least this long (tests only)")
+      ->group("");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error");
 
@@ -103,6 +108,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   daemon.client = *client;
+  daemon.min_step_seconds = test_min_step_ms / 1000;
   spdlog::set_level(spdlog::level::from_str(log_level));
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (*train_cmd) return ablate::train::RunTrainCommand(train);

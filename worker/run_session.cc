@@ -378,6 +378,7 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
   topts.cache_dir = (fs::path(opts_.work_dir) / "cache").string();
   topts.resume_from = resume_path;
   topts.threads = opts_.threads;
+  topts.min_step_seconds = opts_.min_step_seconds;
   spdlog::info("run {} attempt {}: {} seed {}{}", lease_.run_id(), lease_.attempt(), spec.cell(),
                spec.config().seed(),
                resume_path.empty()

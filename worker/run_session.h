@@ -39,6 +39,7 @@ struct SessionOptions {
   std::string work_dir;  // datasets/, cache/, runs/, spool/
   std::string device = "auto";
   int threads = 0;
+  double min_step_seconds = 0;  // train::TrainOptions::min_step_seconds (tests only)
   double heartbeat_seconds = 10;
   const std::atomic<bool>* shutdown = nullptr;  // SIGTERM/SIGINT: checkpoint, hand back, stop
   TrainFn train;

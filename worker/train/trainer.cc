@@ -19,6 +19,7 @@
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -123,9 +124,14 @@ absl::Status CheckSameConfig(const std::string& path, ablate::v1::RunConfig save
       report));
 }
 
-class Run {
+// One call of Train: Setup() builds the data, model, optimizer and (when resuming) restores the
+// training state; Execute() is the step loop (measure, forward/backward, clip, checkpoint when
+// due or asked to stop, optimizer step) and ends in a result. docs/architecture.md, "The training
+// loop", names the order of a step and why.
+class TrainingLoop {
  public:
-  Run(const ablate::v1::RunSpec& spec, const TrainOptions& options, TrainObserver* observer)
+  TrainingLoop(const ablate::v1::RunSpec& spec, const TrainOptions& options,
+               TrainObserver* observer)
       : spec_(spec), config_(spec_.config()), options_(options), observer_(observer) {}
 
   absl::StatusOr<TrainResult> Execute();
@@ -178,7 +184,7 @@ class Run {
   std::map<std::string, double> last_probes_;
 };
 
-absl::Status Run::Setup() {
+absl::Status TrainingLoop::Setup() {
   if (options_.out_dir.empty()) return absl::InvalidArgumentError("no output directory given");
   if (observer_ == nullptr) observer_ = &null_observer_;
   const std::string cache_dir =
@@ -266,8 +272,8 @@ absl::Status Run::Setup() {
   return absl::OkStatus();
 }
 
-void Run::Point(std::vector<MetricPoint>* points, int64_t step, const std::string& name,
-                double value) const {
+void TrainingLoop::Point(std::vector<MetricPoint>* points, int64_t step, const std::string& name,
+                         double value) const {
   MetricPoint& p = points->emplace_back();
   p.set_step(step);
   p.set_name(name);
@@ -275,7 +281,7 @@ void Run::Point(std::vector<MetricPoint>* points, int64_t step, const std::strin
   p.set_time(UnixNow());
 }
 
-void Run::Emit(std::vector<MetricPoint>* points) {
+void TrainingLoop::Emit(std::vector<MetricPoint>* points) {
   if (points->empty()) return;
   observer_->OnMetrics(*points);
   // A full disk must not kill a run the server is also recording; the local log is best effort.
@@ -283,7 +289,7 @@ void Run::Emit(std::vector<MetricPoint>* points) {
   points->clear();
 }
 
-double Run::TrainForward(bool final_step) {
+double TrainingLoop::TrainForward(bool final_step) {
   std::vector<Batch> micro_batches;
   for (int micro = 0; micro < std::max(1, config_.grad_accum()); ++micro) {
     micro_batches.push_back(sampler_->Next(config_.batch_size(), device_));
@@ -318,8 +324,8 @@ double Run::TrainForward(bool final_step) {
   return loss;
 }
 
-absl::Status Run::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
-                             const torch::Tensor& torch_rng, TrainResult* result) {
+absl::Status TrainingLoop::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
+                                      const torch::Tensor& torch_rng, TrainResult* result) {
   const std::string path = CheckpointPath(checkpoint_dir_, step);
   RETURN_IF_ERROR(SaveState(path, step, sampler, torch_rng,
                             prior_wall_seconds_ + result->result.wall_seconds()));
@@ -329,9 +335,9 @@ absl::Status Run::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sample
   return absl::OkStatus();
 }
 
-absl::Status Run::SaveState(const std::string& path, int64_t step,
-                            const std::array<uint64_t, 4>& sampler, const torch::Tensor& torch_rng,
-                            double wall_seconds) {
+absl::Status TrainingLoop::SaveState(const std::string& path, int64_t step,
+                                     const std::array<uint64_t, 4>& sampler,
+                                     const torch::Tensor& torch_rng, double wall_seconds) {
   CheckpointState state;
   state.step = step;
   state.sampler = sampler;
@@ -345,7 +351,8 @@ absl::Status Run::SaveState(const std::string& path, int64_t step,
   return SaveCheckpoint(path, *model_, *optimizer_, state);
 }
 
-ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_t tokens) const {
+ablate::v1::RunResult TrainingLoop::MakeResult(int64_t step, double train_seconds,
+                                               int64_t tokens) const {
   const LossTrackerState& t = tracker_->state();
   ablate::v1::RunResult r;
   r.set_initial_loss(t.initial_loss);
@@ -381,7 +388,7 @@ ablate::v1::RunResult Run::MakeResult(int64_t step, double train_seconds, int64_
   return r;
 }
 
-absl::StatusOr<TrainResult> Run::Execute() {
+absl::StatusOr<TrainResult> TrainingLoop::Execute() {
   const auto started = Clock::now();
   RETURN_IF_ERROR(Setup());
   (*model_)->train();
@@ -396,6 +403,7 @@ absl::StatusOr<TrainResult> Run::Execute() {
   int64_t tokens = 0, interval_tokens = 0;
   int64_t s = start_step_;
   for (;; ++s) {
+    const auto iteration_started = Clock::now();
     // Measurements at step s: the same for a fresh and a resumed run, except that a resumed run
     // does not report its checkpoint's step again.
     const bool report = !(resumed_ && s == start_step_);
@@ -465,6 +473,12 @@ absl::StatusOr<TrainResult> Run::Execute() {
     interval_seconds += update_seconds;
     tokens += tokens_per_step;
     interval_tokens += tokens_per_step;
+    if (options_.min_step_seconds > 0) {
+      // Paced (TrainOptions::min_step_seconds): the wait is neither training time nor tokens/s.
+      std::this_thread::sleep_until(iteration_started +
+                                    std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(options_.min_step_seconds)));
+    }
   }
 
   result.outcome = tracker_->state().diverged ? Outcome::kDiverged : Outcome::kSucceeded;
@@ -502,8 +516,8 @@ absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOp
     return absl::InvalidArgumentError(absl::StrCat("invalid run spec: ", s.message()));
   }
   try {
-    Run run(complete, options, observer);
-    return run.Execute();
+    TrainingLoop loop(complete, options, observer);
+    return loop.Execute();
   } catch (const c10::Error& e) {
     // LibTorch reports shape errors, out-of-memory and the like as c10::Error, whose what()
     // carries a C++ stack trace: the run's error is the cause alone, the trace goes to the

@@ -18,6 +18,9 @@ struct TrainOptions {
   std::string cache_dir;        // tokenizer models and token files, keyed by content hash
   std::string resume_from;      // checkpoint file to resume from; empty = start fresh
   int threads = 0;              // 0 = all cores; on the CPU a step's batch is split over them
+  // Each step takes at least this long: the loop sleeps out the rest. For fault-injection tests
+  // (tests/e2e), whose runs must last long in wall time while costing little CPU; 0 = off.
+  double min_step_seconds = 0;
 };
 
 // All callbacks run on the training thread, so an observer needs no locking of its own unless it
