@@ -27,12 +27,36 @@ WORKER = os.path.join(BIN, "worker", "ablate-worker")
 CLI = os.path.join(BIN, "client", "ablate")
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_handed_out = set()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A loopback port free now, for a process this test starts next. Taken below the kernel's
+    ephemeral range: a port the kernel picked (bind to 0) may be handed to any outgoing connection
+    before our process binds it, which with tests running side by side happens; a port outside the
+    range is only ever taken by someone asking for it by number."""
+    low = min(_ephemeral_low(), 65536)
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(10000, low) if low > 11000 else rng.randrange(1024, 65536)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 def wait_for(pred, timeout, what, interval=0.1):
@@ -135,9 +159,10 @@ class Proxy:
 
 
 class Stack:
-    def __init__(self, lease_seconds=3, data_dir=None, own_postgres=False):
+    def __init__(self, lease_seconds=3, data_dir=None, own_postgres=False, pace_ms=0):
         self.dir = tempfile.mkdtemp(prefix="ablate-e2e-")
         self.lease_seconds = lease_seconds
+        self.pace_ms = pace_ms
         self.data_dir = data_dir or self.dir
         self.procs = {}
         self.logs = {}
@@ -222,6 +247,8 @@ class Stack:
         work = os.path.join(self.dir, name)
         argv = [WORKER, "--server", addr, "--token", self.worker_token, "--device", "cpu", "--work-dir", work,
                 "--name", name, "--threads", str(threads), "--lease-wait", "5", *extra]
+        if self.pace_ms:
+            argv += ["--test-min-step-ms", str(self.pace_ms)]
         self.workers.add(name)
         return self._spawn(name, argv)
 

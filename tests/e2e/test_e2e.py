@@ -28,14 +28,23 @@ from harness import free_port as harness_free_port  # noqa: E402
 # A tiny model on the generated corpus, so the test needs no downloaded data.
 TINY = """
 data: {{train: "synthetic:3000", val: "synthetic:300", tokenizer: {{type: bpe, vocab: 512}}}}
-fixed: {{n_embd: 48, n_head: 2, block_size: 48, batch_size: 8, steps: {steps}, warmup: 10,
+fixed: {{{model}, steps: {steps}, warmup: 10,
         eval_every: {eval_every}, eval_batches: 2, probe_every: 20, log_every: 1,
         checkpoint_every: {ckpt}}}
 """
+# The smallest model the trainer takes (~2 ms a step on one core): what the plumbing tests train.
+# Paced by the worker (E2E.pace_ms), a run lasts as long as its assertions need in wall time while
+# costing little CPU, so the e2e tests can run side by side without slowing each other down.
+SMALLEST = {"n_embd": 16, "n_head": 2, "n_layer": 1, "block_size": 16, "batch_size": 2}
+# One that learns, and diverges at a high learning rate, in 40 steps (e2e.Refinement).
+LEARNS = {"n_embd": 48, "n_head": 2, "block_size": 48, "batch_size": 8}
 
 
-def sweep_file(stack, name, grid, steps=60, ckpt=20, eval_every=20, extra=""):
-    body = f"name: {name}\n" + TINY.format(steps=steps, ckpt=ckpt, eval_every=eval_every) + "grid:\n"
+def sweep_file(stack, name, grid, steps=60, ckpt=20, eval_every=20, extra="", model=SMALLEST):
+    # A grid axis (n_layer, say) overrides the model's fixed value.
+    fixed = ", ".join(f"{k}: {v}" for k, v in model.items() if k not in grid)
+    body = (f"name: {name}\n" + TINY.format(model=fixed, steps=steps, ckpt=ckpt, eval_every=eval_every)
+            + "grid:\n")
     for k, v in grid.items():
         body += f"  {k}: {v}\n"
     return write_sweep(stack.dir, name, body + extra)
@@ -56,9 +65,12 @@ def assert_series_whole(test, stack, run, name="train_loss", first=1, last=None)
 
 class E2E(unittest.TestCase):
     lease_seconds = 3
+    # Every training step of the stack's workers lasts at least this long (ablate-worker's hidden
+    # --test-min-step-ms): 100 steps a second, whatever else the machine runs.
+    pace_ms = 10
 
     def setUp(self):
-        self.stack = Stack(lease_seconds=self.lease_seconds)
+        self.stack = Stack(lease_seconds=self.lease_seconds, pace_ms=self.pace_ms)
 
     def tearDown(self):
         failed = any(err for _, err in (self._outcome.result.errors + self._outcome.result.failures)
@@ -140,6 +152,8 @@ class SweepLifecycle(E2E):
 
 
 class Refinement(E2E):
+    pace_ms = 0  # 40-step runs: the learning, not the wall time, is what this test needs
+
     def test_a_refined_sweep_on_a_replica_pair_bisects_the_max_stable_bracket_once(self):
         """Two replicas, a worker on each: the base grid finds a decade-wide max-stable bracket,
         the servers add its geometric midpoint once per seed (round 1), and then stop, since
@@ -154,7 +168,7 @@ class Refinement(E2E):
                  "refine: {axis: lr, boundaries: [max_stable], until_ratio: 3.5, max_new_runs: 6}\n"
                  "prune: {above_divergence: true}\n")
         path = sweep_file(s, "e2e-refine", {"lr": "{logspace: {min: 1.0e-3, max: 10, per_decade: 1}}",
-                                            "seed": "[0, 1]"}, steps=40, extra=extra)
+                                            "seed": "[0, 1]"}, steps=40, extra=extra, model=LEARNS)
         self.sweep_id = s.submit(path)
         runs = s.wait_sweep_done(self.sweep_id, 600)
         base = [r for r in runs if int(r.get("refine_round", 0)) == 0]
@@ -212,11 +226,11 @@ class Failures(E2E):
         s = self.stack
         s.start_server()
         s.start_worker("w1")
-        self.sweep_id = s.submit(sweep_file(s, "e2e-kill", {"seed": "[0]"}, steps=1500, ckpt=100,
+        self.sweep_id = s.submit(sweep_file(s, "e2e-kill", {"seed": "[0]"}, steps=800, ckpt=100,
                                             eval_every=250))
         run = wait_for(self.first_running, 120, "the run to start")
         run_id = int(run["id"])
-        wait_for(lambda: self.run_step(run_id)[0] >= 350, 300, "the run to pass step 350")
+        wait_for(lambda: self.run_step(run_id)[0] >= 250, 300, "the run to pass step 250")
         s.stop("w1", signal.SIGKILL)
         s.start_worker("w2")
         runs = s.wait_sweep_done(self.sweep_id, 600)
@@ -225,13 +239,13 @@ class Failures(E2E):
         self.assertEqual(int(r["attempt"]), 2)
         self.assertEqual(r["worker"], "w2")
         self.assertRegex(s.log("w2"), r"resuming at step [1-9]\d*00\b")
-        assert_series_whole(self, s, run_id, first=1, last=1500)
+        assert_series_whole(self, s, run_id, first=1, last=800)
 
     def test_sigterm_hands_the_run_back_at_once(self):
         s = self.stack
         s.start_server()
         s.start_worker("w1")
-        self.sweep_id = s.submit(sweep_file(s, "e2e-term", {"seed": "[0]"}, steps=1200, ckpt=400,
+        self.sweep_id = s.submit(sweep_file(s, "e2e-term", {"seed": "[0]"}, steps=400, ckpt=200,
                                             eval_every=400))
         run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
         wait_for(lambda: self.run_step(run_id)[0] >= 50, 300, "the run to pass step 50")
@@ -243,13 +257,13 @@ class Failures(E2E):
         s.start_worker("w2")
         runs = s.wait_sweep_done(self.sweep_id, 600)
         self.assertEqual(runs[0]["state"], "succeeded")
-        assert_series_whole(self, s, run_id, first=1, last=1200)
+        assert_series_whole(self, s, run_id, first=1, last=400)
 
     def test_server_restart_loses_no_run_and_no_metric(self):
         s = self.stack
         s.start_server()
         s.start_worker("w1")
-        self.sweep_id = s.submit(sweep_file(s, "e2e-restart", {"seed": "[0, 1]"}, steps=600, ckpt=100,
+        self.sweep_id = s.submit(sweep_file(s, "e2e-restart", {"seed": "[0, 1]"}, steps=300, ckpt=100,
                                             eval_every=200))
         run_id = int(wait_for(self.first_running, 120, "a run to start")["id"])
         wait_for(lambda: self.run_step(run_id)[0] >= 100, 300, "the run to pass step 100")
@@ -259,7 +273,7 @@ class Failures(E2E):
         runs = s.wait_sweep_done(self.sweep_id, 600)
         self.assertEqual([r["state"] for r in runs], ["succeeded", "succeeded"])
         for r in runs:
-            assert_series_whole(self, s, int(r["id"]), first=1, last=600)
+            assert_series_whole(self, s, int(r["id"]), first=1, last=300)
 
 
 class CrashFaults(E2E):
@@ -304,7 +318,7 @@ class PostgresCrash(CrashFaults):
     lease_seconds = 30
 
     def setUp(self):
-        self.stack = Stack(lease_seconds=self.lease_seconds, own_postgres=True)
+        self.stack = Stack(lease_seconds=self.lease_seconds, own_postgres=True, pace_ms=self.pace_ms)
 
     def test_postgres_immediate_stop_and_recovery_under_a_live_sweep(self):
         s = self.stack
@@ -351,7 +365,7 @@ class NetworkCut(E2E):
         s.start_server()
         s.start_proxy()
         s.start_worker("w1", via_proxy=True)
-        self.sweep_id = s.submit(sweep_file(s, "e2e-cut", {"seed": "[0]"}, steps=1500, ckpt=500,
+        self.sweep_id = s.submit(sweep_file(s, "e2e-cut", {"seed": "[0]"}, steps=1000, ckpt=500,
                                             eval_every=500))
         run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
         wait_for(lambda: self.run_step(run_id)[0] >= 100, 300, "the run to pass step 100")
@@ -364,7 +378,7 @@ class NetworkCut(E2E):
         # The data decides: every step stored exactly once, although the worker spooled through
         # the cut. Whether the sender or the end-of-run drain replayed the spool depends on when
         # the run ended; both say so, so the log lines hold either way.
-        assert_series_whole(self, s, run_id, first=1, last=1500)
+        assert_series_whole(self, s, run_id, first=1, last=1000)
         log = s.log("w1")
         self.assertIn("spooling to disk", log)
         self.assertIn("replaying", log)
@@ -378,7 +392,7 @@ class LeaseLostWhileCutOff(E2E):
         s.start_server()
         s.start_proxy()
         s.start_worker("w1", via_proxy=True)
-        self.sweep_id = s.submit(sweep_file(s, "e2e-lost", {"seed": "[0]"}, steps=2000, ckpt=100,
+        self.sweep_id = s.submit(sweep_file(s, "e2e-lost", {"seed": "[0]"}, steps=1200, ckpt=100,
                                             eval_every=500))
         run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
         wait_for(lambda: self.run_step(run_id)[0] >= 250, 300, "the run to pass step 250")
@@ -391,7 +405,7 @@ class LeaseLostWhileCutOff(E2E):
         self.assertEqual(int(runs[0]["attempt"]), 2)
         self.assertRegex(s.log("w1"), r"lease lost")
         self.assertRegex(s.log("w1"), r"resuming at step [1-9]\d*00\b")
-        assert_series_whole(self, s, run_id, first=1, last=2000)
+        assert_series_whole(self, s, run_id, first=1, last=1200)
 
 
 class Observability(E2E):
@@ -440,7 +454,7 @@ class Slots(E2E):
 
     def test_one_worker_trains_two_runs_at_once_and_stores_each_once(self):
         s = self.stack
-        ids = self.start_two_slots("e2e-slots", steps=1500, ckpt=500)
+        ids = self.start_two_slots("e2e-slots", steps=600, ckpt=500)
         held = s.sql("SELECT string_agg(id::text, ',' ORDER BY id) FROM runs "
                      "WHERE state IN ('leased', 'running') AND worker_id = "
                      "(SELECT id FROM workers WHERE name = 'w1')")
@@ -455,7 +469,7 @@ class Slots(E2E):
         for r in runs:
             self.assertEqual(int(r["attempt"]), 1, "a slot's lease must not fence the other's")
             self.assertEqual(r["worker"], "w1")
-            assert_series_whole(self, s, int(r["id"]), first=1, last=1500)
+            assert_series_whole(self, s, int(r["id"]), first=1, last=600)
         log = s.log("w1")
         self.assertIn("2 slots of 1 thread(s)", log)
         self.assertIn("[slot 0]", log)
@@ -1009,7 +1023,7 @@ class WatchTerminal(E2E):
         s.start_worker("a-worker-with-a-rather-long-name")
         self.sweep_id = s.submit(sweep_file(s, "e2e-watch-with-a-long-sweep-name",
                                             {"qk_norm": "[none]", "lr": "[1.0e-3, 2.0e-3]",
-                                             "n_layer": "[1]"}, steps=3000, ckpt=1500,
+                                             "n_layer": "[1]"}, steps=800, ckpt=400,
                                             eval_every=1000))
         watch = [CLI, "--server", s.server_addr, "--token", s.user_token, "watch", str(self.sweep_id),
                  "--interval", "0.2"]
@@ -1050,7 +1064,7 @@ class FleetData(E2E):
         for name in ("tinystories_train.txt", "tinystories_valid.txt"):
             shutil.copy(os.path.join(SRC, "examples", "data", name), data)
         self.data_dir = data
-        self.stack = Stack(lease_seconds=self.lease_seconds, data_dir=data)
+        self.stack = Stack(lease_seconds=self.lease_seconds, data_dir=data, pace_ms=self.pace_ms)
 
     def tearDown(self):
         super().tearDown()
