@@ -34,10 +34,24 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
+// Every directory TempDir makes is removed when the test binary exits, so a run of the suite
+// leaves nothing behind in /tmp.
+struct TempDirs {
+  std::vector<std::string> made;
+  ~TempDirs() {
+    for (const auto& dir : made) {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  }
+};
+
 std::string TempDir() {
+  static TempDirs dirs;
   std::string pattern = ::testing::TempDir() + "ablate_report_XXXXXX";
   char* dir = mkdtemp(pattern.data());
   EXPECT_NE(dir, nullptr);
+  dirs.made.push_back(pattern);
   return pattern;
 }
 
