@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "server/reaper.h"
 #include "server/store/db.h"
+#include "server/store/ingest_store.h"
 #include "server/store/migrator.h"
 #include "server/store/notifier.h"
 #include "server/store/notify_batcher.h"
@@ -38,6 +39,7 @@ struct Server::Impl {
   std::unique_ptr<NotifyBatcher> notes;
   std::unique_ptr<QueueStore> queue;
   std::unique_ptr<RunTransitions> runs;
+  std::unique_ptr<IngestStore> ingest;
   std::unique_ptr<SweepStore> sweeps;
   std::unique_ptr<TokenStore> tokens;
   std::unique_ptr<StatsStore> stats;
@@ -147,6 +149,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->notes->Start();
   impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
   impl->runs = std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds);
+  impl->ingest = std::make_unique<IngestStore>(impl->db.get(), impl->notes.get());
   impl->sweeps = std::make_unique<SweepStore>(impl->db.get(), o.lease_seconds);
   impl->tokens = std::make_unique<TokenStore>(impl->db.get());
   impl->stats = std::make_unique<StatsStore>(impl->db.get(), o.lease_seconds);
@@ -166,6 +169,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   deps.options = &impl->options;
   deps.queue = impl->queue.get();
   deps.runs = impl->runs.get();
+  deps.ingest = impl->ingest.get();
   deps.sweeps = impl->sweeps.get();
   deps.auth = impl->auth.get();
   deps.broker = impl->broker.get();

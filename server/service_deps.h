@@ -8,6 +8,7 @@
 #include "server/lease_broker.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/store/ingest_store.h"
 #include "server/store/prepared_store.h"
 #include "server/store/queue_store.h"
 #include "server/store/run_transitions.h"
@@ -20,6 +21,7 @@ struct ServiceDeps {
   const ServerOptions* options = nullptr;
   QueueStore* queue = nullptr;
   RunTransitions* runs = nullptr;
+  IngestStore* ingest = nullptr;
   SweepStore* sweeps = nullptr;
   Authenticator* auth = nullptr;
   LeaseBroker* broker = nullptr;
