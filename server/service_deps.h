@@ -12,6 +12,7 @@
 #include "server/store/prepared_store.h"
 #include "server/store/queue_store.h"
 #include "server/store/run_transitions.h"
+#include "server/store/sweep_reads.h"
 #include "server/store/sweep_store.h"
 #include "server/watch_hub.h"
 
@@ -23,6 +24,7 @@ struct ServiceDeps {
   RunTransitions* runs = nullptr;
   IngestStore* ingest = nullptr;
   SweepStore* sweeps = nullptr;
+  SweepReads* sweep_reads = nullptr;
   Authenticator* auth = nullptr;
   LeaseBroker* broker = nullptr;
   WatchHub* hub = nullptr;
