@@ -3,14 +3,32 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "server/store/statements.h"
 
 namespace ablate::server::pg {
 namespace {
+
+// What a statement reads: its text after the leading comment, up to the outer WHERE (columns,
+// joins, LATERAL counts). The decoders below read one row shape each, and two statements return
+// each shape. One copy of it would take a view, that is a migration; until then the copies are
+// checked to stay the same.
+constexpr std::string_view RowShape(std::string_view sql) {
+  while (sql.starts_with("--") && sql.find('\n') != std::string_view::npos) {
+    sql.remove_prefix(sql.find('\n') + 1);
+  }
+  return sql.substr(0, sql.find("\nWHERE "));
+}
+static_assert(RowShape(sql::Name("runs_list").text()) ==
+                  RowShape(sql::Name("refine_load_runs").text()),
+              "runs_list and refine_load_runs must select the columns RunFromRow reads");
+static_assert(RowShape(sql::Name("sweep_get").text()) == RowShape(sql::Name("sweep_list").text()),
+              "sweep_get and sweep_list must select the columns SweepFromRow reads");
 
 template <typename T, typename F>
 std::string Join(const std::vector<T>& values, F&& format) {
