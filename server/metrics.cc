@@ -130,7 +130,7 @@ void ServerMetrics::GaugeSet::End() {
   }
 }
 
-absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
+absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   auto active = sweeps->List(100000, /*active_only=*/true);
   if (!active.ok()) return active.status();
   auto runs = stats->ActiveRuns();
@@ -192,7 +192,7 @@ absl::Status ServerMetrics::Refresh(SweepStore* sweeps, StatsStore* stats) {
   return absl::OkStatus();
 }
 
-void ServerMetrics::StartRefresh(SweepStore* sweeps, StatsStore* stats,
+void ServerMetrics::StartRefresh(SweepReads* sweeps, StatsStore* stats,
                                  std::chrono::milliseconds interval) {
   refresher_.Start(interval, [this, sweeps, stats] {
     absl::Status s = Refresh(sweeps, stats);

@@ -25,7 +25,7 @@
 #include "prometheus/registry.h"
 #include "server/periodic.h"
 #include "server/store/stats_store.h"
-#include "server/store/sweep_store.h"
+#include "server/store/sweep_reads.h"
 
 namespace ablate::server {
 
@@ -43,9 +43,9 @@ class ServerMetrics {
   void ObserveRpc(const std::string& method, double seconds);
 
   // Reads the state gauges from the database now.
-  absl::Status Refresh(SweepStore* sweeps, StatsStore* stats);
+  absl::Status Refresh(SweepReads* sweeps, StatsStore* stats);
   // Refreshes every `interval` on a background thread until Stop().
-  void StartRefresh(SweepStore* sweeps, StatsStore* stats, std::chrono::milliseconds interval);
+  void StartRefresh(SweepReads* sweeps, StatsStore* stats, std::chrono::milliseconds interval);
   void Stop() { refresher_.Stop(); }
 
   prometheus::Registry& registry() { return *registry_; }

@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "server/reaper.h"
 #include "server/store/db.h"
+#include "server/store/ingest_store.h"
 #include "server/store/migrator.h"
 #include "server/store/notifier.h"
 #include "server/store/notify_batcher.h"
@@ -23,6 +24,7 @@
 #include "server/store/queue_store.h"
 #include "server/store/run_transitions.h"
 #include "server/store/stats_store.h"
+#include "server/store/sweep_reads.h"
 #include "server/store/sweep_store.h"
 #include "server/store/token_store.h"
 #include "server/sweep_service.h"
@@ -38,7 +40,9 @@ struct Server::Impl {
   std::unique_ptr<NotifyBatcher> notes;
   std::unique_ptr<QueueStore> queue;
   std::unique_ptr<RunTransitions> runs;
+  std::unique_ptr<IngestStore> ingest;
   std::unique_ptr<SweepStore> sweeps;
+  std::unique_ptr<SweepReads> sweep_reads;
   std::unique_ptr<TokenStore> tokens;
   std::unique_ptr<StatsStore> stats;
   std::unique_ptr<PreparedStore> prepared;
@@ -147,7 +151,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->notes->Start();
   impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
   impl->runs = std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds);
-  impl->sweeps = std::make_unique<SweepStore>(impl->db.get(), o.lease_seconds);
+  impl->ingest = std::make_unique<IngestStore>(impl->db.get(), impl->notes.get());
+  impl->sweeps = std::make_unique<SweepStore>(impl->db.get());
+  impl->sweep_reads = std::make_unique<SweepReads>(impl->db.get(), o.lease_seconds);
   impl->tokens = std::make_unique<TokenStore>(impl->db.get());
   impl->stats = std::make_unique<StatsStore>(impl->db.get(), o.lease_seconds);
   impl->prepared = std::make_unique<PreparedStore>(impl->db.get(), o.prepare_claim_seconds);
@@ -166,7 +172,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   deps.options = &impl->options;
   deps.queue = impl->queue.get();
   deps.runs = impl->runs.get();
+  deps.ingest = impl->ingest.get();
   deps.sweeps = impl->sweeps.get();
+  deps.sweep_reads = impl->sweep_reads.get();
   deps.auth = impl->auth.get();
   deps.broker = impl->broker.get();
   deps.hub = impl->hub.get();
@@ -225,7 +233,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                                std::chrono::milliseconds(static_cast<int64_t>(reap * 1000)));
   impl->reaper->Start();
   impl->metrics->StartRefresh(
-      impl->sweeps.get(), impl->stats.get(),
+      impl->sweep_reads.get(), impl->stats.get(),
       std::chrono::milliseconds(static_cast<int64_t>(o.stats_interval_seconds * 1000)));
   impl->grpc_server->GetHealthCheckService()->SetServingStatus(true);
   spdlog::info("serving listen={} port={} tls={} auth={} lease_seconds={} metrics={}", o.listen,

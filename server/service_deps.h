@@ -8,9 +8,11 @@
 #include "server/lease_broker.h"
 #include "server/metrics.h"
 #include "server/options.h"
+#include "server/store/ingest_store.h"
 #include "server/store/prepared_store.h"
 #include "server/store/queue_store.h"
 #include "server/store/run_transitions.h"
+#include "server/store/sweep_reads.h"
 #include "server/store/sweep_store.h"
 #include "server/watch_hub.h"
 
@@ -20,7 +22,9 @@ struct ServiceDeps {
   const ServerOptions* options = nullptr;
   QueueStore* queue = nullptr;
   RunTransitions* runs = nullptr;
+  IngestStore* ingest = nullptr;
   SweepStore* sweeps = nullptr;
+  SweepReads* sweep_reads = nullptr;
   Authenticator* auth = nullptr;
   LeaseBroker* broker = nullptr;
   WatchHub* hub = nullptr;

@@ -151,10 +151,10 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
 grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetSweepRequest* req,
                                         v1::GetSweepResponse* resp) {
   return guard_.Run(*ctx, "GetSweep", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(const int64_t id, d_.sweeps->Resolve(req->sweep()));
-    ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweeps->Get(id));
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
+    ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
     if (req->include_runs()) {
-      ASSIGN_OR_RETURN(auto runs, d_.sweeps->ListRuns(id, {}, 0));
+      ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}, 0));
       for (auto& r : runs) *resp->add_runs() = std::move(r);
     }
     return absl::OkStatus();
@@ -165,7 +165,7 @@ grpc::Status SweepServiceImpl::ListSweeps(grpc::ServerContext* ctx,
                                           const v1::ListSweepsRequest* req,
                                           v1::ListSweepsResponse* resp) {
   return guard_.Run(*ctx, "ListSweeps", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(auto list, d_.sweeps->List(req->limit(), req->active_only()));
+    ASSIGN_OR_RETURN(auto list, d_.sweep_reads->List(req->limit(), req->active_only()));
     for (auto& s : list) *resp->add_sweeps() = std::move(s);
     return absl::OkStatus();
   });
@@ -175,7 +175,7 @@ grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext* ctx,
                                            const v1::CancelSweepRequest* req,
                                            v1::CancelSweepResponse* resp) {
   return guard_.Run(*ctx, "CancelSweep", [&](const Caller& caller) -> absl::Status {
-    ASSIGN_OR_RETURN(const int64_t id, d_.sweeps->Resolve(req->sweep()));
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
     ASSIGN_OR_RETURN(const int n,
                      d_.runs->Cancel(id, {req->run_ids().begin(), req->run_ids().end()}));
     resp->set_cancelled(n);
@@ -187,7 +187,7 @@ grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext* ctx,
 grpc::Status SweepServiceImpl::RetryRuns(grpc::ServerContext* ctx, const v1::RetryRunsRequest* req,
                                          v1::RetryRunsResponse* resp) {
   return guard_.Run(*ctx, "RetryRuns", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(const int64_t id, d_.sweeps->Resolve(req->sweep()));
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
     ASSIGN_OR_RETURN(const int n, d_.runs->Retry(id, {req->run_ids().begin(), req->run_ids().end()},
                                                  States(req->states())));
     resp->set_requeued(n);
@@ -203,20 +203,20 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
       d_.executor, d_.hub, std::chrono::milliseconds(static_cast<int64_t>(interval * 1000)),
       kIdlePoll, [this, ctx, req]() -> absl::StatusOr<Stream::Plan> {
         if (auto a = guard_.Authorize(*ctx, "WatchSweep"); !a.ok()) return a.status();
-        auto id = d_.sweeps->Resolve(req->sweep());
+        auto id = d_.sweep_reads->Resolve(req->sweep());
         if (!id.ok()) return id.status();
         const int64_t sweep_id = *id;
         // Only changes are sent: a re-read identical to the last update is dropped.
         auto previous = std::make_shared<std::string>();
         Stream::Fetch fetch = [this, sweep_id, previous]() -> absl::StatusOr<Stream::Batch> {
-          auto sweep = d_.sweeps->Get(sweep_id);
+          auto sweep = d_.sweep_reads->Get(sweep_id);
           if (!sweep.ok()) return sweep.status();
           // Every run, re-sent at up to min_interval, is fine for thousands of runs; beyond
           // that an update carries only the runs in flight (what a live view shows) and the
           // counts, so a 100,000-run sweep does not stream 40 MB a second.
           std::vector<v1::RunState> states;
           if (sweep->counts().total() > kWatchAllRunsUpTo) states = {v1::LEASED, v1::RUNNING};
-          auto runs = d_.sweeps->ListRuns(sweep_id, states, 0);
+          auto runs = d_.sweep_reads->ListRuns(sweep_id, states, 0);
           if (!runs.ok()) return runs.status();
           v1::SweepUpdate update;
           *update.mutable_sweep() = *std::move(sweep);
@@ -240,11 +240,11 @@ grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::List
   return guard_.Run(*ctx, "ListRuns", [&](const Caller&) -> absl::Status {
     int64_t sweep_id = 0;
     if (req->sweep().id() != 0 || !req->sweep().name().empty()) {
-      ASSIGN_OR_RETURN(sweep_id, d_.sweeps->Resolve(req->sweep()));
+      ASSIGN_OR_RETURN(sweep_id, d_.sweep_reads->Resolve(req->sweep()));
     }
     // Unbounded, one call over every sweep would serialise the whole runs table into one reply.
     const int limit = req->limit() <= 0 ? kDefaultListRuns : std::min(req->limit(), kMaxListRuns);
-    ASSIGN_OR_RETURN(auto runs, d_.sweeps->ListRuns(sweep_id, States(req->states()), limit));
+    ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(sweep_id, States(req->states()), limit));
     for (auto& r : runs) *resp->add_runs() = std::move(r);
     return absl::OkStatus();
   });
@@ -271,13 +271,13 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
                                points]() -> absl::StatusOr<Stream::Batch> {
           int64_t newest = *seq;
           absl::StatusOr<v1::GetRunMetricsResponse> got = v1::GetRunMetricsResponse();
-          if (points) got = d_.sweeps->Metrics(run_id, names, after_step, *seq, &newest);
+          if (points) got = d_.sweep_reads->Metrics(run_id, names, after_step, *seq, &newest);
           if (!got.ok()) return got.status();
           // Progress lines are read after the points: a run seen finished above sent its last
           // lines before Complete, so they are all here.
           RunLogPage page;
           if (logs) {
-            auto read = d_.sweeps->RunLogs(run_id, *log_seq);
+            auto read = d_.sweep_reads->RunLogs(run_id, *log_seq);
             if (!read.ok()) return read.status();
             page = *std::move(read);
             if (!points) got->set_state(page.state);
@@ -316,7 +316,7 @@ grpc::Status SweepServiceImpl::ListRunEvents(grpc::ServerContext* ctx,
                                              const v1::ListRunEventsRequest* req,
                                              v1::ListRunEventsResponse* resp) {
   return guard_.Run(*ctx, "ListRunEvents", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(auto events, d_.sweeps->Events(req->run_id()));
+    ASSIGN_OR_RETURN(auto events, d_.sweep_reads->Events(req->run_id()));
     for (auto& e : events) *resp->add_events() = std::move(e);
     return absl::OkStatus();
   });
@@ -326,7 +326,7 @@ grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext* ctx,
                                            const v1::ListWorkersRequest* req,
                                            v1::ListWorkersResponse* resp) {
   return guard_.Run(*ctx, "ListWorkers", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(auto workers, d_.sweeps->Workers(req->include_offline()));
+    ASSIGN_OR_RETURN(auto workers, d_.sweep_reads->Workers(req->include_offline()));
     for (auto& w : workers) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
   });
@@ -340,7 +340,7 @@ grpc::Status SweepServiceImpl::GetArtifact(grpc::ServerContext* ctx, const v1::A
           absl::StrCat("name: ", util::LogQuote(req->name().substr(0, 64)),
                        " is not an artifact (the only one is \"final\", the final checkpoint)"));
     }
-    ASSIGN_OR_RETURN(const v1::CheckpointRef ref, d_.sweeps->FinalCheckpoint(req->run_id()));
+    ASSIGN_OR_RETURN(const v1::CheckpointRef ref, d_.sweep_reads->FinalCheckpoint(req->run_id()));
     auto path = d_.blobs->PathOf(ref.sha256());
     if (!path.ok()) {
       spdlog::error("run {}: final checkpoint {} is recorded but not in the store", req->run_id(),

@@ -173,7 +173,7 @@ grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* ctx,
             absl::StrCat("points[", i, "].step must be >= 0 (got ", p.step(), ")"));
       }
     }
-    ASSIGN_OR_RETURN(const int n, d_.runs->ReportMetrics(*req));
+    ASSIGN_OR_RETURN(const int n, d_.ingest->ReportMetrics(*req));
     d_.metrics->MetricPoints(n);
     resp->set_accepted(n);
     return absl::OkStatus();
@@ -321,7 +321,7 @@ grpc::Status WorkerServiceImpl::ReportLogs(grpc::ServerContext* ctx,
             absl::StrCat("lines[", i, "]: step must be >= 0 and time finite"));
       }
     }
-    ASSIGN_OR_RETURN(const int n, d_.runs->ReportLogs(*req));
+    ASSIGN_OR_RETURN(const int n, d_.ingest->ReportLogs(*req));
     resp->set_accepted(n);
     return absl::OkStatus();
   });

@@ -1,5 +1,6 @@
 // Retrying with capped exponential back-off: the one policy the worker's loops share (a run's
-// calls while the server is away, the metric sender, the daemon's register and lease loops).
+// calls while the server is away, the metric sender, the daemon's register and lease loops), and
+// the server's LISTEN connection when it reconnects (server/store/notifier.cc).
 // Each caller names its policy, so a cadence is read in one place rather than in a loop body.
 #pragma once
 

@@ -3,12 +3,22 @@
 #include <chrono>
 #include <memory>
 
+#include "common/util/backoff.h"
 #include "pqxx/pqxx"
 #include "server/store/channels.h"
 #include "server/store/pqxx_compat.h"
 #include "spdlog/spdlog.h"
 
 namespace ablate::server {
+namespace {
+
+// Reconnecting the listener: soon after a blip, then no more than every 5 s while PostgreSQL
+// is away. No jitter: there is one listener per server process, nothing to spread out.
+constexpr util::BackoffPolicy kReconnectBackoff{std::chrono::milliseconds(100),
+                                                std::chrono::seconds(5), 2, 0};
+
+}  // namespace
+
 Notifier::Notifier(std::string database_url) : url_(std::move(database_url)) {}
 
 Notifier::~Notifier() { Stop(); }
@@ -34,8 +44,9 @@ void Notifier::Dispatch(const std::string& channel, const std::string& payload) 
 }
 
 void Notifier::Loop() {
-  auto backoff = std::chrono::milliseconds(100);
+  util::Backoff backoff(kReconnectBackoff);
   bool was_connected = false;
+  bool first_failure = true;  // since start or the last connection: the one worth a warning
   while (!stop_) {
     try {
       pqxx::connection conn(url_);
@@ -51,7 +62,8 @@ void Notifier::Loop() {
         pg::Exec(ping, "ping");
       }
       connected_ = true;
-      backoff = std::chrono::milliseconds(100);
+      backoff.Reset();
+      first_failure = true;
       if (was_connected) spdlog::info("notify listener reconnected");
       was_connected = true;
       Dispatch("", "");
@@ -60,16 +72,13 @@ void Notifier::Loop() {
         if (!conn.is_open()) throw pqxx::broken_connection("listener connection closed");
       }
     } catch (const std::exception& e) {
-      if (connected_.exchange(false) || backoff == std::chrono::milliseconds(100)) {
+      if (connected_.exchange(false) || first_failure) {
         spdlog::warn("notify listener: {}; reconnecting", e.what());
       }
+      first_failure = false;
     }
     connected_ = false;
-    auto until = std::chrono::steady_clock::now() + backoff;
-    while (!stop_ && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    util::SleepUnless(backoff.Next(), [this] { return stop_.load(); });
   }
 }
 

@@ -1,14 +1,34 @@
 #include "server/store/pg_codec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+#include "server/store/statements.h"
 
 namespace ablate::server::pg {
 namespace {
+
+// What a statement reads: its text after the leading comment, up to the outer WHERE (columns,
+// joins, LATERAL counts). The decoders below read one row shape each, and two statements return
+// each shape. One copy of it would take a view, that is a migration; until then the copies are
+// checked to stay the same.
+constexpr std::string_view RowShape(std::string_view sql) {
+  while (sql.starts_with("--") && sql.find('\n') != std::string_view::npos) {
+    sql.remove_prefix(sql.find('\n') + 1);
+  }
+  return sql.substr(0, sql.find("\nWHERE "));
+}
+static_assert(RowShape(sql::Name("runs_list").text()) ==
+                  RowShape(sql::Name("refine_load_runs").text()),
+              "runs_list and refine_load_runs must select the columns RunFromRow reads");
+static_assert(RowShape(sql::Name("sweep_get").text()) == RowShape(sql::Name("sweep_list").text()),
+              "sweep_get and sweep_list must select the columns SweepFromRow reads");
 
 template <typename T, typename F>
 std::string Join(const std::vector<T>& values, F&& format) {
@@ -124,6 +144,55 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
   }
   run.set_refine_round(row[21].as<int>());
   return run;
+}
+
+v1::Sweep SweepFromRow(const pqxx::row& row) {
+  v1::Sweep s;
+  s.set_id(row[0].as<int64_t>());
+  s.set_name(row[1].as<std::string>());
+  s.set_state(row[2].as<std::string>());
+  s.set_spec_yaml(row[3].as<std::string>());
+  s.set_file_name(row[4].as<std::string>());
+  s.set_created_at(OrZero(row[5]));
+  s.set_finished_at(OrZero(row[6]));
+  s.set_priority(row[7].as<int>());
+  for (const auto& axis : nlohmann::json::parse(row[8].as<std::string>(), nullptr, false)) {
+    if (axis.is_string()) s.add_axes(axis.get<std::string>());
+  }
+  s.set_submitted_by(row[9].as<std::string>());
+  auto* c = s.mutable_counts();
+  c->set_queued(row[10].as<int>());
+  c->set_leased(row[11].as<int>());
+  c->set_running(row[12].as<int>());
+  c->set_succeeded(row[13].as<int>());
+  c->set_diverged(row[14].as<int>());
+  c->set_failed(row[15].as<int>());
+  c->set_cancelled(row[16].as<int>());
+  c->set_total(row[17].as<int>());
+  c->set_skipped(row[19].as<int>());
+  c->set_refined(row[20].as<int>());
+  if (!row[22].is_null()) {
+    // Written by Insert from a parsed sweep file; an unreadable value leaves refine unset.
+    if (FromJson(row[22].as<std::string>(), s.mutable_refine()).ok()) {
+      s.mutable_refine()->set_new_runs(c->refined());
+      s.mutable_refine()->set_rounds(row[21].as<int>());
+    } else {
+      s.clear_refine();
+    }
+  }
+  s.set_prune_above_divergence(row[23].as<bool>());
+  // ETA: runs left times the mean duration of finished runs, divided by the runs in flight
+  // (a proxy for the workers on this sweep). Crude while few runs have finished; -1 until one has.
+  const int remaining = c->queued() + c->leased() + c->running();
+  if (s.state() != "active" || remaining == 0) {
+    s.set_eta_seconds(0);
+  } else if (row[18].is_null()) {
+    s.set_eta_seconds(-1);
+  } else {
+    const int parallel = std::max(1, c->leased() + c->running());
+    s.set_eta_seconds(row[18].as<double>() * remaining / parallel);
+  }
+  return s;
 }
 
 }  // namespace ablate::server::pg

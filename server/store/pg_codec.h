@@ -30,6 +30,10 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states);
 // A Run from a row of the columns runs_list (server/store/sql/runs_list.sql) selects.
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row);
 
+// A Sweep, counts and ETA included, from a row of the columns sweep_get
+// (server/store/sql/sweep_get.sql) selects.
+v1::Sweep SweepFromRow(const pqxx::row& row);
+
 double OrZero(const pqxx::field& field);
 
 }  // namespace ablate::server::pg

@@ -3,9 +3,7 @@
 // section per transition.
 #include "server/store/run_transitions.h"
 
-#include <cmath>
 #include <iterator>
-#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,14 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util/metric_names.h"
 #include "common/util/retry_policy.h"
 #include "common/util/run_state.h"
 #include "common/util/sha256.h"
-#include "nlohmann/json.hpp"
 #include "server/store/pg_codec.h"
 #include "server/store/refine_store.h"
-#include "server/store/stats_store.h"
 
 namespace ablate::server {
 namespace {
@@ -66,21 +61,6 @@ static_assert(Fenced("report_metrics") && Fenced("report_metrics_total_steps") &
                   Fenced("complete") && Fenced("release"),
               "a fenced write's statement does not spell out the fence");
 
-// The error every fenced write returns; a worker that sees it stops the run. It is the same
-// whether the attempt is stale, the lease token wrong or missing, or the run no longer leased:
-// a caller probing someone else's run learns nothing about which part it got wrong.
-absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
-  pqxx::result r = pg::Exec(tx, "run_exists", run_id);
-  if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
-  return absl::FailedPreconditionError(
-      absl::StrCat("lease lost: run ", run_id, " attempt ", attempt,
-                   " does not hold the run's lease (re-leased, released, expired, cancelled or "
-                   "finished)"));
-}
-
-// What the runs row keeps of a lease token.
-std::string TokenDigest(const std::string& lease_token) { return Sha256Hex(lease_token); }
-
 // The one statement that marks sweeps finished: the active sweep `sweep_id` (every active sweep
 // when nullopt, the reaper's pass) if none of its runs is unfinished. Returns the sweeps it
 // finished. Complete, Cancel (of some runs) and Reap call it; a whole-sweep cancel marks the
@@ -121,6 +101,17 @@ absl::Status AfterRunsEnded(pqxx::work& tx, std::set<int64_t> sweep_ids, Notices
 
 }  // namespace
 
+absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
+  pqxx::result r = pg::Exec(tx, "run_exists", run_id);
+  if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("lease lost: run ", run_id, " attempt ", attempt,
+                   " does not hold the run's lease (re-leased, released, expired, cancelled or "
+                   "finished)"));
+}
+
+std::string LeaseTokenDigest(const std::string& lease_token) { return Sha256Hex(lease_token); }
+
 template <typename T>
 absl::StatusOr<T> RunTransitions::Transition(
     const std::string& what, const std::function<absl::StatusOr<T>(pqxx::work&, Notices&)>& fn) {
@@ -141,7 +132,7 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
   // 256 bits: a worker token holder cannot guess another worker's lease.
   auto token = RandomHex(32);
   if (!token.ok()) return absl::InternalError(absl::StrCat("lease: ", token.status().message()));
-  const std::string digest = TokenDigest(*token);
+  const std::string digest = LeaseTokenDigest(*token);
   return Transition<LeaseOutcome>(
       "lease", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<LeaseOutcome> {
         // The worker's row first, locked: it must be the caller's (registered with this token),
@@ -208,7 +199,7 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;
         pqxx::result r =
-            pg::Exec(tx, "heartbeat_run", req.run_id(), TokenDigest(req.lease_token()));
+            pg::Exec(tx, "heartbeat_run", req.run_id(), LeaseTokenDigest(req.lease_token()));
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
         }
@@ -236,96 +227,7 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
       });
 }
 
-// ---- Fenced writes without a state change: ReportMetrics, ReportLogs, CheckFence,
-// RecordCheckpoint --------
-
-absl::StatusOr<int> RunTransitions::ReportMetrics(const v1::ReportMetricsRequest& req) {
-  // One statement per (name, step) is allowed per upsert, so a batch that repeats a key keeps
-  // its last value (what a worker re-sending after a retry means).
-  std::map<std::pair<std::string, int64_t>, const v1::MetricPoint*> latest;
-  for (const auto& p : req.points()) latest[{p.name(), p.step()}] = &p;
-  std::vector<std::string> names;
-  std::vector<int64_t> steps;
-  std::vector<double> values, times;
-  std::map<std::string, std::pair<int64_t, double>> newest;  // name -> (step, value)
-  int64_t max_step = 0;
-  for (const auto& [key, p] : latest) {
-    names.push_back(p->name());
-    steps.push_back(p->step());
-    values.push_back(p->value());
-    times.push_back(p->time());
-    max_step = std::max(max_step, p->step());
-    auto it = newest.find(p->name());
-    if (it == newest.end() || it->second.first <= p->step())
-      newest[p->name()] = {p->step(), p->value()};
-  }
-  auto latest_of = [&](const char* name) -> std::pair<bool, double> {
-    auto it = newest.find(name);
-    return it == newest.end() ? std::pair<bool, double>{false, 0.0}
-                              : std::pair<bool, double>{true, it->second.second};
-  };
-  auto [has_train, train] = latest_of(metric::kTrainLoss);
-  auto [has_val, val] = latest_of(metric::kValLoss);
-  auto [has_logit, logit] = latest_of(metric::kMaxAttnLogit);
-  // The aggregate probes a dashboard shows per run; per-layer ones stay in metric_points.
-  nlohmann::json probes = nlohmann::json::object();
-  for (const char* name : kExportedProbes) {
-    auto [has, value] = latest_of(name);
-    if (!has || !std::isfinite(value)) continue;
-    probes[name] = value;
-  }
-  const std::string digest = TokenDigest(req.lease_token());
-  return Transition<int>(
-      "report metrics", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
-        // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points
-        // past the resume step) waits for this batch to commit, then deletes what it must.
-        pqxx::result rr = pg::Exec(tx, "report_metrics", req.run_id(), req.attempt(), digest,
-                                   has_train, train, has_val, val, has_logit, logit, max_step,
-                                   pg::TextArray(names), pg::Int64Array(steps),
-                                   pg::DoubleArray(values), pg::DoubleArray(times), probes.dump());
-        const pqxx::row row = rr[0];
-        if (row[0].as<int64_t>() == 0) {
-          // Refused: a step past the run's last one (from the lease holder), else the fence.
-          pqxx::result held =
-              pg::Exec(tx, "report_metrics_total_steps", req.run_id(), req.attempt(), digest);
-          if (held.empty()) return FenceError(tx, req.run_id(), req.attempt());
-          const int64_t total = held[0][0].as<int64_t>();
-          for (int i = 0; i < req.points_size(); ++i) {
-            if (req.points(i).step() > total) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  "points[", i, "]: step ", req.points(i).step(), " is beyond the run's last step ",
-                  total, " (the trainer reports steps 0..", total, ")"));
-            }
-          }
-          return FenceError(tx, req.run_id(), req.attempt());
-        }
-        notices.Run(req.run_id());
-        return static_cast<int>(row[1].as<int64_t>());
-      });
-}
-
-absl::StatusOr<int> RunTransitions::ReportLogs(const v1::LogReportRequest& req) {
-  std::vector<int64_t> steps;
-  std::vector<double> times;
-  std::vector<std::string> lines;
-  for (const auto& l : req.lines()) {
-    steps.push_back(l.step());
-    times.push_back(l.time());
-    lines.push_back(l.text());
-  }
-  const std::string digest = TokenDigest(req.lease_token());
-  return Transition<int>(
-      "report logs", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
-        // FOR SHARE: a concurrent re-lease or Complete waits for these lines to commit.
-        pqxx::result r =
-            pg::Exec(tx, "report_logs", req.run_id(), req.attempt(), digest, pg::Int64Array(steps),
-                     pg::DoubleArray(times), pg::TextArray(lines));
-        if (r[0][0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
-        pg::Exec(tx, "report_logs_trim", req.run_id(), kMaxLogLinesPerRun - 1);
-        notices.Run(req.run_id());
-        return static_cast<int>(r[0][1].as<int64_t>());
-      });
-}
+// ---- Fenced writes without a state change: CheckFence, RecordCheckpoint ---------------------
 
 absl::Status RunTransitions::CheckFence(int64_t run_id, int attempt,
                                         const std::string& lease_token) {
@@ -333,7 +235,7 @@ absl::Status RunTransitions::CheckFence(int64_t run_id, int attempt,
       ->Tx<bool>("check lease",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
                    pqxx::result r =
-                       pg::Exec(tx, "check_fence", run_id, attempt, TokenDigest(lease_token));
+                       pg::Exec(tx, "check_fence", run_id, attempt, LeaseTokenDigest(lease_token));
                    if (r.empty()) return FenceError(tx, run_id, attempt);
                    return true;
                  })
@@ -347,8 +249,8 @@ absl::Status RunTransitions::RecordCheckpoint(int64_t run_id, int attempt,
   return db_
       ->Tx<bool>("record checkpoint",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r =
-                       pg::Exec(tx, "checkpoint_fence", run_id, attempt, TokenDigest(lease_token));
+                   pqxx::result r = pg::Exec(tx, "checkpoint_fence", run_id, attempt,
+                                             LeaseTokenDigest(lease_token));
                    if (r.empty()) return FenceError(tx, run_id, attempt);
                    // The row lock holds off a re-lease until this commits; a failed move rolls
                    // back.
@@ -370,7 +272,7 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
                      v1::RunState_Name(state), ")"));
   }
   const std::string name(util::RunStateName(state));
-  const std::string digest = TokenDigest(req.lease_token());
+  const std::string digest = LeaseTokenDigest(req.lease_token());
   return Transition<bool>("complete",
                           [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
                             pqxx::result r = pg::Exec(tx, "complete", req.run_id(), req.attempt(),
@@ -402,7 +304,7 @@ absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
   return Transition<bool>("release",
                           [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
                             pqxx::result r = pg::Exec(tx, "release", req.run_id(), req.attempt(),
-                                                      TokenDigest(req.lease_token()));
+                                                      LeaseTokenDigest(req.lease_token()));
                             if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
                             pg::Exec(tx, "release_event", req.run_id(), req.attempt(), req.reason(),
                                      r[0][2].is_null() ? 0 : r[0][2].as<int64_t>());

@@ -1,6 +1,8 @@
-// The run state machine: every change of runs.state, and every write a worker makes about a run,
-// in one place. The diagram, and what each function here writes, is drawn once, in
-// docs/architecture.md#the-run-state-machine; the functions below are named there edge by edge.
+// The run state machine: every change of runs.state, and the lease fence every write a worker
+// makes about a run passes, in one place. The diagram, and what each function here writes, is
+// drawn once, in docs/architecture.md#the-run-state-machine; the functions below are named there
+// edge by edge. The bulk writes a running attempt streams in (metric points, progress lines)
+// change no state and live in server/store/ingest_store.h, behind this fence.
 //
 // All of it is explained by one concept, the lease (run, attempt, token, expiry)
 // (docs/architecture.md#leases-and-fencing). Lease takes the next queued run with FOR UPDATE SKIP
@@ -43,15 +45,23 @@ struct LeaseOutcome {
   std::optional<v1::LeaseResponse> lease;  // nullopt: nothing this worker can run is queued
 };
 
-// Progress lines kept per run (run_logs): the newest ones; a 100,000-step run logging every step
-// keeps its last 2,000 steps' lines (about 200 kB), which is what following a live run needs.
-inline constexpr int kMaxLogLinesPerRun = 2000;
-
 struct ReapResult {
   int requeued = 0;
   int failed = 0;
   int sweeps_finished = 0;
 };
+
+// The fence (docs/architecture.md#leases-and-fencing), shared with the fenced writes outside
+// this class (ingest_store.cc); Fenced() in run_transitions.cc checks that every fenced statement
+// spells it out.
+//
+// The error every fenced write returns when its statement matched no row; a worker that sees it
+// stops the run. It is the same whether the attempt is stale, the lease token wrong or missing,
+// or the run no longer leased: a caller probing someone else's run learns nothing about which
+// part it got wrong.
+absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt);
+// What the runs row keeps of a lease token, and what a fenced statement compares ($3).
+std::string LeaseTokenDigest(const std::string& lease_token);
 
 class RunTransitions {
  public:
@@ -72,14 +82,6 @@ class RunTransitions {
   // The worker must be the caller's (`token_id`), as for Lease.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
                                                   int64_t token_id);
-
-  // No state change, fenced: upserts points keyed (run, name, step). Returns how many were
-  // stored.
-  absl::StatusOr<int> ReportMetrics(const v1::ReportMetricsRequest& request);
-
-  // No state change, fenced: appends a run's progress lines and trims the run to its newest
-  // kMaxLogLinesPerRun lines. Returns how many were stored.
-  absl::StatusOr<int> ReportLogs(const v1::LogReportRequest& request);
 
   // No state change: FAILED_PRECONDITION unless `attempt` is the run's current attempt,
   // `lease_token` is its token and it is leased/running.

@@ -3,7 +3,7 @@
 // gRPC against a real PostgreSQL, with the wrong role and hostile input.
 #include "absl/strings/str_cat.h"
 #include "common/util/sha256.h"
-#include "server/store/run_transitions.h"
+#include "server/store/ingest_store.h"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {

@@ -1,4 +1,4 @@
--- Sweep $1 with its run counts (the columns sweep_store.cc's SweepFromRow reads; sweep_list
+-- Sweep $1 with its run counts (the columns pg::SweepFromRow in pg_codec.cc reads; sweep_list
 -- reads the same).
 SELECT s.id, s.name, s.state, s.spec_yaml, s.file_name, extract(epoch from s.created_at),
   extract(epoch from s.finished_at), s.priority, array_to_json(s.axes)::text, s.submitted_by,

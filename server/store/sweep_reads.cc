@@ -1,0 +1,200 @@
+// What the CLI (and /metrics) reads, one transaction a call; nothing here writes.
+#include "server/store/sweep_reads.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/util/run_state.h"
+#include "server/store/pg_codec.h"
+
+namespace ablate::server {
+namespace {
+
+// ListRuns(limit <= 0) for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
+constexpr int kAllRuns = 1000000;
+
+}  // namespace
+
+absl::StatusOr<int64_t> SweepReads::Resolve(const v1::SweepRef& ref) {
+  if (ref.id() == 0 && ref.name().empty()) {
+    return absl::InvalidArgumentError("sweep: give an id or a name");
+  }
+  return db_->Tx<int64_t>("find sweep", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+    pqxx::result r = ref.id() != 0 ? pg::Exec(tx, "sweep_resolve_id", ref.id())
+                                   : pg::Exec(tx, "sweep_resolve_name", ref.name());
+    if (r.empty()) {
+      return absl::NotFoundError(ref.id() != 0
+                                     ? absl::StrCat("no sweep with id ", ref.id())
+                                     : absl::StrCat("no sweep named \"", ref.name(), "\""));
+    }
+    return r[0][0].as<int64_t>();
+  });
+}
+
+absl::StatusOr<v1::Sweep> SweepReads::Get(int64_t sweep_id) {
+  return db_->Tx<v1::Sweep>("get sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
+    pqxx::result r = pg::Exec(tx, "sweep_get", sweep_id);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("no sweep with id ", sweep_id));
+    return pg::SweepFromRow(r[0]);
+  });
+}
+
+absl::StatusOr<std::vector<v1::Sweep>> SweepReads::List(int limit, bool active_only) {
+  using Out = std::vector<v1::Sweep>;
+  return db_->Tx<Out>("list sweeps", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "sweep_list", active_only, limit > 0 ? limit : 100);
+    Out out;
+    for (const auto& row : r) out.push_back(pg::SweepFromRow(row));
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<v1::Run>> SweepReads::ListRuns(int64_t sweep_id,
+                                                          const std::vector<v1::RunState>& states,
+                                                          int limit) {
+  using Out = std::vector<v1::Run>;
+  return db_->Tx<Out>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "runs_list", sweep_id, pg::TextArray(pg::StateNames(states)),
+                              limit > 0 ? limit : kAllRuns);
+    Out out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      auto run = pg::RunFromRow(row);
+      if (!run.ok()) return run.status();
+      out.push_back(*std::move(run));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<v1::GetRunMetricsResponse> SweepReads::Metrics(int64_t run_id,
+                                                              const std::vector<std::string>& names,
+                                                              int64_t after_step, int64_t after_seq,
+                                                              int64_t* max_seq) {
+  using Out = v1::GetRunMetricsResponse;
+  return db_->Tx<Out>("get run metrics", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result run = pg::Exec(tx, "run_state", run_id);
+    if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    Out out;
+    out.set_state(util::RunStateFromName(run[0][0].as<std::string>()));
+    pqxx::result r =
+        pg::Exec(tx, "run_metrics", run_id, after_step, pg::TextArray(names), after_seq);
+    *max_seq = after_seq;
+    for (const auto& row : r) {
+      auto* p = out.add_points();
+      p->set_step(row[0].as<int64_t>());
+      p->set_name(row[1].as<std::string>());
+      p->set_value(row[2].as<double>());
+      p->set_time(row[3].as<double>());
+      *max_seq = std::max(*max_seq, row[4].as<int64_t>());
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id) {
+  using Out = std::vector<v1::RunEvent>;
+  return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    // An unknown run is an error, not an empty history (`ablate logs 999`).
+    if (pg::Exec(tx, "run_exists", run_id).empty()) {
+      return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    }
+    pqxx::result r = pg::Exec(tx, "run_events", run_id);
+    Out out;
+    for (const auto& row : r) {
+      v1::RunEvent e;
+      e.set_time(row[0].as<double>());
+      e.set_kind(row[1].as<std::string>());
+      e.set_attempt(row[2].as<int>());
+      e.set_worker(row[3].as<std::string>());
+      e.set_message(row[4].as<std::string>());
+      out.push_back(std::move(e));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline) {
+  using Out = std::vector<v1::Worker>;
+  return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    // Offline = stopped cleanly (Deregister), or not seen for two lease periods: a worker
+    // heartbeats every third of one, so that is several missed beats, not one slow reply. Busy and
+    // the runs held come from the runs' leases, not workers.current_run_id: a worker with --slots
+    // holds several at once, and current_run_id only says which it last leased or heartbeated. The
+    // held runs are few and the runs_leases partial index covers exactly them.
+    pqxx::result r = pg::Exec(tx, "workers_list", 2 * lease_seconds_, include_offline);
+    Out out;
+    for (const auto& row : r) {
+      v1::Worker w;
+      w.set_id(row[0].as<int64_t>());
+      absl::Status s = pg::FromJson(row[1].as<std::string>(), w.mutable_info());
+      if (!s.ok()) return s;
+      w.set_state(row[2].as<std::string>());
+      w.set_registered_at(row[3].as<double>());
+      w.set_last_seen_at(row[4].as<double>());
+      w.set_current_run_id(row[5].as<int64_t>());
+      w.set_runs_completed(row[6].as<int>());
+      for (absl::string_view id :
+           absl::StrSplit(row[7].as<std::string>(), ',', absl::SkipEmpty())) {
+        int64_t v = 0;
+        if (absl::SimpleAtoi(id, &v)) w.add_held_run_ids(v);
+      }
+      w.set_open_data_claims(row[8].as<int>());
+      out.push_back(std::move(w));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<RunLogPage> SweepReads::RunLogs(int64_t run_id, int64_t after_seq) {
+  return db_->Tx<RunLogPage>("get run logs", [&](pqxx::work& tx) -> absl::StatusOr<RunLogPage> {
+    pqxx::result run = pg::Exec(tx, "run_state", run_id);
+    if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    RunLogPage out;
+    out.state = util::RunStateFromName(run[0][0].as<std::string>());
+    out.max_seq = after_seq;
+    // At most kMaxLogLinesPerRun rows exist per run (ReportLogs trims, ingest_store.h), so this
+    // is bounded.
+    pqxx::result r = pg::Exec(tx, "run_logs", run_id, after_seq);
+    for (const auto& row : r) {
+      out.max_seq = std::max(out.max_seq, row[0].as<int64_t>());
+      v1::LogLine l;
+      l.set_step(row[1].as<int64_t>());
+      l.set_attempt(row[2].as<int>());
+      l.set_time(row[3].as<double>());
+      l.set_text(row[4].as<std::string>());
+      out.lines.push_back(std::move(l));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<v1::CheckpointRef> SweepReads::FinalCheckpoint(int64_t run_id) {
+  using Out = v1::CheckpointRef;
+  return db_->Tx<Out>("get final checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "run_final_checkpoint", run_id);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    const std::string state = r[0][0].as<std::string>();
+    if (state != "succeeded" && state != "diverged") {
+      return absl::NotFoundError(absl::StrCat("run ", run_id, " is ", state,
+                                              ": only a finished (succeeded or diverged) run "
+                                              "has final weights"));
+    }
+    if (r[0][2].is_null()) {
+      return absl::NotFoundError(absl::StrCat(
+          "run ", run_id,
+          " kept no final checkpoint (its sweep says keep_final: false, or it finished "
+          "before the server recorded final checkpoints)"));
+    }
+    Out ref;
+    ref.set_step(r[0][2].as<int64_t>());
+    ref.set_size_bytes(r[0][3].as<int64_t>());
+    ref.set_sha256(r[0][4].as<std::string>());
+    return ref;
+  });
+}
+
+}  // namespace ablate::server

@@ -1,0 +1,56 @@
+// Sweeps as the CLI sees them: inspect, list, runs, metrics, events, progress lines, workers, final
+// weights. Read only: the writes are the submit (sweep_store.h), the transitions
+// (run_transitions.h) and what workers stream in (ingest_store.h). /metrics reads active sweeps
+// here too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ablate/v1/ablate.pb.h"
+#include "absl/status/statusor.h"
+#include "server/store/db.h"
+
+namespace ablate::server {
+
+// A page of a run's progress lines (run_logs), oldest first, after a cursor.
+struct RunLogPage {
+  v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
+  std::vector<v1::LogLine> lines;
+  int64_t max_seq = 0;  // the cursor for the next page (the given one when there is nothing new)
+};
+
+class SweepReads {
+ public:
+  // `lease_seconds` is the server's lease period, which says when a silent worker is offline.
+  SweepReads(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
+
+  // NOT_FOUND names the reference when no sweep matches.
+  absl::StatusOr<int64_t> Resolve(const v1::SweepRef& ref);
+  absl::StatusOr<v1::Sweep> Get(int64_t sweep_id);
+  absl::StatusOr<std::vector<v1::Sweep>> List(int limit, bool active_only);
+  absl::StatusOr<std::vector<v1::Run>> ListRuns(int64_t sweep_id,  // 0: every sweep
+                                                const std::vector<v1::RunState>& states, int limit);
+
+  // Points with step > after_step and, when after_seq > 0, changed since after_seq (ordered by
+  // step). *max_seq receives the newest change seen: the next call's after_seq.
+  absl::StatusOr<v1::GetRunMetricsResponse> Metrics(int64_t run_id,
+                                                    const std::vector<std::string>& names,
+                                                    int64_t after_step, int64_t after_seq,
+                                                    int64_t* max_seq);
+  absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id);
+  absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline);
+
+  // The run's progress lines with seq > after_seq, and its state (NOT_FOUND if no such run).
+  absl::StatusOr<RunLogPage> RunLogs(int64_t run_id, int64_t after_seq);
+  // The final checkpoint a finished run kept (RunResult.final_checkpoint), checked against the
+  // run's recorded checkpoints; NOT_FOUND, saying why, when there is none.
+  absl::StatusOr<v1::CheckpointRef> FinalCheckpoint(int64_t run_id);
+
+ private:
+  Db* db_;
+  double lease_seconds_;
+};
+
+}  // namespace ablate::server
