@@ -1,6 +1,7 @@
 // RunConfig's one home (common/sweep/run_config.h): every proto field has exactly one row with a
 // default and a line of documentation, the defaults are canonical and valid, every bound is
-// enforced with its message, and docs/sweep-file.md's settings table says what the table says.
+// enforced with its message, the trainer's schedule decays to the home's derived min_lr, and
+// docs/sweep-file.md's settings table says what the table says.
 #include "common/sweep/run_config.h"
 
 #include <gmock/gmock.h>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "worker/train/schedule.h"
 
 namespace ablate::sweep {
 namespace {
@@ -112,6 +114,36 @@ TEST(RunConfigTable, MinLrIsDerivedFromTheRunsOwnLr) {
   set.set_min_lr(0);
   ApplyDefaults(&set);
   EXPECT_EQ(set.min_lr(), 0) << "an explicit min_lr is kept";
+}
+
+// The trainer's floor is the home's derivation: on a config as a test or tool may hand it
+// (min_lr or min_lr_ratio unset), the schedule ends exactly where ApplyDefaults puts min_lr.
+TEST(RunConfigTable, ScheduleDecaysToTheDerivedMinLr) {
+  struct Case {
+    std::optional<double> lr, min_lr_ratio, min_lr;
+  };
+  for (const Case& k : std::vector<Case>{{0.001, std::nullopt, std::nullopt},
+                                         {0.00316228, 0.2, std::nullopt},
+                                         {0.1, 0.0, std::nullopt},
+                                         {std::nullopt, std::nullopt, std::nullopt},
+                                         {0.01, 0.5, 0.0004}}) {
+    RunConfig c;
+    if (k.lr) c.set_lr(*k.lr);
+    if (k.min_lr_ratio) c.set_min_lr_ratio(*k.min_lr_ratio);
+    if (k.min_lr) c.set_min_lr(*k.min_lr);
+    c.set_warmup(10);
+    c.set_steps(100);
+    RunConfig complete = c;
+    ApplyDefaults(&complete);
+    const std::string label = c.ShortDebugString();
+    EXPECT_EQ(EffectiveMinLr(c), complete.min_lr()) << label;
+    EXPECT_EQ(train::LearningRate(c, 100), complete.min_lr()) << label;
+    EXPECT_EQ(train::LearningRate(complete, 100), complete.min_lr()) << label;
+    // The schedule reads the peak as given; only its floor is derived.
+    if (k.lr) {
+      EXPECT_EQ(train::LearningRate(c, 55), train::LearningRate(complete, 55)) << label;
+    }
+  }
 }
 
 // Each bound, crossed on an otherwise default config, is refused naming the setting.
