@@ -15,8 +15,8 @@
 #include "common/analysis/refine.h"
 #include "common/report/export.h"
 #include "common/report/report.h"
-#include "common/sweep/config_fields.h"
 #include "common/sweep/sweep.h"
+#include "common/util/did_you_mean.h"
 
 namespace ablate::cli {
 namespace {
@@ -110,7 +110,7 @@ int Report(Context& ctx, const ReportArgs& args) {
     if (given && std::find(axes.begin(), axes.end(), axis) == axes.end()) {
       return Fail(absl::InvalidArgumentError(
           absl::StrCat("report: ", flag, " ", axis, ": sweep ", sweep.id(), " '", sweep.name(),
-                       "' has no axis '", axis, "'", sweep::DidYouMean(axis, axes),
+                       "' has no axis '", axis, "'", util::DidYouMean(axis, axes),
                        "; its axes: ", absl::StrJoin(axes, ", "))));
     }
   }

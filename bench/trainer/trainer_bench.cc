@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/sweep/sweep.h"
+#include "common/sweep/run_config.h"
 #include "common/util/threads.h"
 #include "worker/train/adamw.h"
 #include "worker/train/device.h"

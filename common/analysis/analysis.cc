@@ -14,7 +14,7 @@
 #include "common/analysis/deciding.h"
 #include "common/analysis/stats.h"
 #include "common/analysis/verdicts.h"
-#include "common/sweep/config_fields.h"
+#include "common/sweep/run_config.h"
 #include "common/util/run_state.h"
 
 namespace ablate::analysis {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/analysis/deciding.h"
-#include "common/sweep/config_fields.h"
+#include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 
 namespace ablate::analysis {

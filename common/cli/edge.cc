@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/sweep/config_fields.h"
+#include "common/util/did_you_mean.h"
 
 namespace ablate::cli_edge {
 namespace {
@@ -77,8 +77,7 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv, const std::string
     }
     std::ostringstream msg;
     if (!commands.empty() && !unknown.empty()) {
-      msg << name << ": unknown command '" << unknown << "'"
-          << sweep::DidYouMean(unknown, commands);
+      msg << name << ": unknown command '" << unknown << "'" << util::DidYouMean(unknown, commands);
     } else if (!commands.empty() && at->get_require_subcommand_min() > 0 &&
                at->get_subcommands().empty()) {
       msg << name << ": a command is required";

@@ -5,8 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/sweep/config_check.h"
-#include "common/sweep/config_fields.h"
+#include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 
 namespace ablate::sweep {
@@ -105,14 +104,9 @@ absl::StatusOr<RunSpec> BuildRun(const SweepSpec& sweep,
   }
   ApplyDefaults(run.mutable_config());
   if (!has_seed_axis) (*run.mutable_grid_values())["seed"] = absl::StrCat(run.config().seed());
-  if (auto problem = FindConfigProblem(run.config())) return LocateProblem(sweep, *problem);
-  // A sweep's runs go to whichever worker leases them. The lease matches `device` only, and an
-  // MPS worker cannot run bfloat16: it would take such a run and fail it for good.
-  if (run.config().dtype() == "bfloat16" && run.config().device() == "auto") {
-    return LocateProblem(sweep, ConfigProblem{{"dtype", "device"},
-                                              "bfloat16 in a sweep needs device: cuda or cpu "
-                                              "(with device auto an MPS worker, which cannot "
-                                              "run bfloat16, could lease the run)"});
+  // kSweep: any worker whose device matches may lease a sweep's run.
+  if (auto problem = FindConfigProblem(run.config(), ConfigScope::kSweep)) {
+    return LocateProblem(sweep, *problem);
   }
   run.set_cell(CellKey(run.grid_values()));
   *run.mutable_data() = sweep.data;

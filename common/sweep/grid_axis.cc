@@ -5,7 +5,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/sweep/config_fields.h"
+#include "common/sweep/run_config.h"
+#include "common/util/did_you_mean.h"
 #include "common/util/status_macros.h"
 
 namespace ablate::sweep {
@@ -53,7 +54,7 @@ absl::StatusOr<std::vector<double>> Generate(const YamlSource& source, const std
       std::vector<std::string> keys = {"min", "max", "num"};
       if (log) keys.push_back("per_decade");
       return source.Error(entry.first, absl::StrCat(where, ".", key),
-                          absl::StrCat("unknown key '", key, "'", DidYouMean(key, keys)));
+                          absl::StrCat("unknown key '", key, "'", util::DidYouMean(key, keys)));
     }
   }
   if (!body["min"]) return source.Error(body, where, "needs min");
@@ -115,9 +116,9 @@ absl::StatusOr<Axis> ParseAxis(const YamlSource& source, const YAML::Node& key,
   const std::string field = absl::StrCat("grid.", axis.name);
   const auto* setting = FindSetting(axis.name);
   if (setting == nullptr) {
-    return source.Error(
-        key, field,
-        absl::StrCat("unknown setting '", axis.name, "'", DidYouMean(axis.name, SettingNames())));
+    return source.Error(key, field,
+                        absl::StrCat("unknown setting '", axis.name, "'",
+                                     util::DidYouMean(axis.name, SettingNames())));
   }
 
   // (canonical text, the node it came from) per value, for duplicate and range errors.

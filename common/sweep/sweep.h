@@ -122,12 +122,7 @@ std::vector<int> CoarseToFineOrder(int n);
 // setting, model and optimizer settings as top-level keys. Defaults applied, validated.
 absl::StatusOr<ablate::v1::RunSpec> ParseRunFile(std::string_view yaml, std::string_view file_name);
 
-// Fills every unset RunConfig field with its default (nanoGPT's train.py where it has one).
-void ApplyDefaults(ablate::v1::RunConfig* config);
-
-// Checks a complete config (after ApplyDefaults): ranges, enums, n_embd % n_head, ...
-// Messages name the field; callers add file and line.
-absl::Status ValidateConfig(const ablate::v1::RunConfig& config);
+// RunConfig's defaults, derivations and rules (ApplyDefaults, ValidateConfig): run_config.h.
 
 // A run's data as a worker reads it (docs/sweep-file.md#data). Every rule a worker enforces on
 // a DataSpec lives here, so the sweep parser (at submit) and the worker check the same thing.
@@ -149,9 +144,9 @@ absl::Status CheckDataPath(const std::string& path);
 // (the worker then evaluates on the training text); sweep files require it.
 absl::Status ValidateData(const ablate::v1::DataSpec& data);
 
-// Every rule a worker enforces that depends on the spec alone: ValidateConfig (of the config as
-// given, so defaults must be applied) and ValidateData. The worker calls it before training;
-// ParseSweep and ParseRunFile apply the same checks with file and line.
+// Every rule a worker enforces that depends on the spec alone: ValidateConfig (run_config.h; of
+// the config as given, so defaults must be applied) and ValidateData. The worker calls it before
+// training; ParseSweep and ParseRunFile apply the same checks with file and line.
 absl::Status ValidateRunSpec(const ablate::v1::RunSpec& spec);
 
 // The stable key of a cell: every grid value but the seed, "axis=value" joined by ",", axes in

@@ -1,4 +1,4 @@
-// Sweep files and single-run files: the YAML layer over config_fields, grid_axis and expand.
+// Sweep files and single-run files: the YAML layer over run_config, grid_axis and expand.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -10,11 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "common/sweep/config_check.h"
-#include "common/sweep/config_fields.h"
 #include "common/sweep/grid_axis.h"
+#include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 #include "common/sweep/yaml_source.h"
+#include "common/util/did_you_mean.h"
 #include "common/util/fields.h"
 #include "common/util/metric_names.h"
 #include "common/util/status_macros.h"
@@ -95,7 +95,7 @@ absl::StatusOr<ablate::v1::RefineStatus> ParseRefine(const YamlSource& source,
           return source.Error(item, field,
                               absl::StrCat("unknown boundary '", name,
                                            "': one of optimum|max_stable|max_good|eta_dagger",
-                                           DidYouMean(name, kBoundaries)));
+                                           util::DidYouMean(name, kBoundaries)));
         }
         if (!seen.insert(name).second) {
           return source.Error(item, field, absl::StrCat("'", name, "' listed twice"));
@@ -254,7 +254,7 @@ absl::Status CheckAnalysisAgainstGrid(const YamlSource& source, const SweepSpec&
                         const std::string& field) -> absl::Status {
     if (!axis) return absl::OkStatus();
     if (std::find(names.begin(), names.end(), *axis) == names.end()) {
-      const std::string hint = DidYouMean(*axis, names);
+      const std::string hint = util::DidYouMean(*axis, names);
       return source.Error(
           line, field,
           absl::StrCat("'", *axis, "' is not a grid axis",
@@ -311,7 +311,7 @@ absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const s
                         const std::vector<std::string>& candidates) {
   return source.Error(
       key, field,
-      absl::StrCat("unknown key '", key.Scalar(), "'", DidYouMean(key.Scalar(), candidates)));
+      absl::StrCat("unknown key '", key.Scalar(), "'", util::DidYouMean(key.Scalar(), candidates)));
 }
 
 // A sweep name is a label in CLI output, URLs and report file names: printable ASCII within
@@ -427,7 +427,8 @@ absl::Status ParseSetting(const YamlSource& source, const YAML::Node& key, const
   const auto* setting = FindSetting(name);
   if (setting == nullptr) {
     return source.Error(
-        key, field, absl::StrCat("unknown setting '", name, "'", DidYouMean(name, SettingNames())));
+        key, field,
+        absl::StrCat("unknown setting '", name, "'", util::DidYouMean(name, SettingNames())));
   }
   if (value.IsSequence() || value.IsMap()) {
     return source.Error(value, field,
@@ -494,7 +495,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
       } else {
         return source.Error(value, key,
                             absl::StrCat("'", order, "' is not one of grid|coarse_to_fine",
-                                         DidYouMean(order, {"grid", "coarse_to_fine"})));
+                                         util::DidYouMean(order, {"grid", "coarse_to_fine"})));
       }
     } else if (key == "divergence") {
       ASSIGN_OR_RETURN(sweep->divergence, ParseDivergence(source, value));

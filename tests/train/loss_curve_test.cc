@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/sweep/sweep.h"
+#include "common/sweep/run_config.h"
 #include "worker/train/adamw.h"
 #include "worker/train/batches.h"
 #include "worker/train/model.h"

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "common/sweep/sweep.h"
+#include "common/sweep/run_config.h"
 #include "worker/train/adamw.h"
 #include "worker/train/probes.h"
 

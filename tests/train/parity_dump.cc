@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "common/sweep/sweep.h"
+#include "common/sweep/run_config.h"
 #include "worker/train/adamw.h"
 #include "worker/train/model.h"
 #include "worker/train/probes.h"

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "ablate/v1/ablate.pb.h"
-#include "common/sweep/sweep.h"
+#include "common/sweep/run_config.h"
 
 namespace ablate::train {
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
 #include "common/util/sha256.h"
@@ -369,9 +370,11 @@ TEST(ScheduleTest, WarmupThenCosineToMinLr) {
   EXPECT_NEAR(LearningRate(c, 60), 5.5e-4, 1e-15);  // halfway through the cosine
   EXPECT_DOUBLE_EQ(LearningRate(c, 110), 1e-4);
   EXPECT_DOUBLE_EQ(LearningRate(c, 500), 1e-4);
+  // Unset, the floor is RunConfig's derivation (lr x min_lr_ratio), not a fallback of its own.
   c.clear_min_lr();
-  c.set_min_lr_ratio(0.1);
-  EXPECT_DOUBLE_EQ(MinLearningRate(c), 1e-4);
+  c.set_min_lr_ratio(0.2);
+  EXPECT_DOUBLE_EQ(LearningRate(c, 110), 2e-4);
+  EXPECT_DOUBLE_EQ(LearningRate(c, 110), ablate::sweep::EffectiveMinLr(c));
 }
 
 TEST(DeviceTest, ProbesCpuAndRefusesAbsentDevices) {

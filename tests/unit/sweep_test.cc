@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/sweep/run_config.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace ablate::sweep {

@@ -4,18 +4,15 @@
 #include <cmath>
 #include <numbers>
 
-namespace ablate::train {
+#include "common/sweep/run_config.h"
 
-double MinLearningRate(const ablate::v1::RunConfig& config) {
-  if (config.has_min_lr() && config.min_lr() >= 0) return config.min_lr();
-  return config.lr() * config.min_lr_ratio();
-}
+namespace ablate::train {
 
 double LearningRate(const ablate::v1::RunConfig& config, int64_t step) {
   const double peak = config.lr();
   const int64_t warmup = std::max<int64_t>(config.warmup(), 0);
   if (step < warmup) return peak * static_cast<double>(step + 1) / static_cast<double>(warmup + 1);
-  const double min_lr = MinLearningRate(config);
+  const double min_lr = ablate::sweep::EffectiveMinLr(config);
   const int64_t decay_steps = config.steps() - warmup;
   if (decay_steps <= 0 || step >= config.steps()) return min_lr;
   const double ratio = static_cast<double>(step - warmup) / static_cast<double>(decay_steps);

@@ -8,11 +8,9 @@
 
 namespace ablate::train {
 
-// min_lr when the config sets it, else lr * min_lr_ratio.
-double MinLearningRate(const ablate::v1::RunConfig& config);
-
 // The rate of the update that takes the model from `step` to step + 1 optimizer steps.
 // Warmup starts at lr / (warmup + 1), not 0, so the first update already moves the weights.
+// The floor is sweep::EffectiveMinLr: min_lr as set, else RunConfig's own derivation of it.
 double LearningRate(const ablate::v1::RunConfig& config, int64_t step);
 
 }  // namespace ablate::train

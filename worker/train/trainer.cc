@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
 #include "common/util/metric_names.h"
