@@ -267,8 +267,15 @@ absl::StatusOr<v1::DataPrepClaimResponse> Coordinator::ClaimDataPrep(
   return resp;
 }
 
-absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const std::string& key,
-                                                                 const std::string& claim_token,
+absl::StatusOr<v1::DataPrepClaimResponse> Coordinator::RenewDataPrep(int64_t worker_id,
+                                                                     const DataPrepClaim& claim) {
+  v1::DataPrepClaimRequest req;
+  req.set_worker_id(worker_id);
+  claim.Stamp(&req);
+  return ClaimDataPrep(req);
+}
+
+absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const DataPrepClaim& claim,
                                                                  const std::string& role,
                                                                  const std::string& path) {
   ASSIGN_OR_RETURN(const FileDigest file, DigestOf(path));
@@ -277,8 +284,7 @@ absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const std::stri
   v1::PreparedFileRef resp;
   auto writer = stub_->PutPreparedFile(&ctx, &resp);
   v1::PreparedFileChunk header;
-  header.set_key(key);
-  header.set_claim_token(claim_token);
+  claim.Stamp(&header);
   header.mutable_ref()->set_role(role);
   header.mutable_ref()->set_sha256(file.sha256);
   header.mutable_ref()->set_size_bytes(file.size_bytes);
@@ -288,12 +294,35 @@ absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const std::stri
   return resp;
 }
 
-absl::Status Coordinator::PublishDataPrep(const v1::DataPrepPublishRequest& request) {
+namespace {
+
+absl::Status SendPublish(v1::WorkerService::Stub* stub, grpc::ClientContext* ctx,
+                         const v1::DataPrepPublishRequest& req, const std::string& server) {
+  v1::DataPrepPublishResponse resp;
+  return rpc::ToAbsl(stub->PublishDataPrep(ctx, req, &resp),
+                     req.abandon() ? "abandon data preparation" : "publish prepared data", server,
+                     "worker");
+}
+
+}  // namespace
+
+absl::Status Coordinator::PublishDataPrep(const DataPrepClaim& claim,
+                                          const std::vector<v1::PreparedFileRef>& files) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
-  v1::DataPrepPublishResponse resp;
-  return rpc::ToAbsl(stub_->PublishDataPrep(&ctx, request, &resp), "publish prepared data",
-                     config_.server, "worker");
+  v1::DataPrepPublishRequest req;
+  claim.Stamp(&req);
+  for (const auto& f : files) *req.add_files() = f;
+  return SendPublish(stub_.get(), &ctx, req, config_.server);
+}
+
+absl::Status Coordinator::AbandonDataPrep(const DataPrepClaim& claim) {
+  grpc::ClientContext ctx;
+  Prepare(&ctx, kCallDeadlineSeconds);
+  v1::DataPrepPublishRequest req;
+  claim.Stamp(&req);
+  req.set_abandon(true);
+  return SendPublish(stub_.get(), &ctx, req, config_.server);
 }
 
 absl::Status Coordinator::GetPreparedFile(const std::string& sha256, const std::string& path) {

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/rpc/channel.h"
+#include "worker/data_prep_claim.h"
 #include "worker/run_coordinator.h"
 
 namespace ablate::worker {
@@ -45,14 +46,23 @@ class Coordinator : public RunCoordinator {
   // Tells the server this worker is stopping cleanly, so it shows offline at once.
   absl::Status Deregister(int64_t worker_id);
 
-  // Prepared once per fleet (worker/fleet_data.h).
+  // Prepared once per fleet (worker/fleet_data.h). Asks about a data key (request without a
+  // claim_token): READY, PREPARING or CLAIMED.
   absl::StatusOr<v1::DataPrepClaimResponse> ClaimDataPrep(const v1::DataPrepClaimRequest& request);
+  // The calls under a claim take the DataPrepClaim and stamp it into their requests
+  // (DataPrepClaim::Stamp), as the fenced run calls do with a RunLease.
+  // Renews the claim; FAILED_PRECONDITION ("claim lost") once it is not this worker's any more.
+  absl::StatusOr<v1::DataPrepClaimResponse> RenewDataPrep(int64_t worker_id,
+                                                          const DataPrepClaim& claim);
   // Uploads the file at `path` under the claim; returns what the server stored.
-  absl::StatusOr<v1::PreparedFileRef> PutPreparedFile(const std::string& key,
-                                                      const std::string& claim_token,
+  absl::StatusOr<v1::PreparedFileRef> PutPreparedFile(const DataPrepClaim& claim,
                                                       const std::string& role,
                                                       const std::string& path);
-  absl::Status PublishDataPrep(const v1::DataPrepPublishRequest& request);
+  // Makes the key ready with `files` (each uploaded with PutPreparedFile under this claim).
+  absl::Status PublishDataPrep(const DataPrepClaim& claim,
+                               const std::vector<v1::PreparedFileRef>& files);
+  // Drops the claim (preparing failed) so another worker may try.
+  absl::Status AbandonDataPrep(const DataPrepClaim& claim);
   // Streams a published file into `path` (atomically) and checks its SHA-256.
   absl::Status GetPreparedFile(const std::string& sha256, const std::string& path);
 

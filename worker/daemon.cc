@@ -8,7 +8,9 @@
 #include <csignal>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -90,14 +92,31 @@ absl::Status CheckDaemonOptions(const DaemonOptions& o) {
   return absl::OkStatus();
 }
 
-int RunDaemon(const DaemonOptions& options) {
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
+namespace {
+
+// The exit code of a permanent error from Register or Lease: 3 when the token is refused.
+int ExitCodeFor(const absl::Status& s) {
+  return absl::IsUnauthenticated(s) || absl::IsPermissionDenied(s) ? 3 : 1;
+}
+
+// What start-up hands the lease loop. It stays where RunDaemon made it: the /metrics exposer
+// reads `stats` in place.
+struct Worker {
+  v1::WorkerInfo info;
+  std::unique_ptr<Coordinator> coordinator;
+  int threads_per_slot = 1;
+  std::vector<SessionStats> stats;  // one per slot
+  std::unique_ptr<WorkerMetrics> metrics;
+};
+
+// Start-up before the server is asked anything: options, device, work dir, connection, the
+// threads per slot and /metrics. nullopt when the worker is ready; else the exit code (2), the
+// reason logged.
+std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
   if (auto s = CheckDaemonOptions(options); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;
   }
-
   auto device = train::ProbeDevice(options.device);
   if (!device.ok()) {
     spdlog::error("device: {}", device.status().message());
@@ -107,7 +126,7 @@ int RunDaemon(const DaemonOptions& options) {
     spdlog::info("--device auto: no CUDA or MPS device here, training on the CPU ({})",
                  train::TorchBuildLine());
   }
-  v1::WorkerInfo info;
+  v1::WorkerInfo& info = w->info;
   info.set_name(options.name.empty() ? Hostname() : options.name);
   info.set_hostname(Hostname());
   info.set_device_kind(device->kind);
@@ -130,71 +149,76 @@ int RunDaemon(const DaemonOptions& options) {
     spdlog::error("{}", coordinator.status().message());
     return 2;
   }
-  Coordinator* c = coordinator->get();
+  w->coordinator = *std::move(coordinator);
 
   // Checked by CheckDaemonOptions.
-  const int threads_per_slot = *ThreadsPerSlot(options.threads, options.slots, util::Cores());
+  w->threads_per_slot = *ThreadsPerSlot(options.threads, options.slots, util::Cores());
   // BLIS takes its thread count from the environment once, at its first call, for the whole
   // process: set it to one slot's share before any slot trains.
-  train::ConfigureThreads(threads_per_slot);
-  std::vector<SessionStats> stats(static_cast<size_t>(options.slots));
-  std::unique_ptr<WorkerMetrics> metrics;
+  train::ConfigureThreads(w->threads_per_slot);
+  w->stats = std::vector<SessionStats>(static_cast<size_t>(options.slots));
   if (!options.metrics_listen.empty()) {
     auto m = WorkerMetrics::Start(
         options.metrics_listen,
-        {info.name(), info.device_kind(), info.device_name(), info.torch_version()}, stats);
+        {info.name(), info.device_kind(), info.device_name(), info.torch_version()}, w->stats);
     if (!m.ok()) {
       spdlog::error("{}", m.status().message());
       return 2;
     }
-    metrics = *std::move(m);
+    w->metrics = *std::move(m);
   }
-  // Ends a long-poll as soon as a signal arrives rather than at its deadline.
-  std::thread watcher([c] {
-    while (!g_shutdown) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    c->CancelLongPoll();
-  });
-  struct Joiner {
-    std::thread& t;
-    ~Joiner() {
-      g_shutdown = true;
-      t.join();
-    }
-  } joiner{watcher};
+  return std::nullopt;
+}
 
-  spdlog::info("ablate-worker {} on {} ({}), server {}", util::LogQuote(info.name()),
-               info.device_name(), info.device_kind(), options.client.server);
-  auto reg = RegisterWithRetry(c, info);
-  if (!reg.ok()) {
-    if (absl::IsCancelled(reg.status())) return 0;
-    spdlog::error("{}", reg.status().message());
-    return absl::IsUnauthenticated(reg.status()) || absl::IsPermissionDenied(reg.status()) ? 3 : 1;
+// Ends a long-poll as soon as a signal arrives rather than at its deadline. Its end (RunDaemon
+// returning) counts as a shutdown too.
+class ShutdownWatcher {
+ public:
+  explicit ShutdownWatcher(Coordinator* c)
+      : thread_([c] {
+          while (!g_shutdown) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          c->CancelLongPoll();
+        }) {}
+  ~ShutdownWatcher() {
+    g_shutdown = true;
+    thread_.join();
   }
-  int64_t worker_id = reg->worker_id();
+
+ private:
+  std::thread thread_;
+};
+
+// What every slot's session runs with, once registered: the lease's heartbeat period, the
+// shutdown flag, the trainer and the hook that makes a run's data ready (fleet_data.h).
+SessionOptions SessionOptionsFor(const DaemonOptions& options, Worker* w, int64_t worker_id,
+                                 double lease_seconds) {
   SessionOptions sopts;
   sopts.work_dir = options.work_dir;
   sopts.device = options.device;
-  sopts.threads = threads_per_slot;
+  sopts.threads = w->threads_per_slot;
   sopts.min_step_seconds = options.min_step_seconds;
   if (options.min_step_seconds > 0) {
     spdlog::warn("test pacing: every training step lasts at least {} ms (--test-min-step-ms)",
                  options.min_step_seconds * 1000);
   }
-  sopts.heartbeat_seconds = HeartbeatSeconds(reg->lease_seconds());
+  sopts.heartbeat_seconds = HeartbeatSeconds(lease_seconds);
   sopts.shutdown = &g_shutdown;
   sopts.train = train::Train;
   // Counted on the first slot's stats (the metrics sum every slot's). One preparation at a time
   // in this process: a second slot asking for the same data then finds it in the local cache
-  // instead of racing the first on the same files.
-  SessionStats* stats_for_data = &stats[0];
+  // instead of racing the first on the same files. The worker id is the first registration's
+  // (a worker the server forgot and that registered again keeps it here).
+  Coordinator* c = w->coordinator.get();
+  SessionStats* stats_for_data = &w->stats[0];
   auto prepare_mu = std::make_shared<std::mutex>();
-  sopts.prepare_data = [c, worker_id, &options, stats_for_data, prepare_mu](
+  const std::string cache_dir = (std::filesystem::path(options.work_dir) / "cache").string();
+  sopts.prepare_data = [c, worker_id, cache_dir, stats_for_data, prepare_mu](
                            const v1::DataSpec& data, int64_t run_id,
                            const std::function<bool()>& should_stop) -> absl::Status {
     std::lock_guard<std::mutex> lock(*prepare_mu);
     FleetDataOptions fleet;
     fleet.worker_id = worker_id;
-    fleet.cache_dir = (std::filesystem::path(options.work_dir) / "cache").string();
+    fleet.cache_dir = cache_dir;
     fleet.run_id = run_id;
     fleet.should_stop = should_stop;
     auto source = EnsureFleetData(c, data, fleet);
@@ -202,22 +226,99 @@ int RunDaemon(const DaemonOptions& options) {
     CountFleetData(*source, stats_for_data);
     return absl::OkStatus();
   };
-  spdlog::info("registered as worker {} (lease {}s){}", worker_id, reg->lease_seconds(),
-               options.slots > 1
-                   ? absl::StrCat(", ", options.slots, " slots of ", threads_per_slot, " thread(s)")
-                   : "");
+  return sopts;
+}
 
-  // Each slot trains one leased run on its own thread (its own Session: lease, heartbeat, spool,
-  // checkpoints); this thread only leases, whenever a slot is free.
-  std::mutex mu;
-  std::condition_variable slot_freed;
-  SlotScheduler slots(options.slots, options.max_runs);
-  std::vector<std::thread> slot_threads(static_cast<size_t>(options.slots));
-  std::vector<Clock::time_point> last_end(static_cast<size_t>(options.slots));
-  auto run_in_slot = [&](int slot, int64_t worker, v1::LeaseResponse lease) {
-    SessionOutcome out = RunSession(c, worker, lease, sopts, &stats[static_cast<size_t>(slot)]);
+// The lease loop. This thread only leases, whenever a slot is free; each slot trains one leased
+// run on its own thread (its own Session: lease, heartbeat, spool, checkpoints). It ends on a
+// signal, at --max-runs, when idle with --exit-when-idle, or (once the runs held have ended) on a
+// permanent Lease error; then every slot's session has checkpointed and handed its run back
+// (SessionOptions.shutdown) or finished it, and the server is told the worker stopped.
+class LeaseLoop {
+ public:
+  LeaseLoop(const DaemonOptions& options, Worker* w, SessionOptions sopts, int64_t worker_id)
+      : options_(options),
+        w_(w),
+        c_(w->coordinator.get()),
+        sopts_(std::move(sopts)),
+        worker_id_(worker_id),
+        slots_(options.slots, options.max_runs),
+        slot_threads_(static_cast<size_t>(options.slots)),
+        last_end_(static_cast<size_t>(options.slots)) {}
+
+  // Returns the exit code: 0, or that of the permanent Lease error that stopped leasing.
+  int Run() {
+    util::Backoff backoff(util::kDaemonBackoff);
+    while (WaitForFreeSlot()) {
+      auto lease = c_->Lease(worker_id_, options_.lease_wait_seconds);
+      if (!lease.ok()) {
+        if (g_shutdown) break;
+        OnLeaseError(lease.status(), &backoff);
+        continue;
+      }
+      backoff.Reset();
+      if (lease->has_run()) {
+        StartInFreeSlot(*std::move(lease));
+      } else if (options_.exit_when_idle) {
+        StopLeasing();
+      }
+    }
+    return Stop();
+  }
+
+ private:
+  // Waits until a slot is free; false when the loop should end instead. Polled so that a signal
+  // ends the wait too.
+  bool WaitForFreeSlot() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!g_shutdown && !slots_.WantLease() && !slots_.Done()) {
+      slot_freed_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    return !g_shutdown && !slots_.Done();
+  }
+
+  void StopLeasing() {
+    std::lock_guard<std::mutex> lock(mu_);
+    slots_.StopLeasing();
+  }
+
+  // Registers again when the server forgot this worker (e.g. pruned); on a permanent error
+  // stops leasing (the runs held keep training to their end) and keeps its exit code; else
+  // waits out the backoff.
+  void OnLeaseError(const absl::Status& s, util::Backoff* backoff) {
+    if (absl::IsNotFound(s)) {
+      auto again = RegisterWithRetry(c_, w_->info);
+      if (again.ok()) worker_id_ = again->worker_id();
+      return;
+    }
+    if (!rpc::IsTransient(s)) {
+      spdlog::error("{}", s.message());
+      exit_code_ = ExitCodeFor(s);
+      StopLeasing();
+      return;
+    }
+    const auto wait = backoff->Next();
+    LogRetry(s, wait);
+    util::SleepUnless(wait, ShuttingDown);
+  }
+
+  void StartInFreeSlot(v1::LeaseResponse lease) {
+    int slot;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      slot = slots_.Acquire();
+    }
+    std::thread& t = slot_threads_[static_cast<size_t>(slot)];
+    if (t.joinable()) t.join();  // its run has ended: Release came last
+    t = std::thread(&LeaseLoop::RunInSlot, this, slot, worker_id_, std::move(lease));
+  }
+
+  // A slot's thread: one run's session, its log line, then the slot is free again.
+  void RunInSlot(int slot, int64_t worker, v1::LeaseResponse lease) {
+    SessionOutcome out =
+        RunSession(c_, worker, lease, sopts_, &w_->stats[static_cast<size_t>(slot)]);
     const double wall = out.train_seconds + out.overhead_seconds;
-    Clock::time_point& last = last_end[static_cast<size_t>(slot)];
+    Clock::time_point& last = last_end_[static_cast<size_t>(slot)];
     std::string gap;
     if (last != Clock::time_point{} && out.train_started != Clock::time_point{}) {
       gap = absl::StrCat(
@@ -227,77 +328,65 @@ int RunDaemon(const DaemonOptions& options) {
     spdlog::info("run {}: {} — train {:.2f}s, worker overhead {:.3f}s ({:.2f}%){}{}",
                  lease.spec().run_id(), out.detail, out.train_seconds, out.overhead_seconds,
                  wall > 0 ? 100.0 * out.overhead_seconds / wall : 0.0, gap,
-                 options.slots > 1 ? absl::StrCat(" [slot ", slot, "]") : "");
+                 options_.slots > 1 ? absl::StrCat(" [slot ", slot, "]") : "");
     last = out.ended;
     {
-      std::lock_guard<std::mutex> lock(mu);
-      slots.Release(slot);
+      std::lock_guard<std::mutex> lock(mu_);
+      slots_.Release(slot);
     }
-    slot_freed.notify_all();
-  };
+    slot_freed_.notify_all();
+  }
 
-  int exit_code = 0;
-  util::Backoff backoff(util::kDaemonBackoff);
-  while (!g_shutdown) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      // Polled so that a signal ends the wait too.
-      while (!g_shutdown && !slots.WantLease() && !slots.Done()) {
-        slot_freed.wait_for(lock, std::chrono::milliseconds(100));
-      }
-      if (g_shutdown || slots.Done()) break;
+  // Waits for every slot's run to end, then deregisters.
+  int Stop() {
+    for (auto& t : slot_threads_) {
+      if (t.joinable()) t.join();
     }
-    auto lease = c->Lease(worker_id, options.lease_wait_seconds);
-    if (!lease.ok()) {
-      if (g_shutdown) break;
-      if (absl::IsNotFound(lease.status())) {  // the server forgot us (e.g. pruned): register again
-        auto again = RegisterWithRetry(c, info);
-        if (again.ok()) worker_id = again->worker_id();
-        continue;
-      }
-      if (!rpc::IsTransient(lease.status())) {
-        spdlog::error("{}", lease.status().message());
-        exit_code =
-            absl::IsUnauthenticated(lease.status()) || absl::IsPermissionDenied(lease.status()) ? 3
-                                                                                                : 1;
-        // The runs held keep training to their end; nothing new is leased.
-        std::lock_guard<std::mutex> lock(mu);
-        slots.StopLeasing();
-        continue;
-      }
-      const auto wait = backoff.Next();
-      LogRetry(lease.status(), wait);
-      util::SleepUnless(wait, ShuttingDown);
-      continue;
+    // A clean stop is announced so `ablate workers` shows it offline at once; if the server
+    // cannot be told, the worker still goes offline once its silence outlasts two lease periods.
+    if (auto s = c_->Deregister(worker_id_); !s.ok()) {
+      spdlog::warn("could not tell the server this worker is stopping: {}", s.message());
     }
-    backoff.Reset();
-    if (!lease->has_run()) {
-      if (options.exit_when_idle) {
-        std::lock_guard<std::mutex> lock(mu);
-        slots.StopLeasing();
-      }
-      continue;
-    }
-    int slot;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      slot = slots.Acquire();
-    }
-    std::thread& t = slot_threads[static_cast<size_t>(slot)];
-    if (t.joinable()) t.join();  // its run has ended: Release came last
-    t = std::thread(run_in_slot, slot, worker_id, *std::move(lease));
+    spdlog::info("ablate-worker stopping after {} run(s)", slots_.started());
+    return exit_code_;
   }
-  // On shutdown every session checkpoints and hands its run back (SessionOptions.shutdown).
-  for (auto& t : slot_threads) {
-    if (t.joinable()) t.join();
+
+  const DaemonOptions& options_;
+  Worker* w_;
+  Coordinator* c_;
+  const SessionOptions sopts_;
+  int64_t worker_id_;  // changes when the server forgot the worker and it registered again
+  int exit_code_ = 0;
+  std::mutex mu_;
+  std::condition_variable slot_freed_;
+  SlotScheduler slots_;                      // guarded by mu_
+  std::vector<std::thread> slot_threads_;    // this thread's
+  std::vector<Clock::time_point> last_end_;  // each slot's thread's own entry
+};
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& options) {
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  Worker w;
+  if (auto exit_code = StartUp(options, &w)) return *exit_code;
+  ShutdownWatcher watcher(w.coordinator.get());
+
+  spdlog::info("ablate-worker {} on {} ({}), server {}", util::LogQuote(w.info.name()),
+               w.info.device_name(), w.info.device_kind(), options.client.server);
+  auto reg = RegisterWithRetry(w.coordinator.get(), w.info);
+  if (!reg.ok()) {
+    if (absl::IsCancelled(reg.status())) return 0;
+    spdlog::error("{}", reg.status().message());
+    return ExitCodeFor(reg.status());
   }
-  // A clean stop is announced so `ablate workers` shows it offline at once; if the server cannot
-  // be told, the worker still goes offline once its silence outlasts two lease periods.
-  if (auto s = c->Deregister(worker_id); !s.ok()) {
-    spdlog::warn("could not tell the server this worker is stopping: {}", s.message());
-  }
-  spdlog::info("ablate-worker stopping after {} run(s)", slots.started());
-  return exit_code;
+  SessionOptions sopts = SessionOptionsFor(options, &w, reg->worker_id(), reg->lease_seconds());
+  spdlog::info("registered as worker {} (lease {}s){}", reg->worker_id(), reg->lease_seconds(),
+               options.slots > 1 ? absl::StrCat(", ", options.slots, " slots of ",
+                                                w.threads_per_slot, " thread(s)")
+                                 : "");
+  return LeaseLoop(options, &w, std::move(sopts), reg->worker_id()).Run();
 }
 
 }  // namespace ablate::worker

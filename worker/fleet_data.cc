@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/status_macros.h"
 #include "spdlog/spdlog.h"
+#include "worker/data_prep_claim.h"
 #include "worker/train/trainer.h"
 
 namespace ablate::worker {
@@ -43,9 +44,9 @@ bool AllPresent(const train::DataPlan& plan) {
 // preparer that died loses it.
 class ClaimRenewer {
  public:
-  ClaimRenewer(Coordinator* c, v1::DataPrepClaimRequest renew, double expires_at)
-      : c_(c), renew_(std::move(renew)) {
-    const double period = std::max(1.0, (expires_at - UnixNow()) / 3);
+  ClaimRenewer(Coordinator* c, int64_t worker_id, const DataPrepClaim& claim)
+      : c_(c), worker_id_(worker_id), claim_(claim) {
+    const double period = std::max(1.0, (claim.expires_at() - UnixNow()) / 3);
     thread_ = std::thread([this, period] { Loop(period); });
   }
   ~ClaimRenewer() {
@@ -63,11 +64,11 @@ class ClaimRenewer {
     while (!cv_.wait_for(lock, std::chrono::milliseconds(int64_t(period * 1000)),
                          [&] { return stop_; })) {
       lock.unlock();
-      auto r = c_->ClaimDataPrep(renew_);
+      auto r = c_->RenewDataPrep(worker_id_, claim_);
       if (!r.ok()) {
         // Lost or unreachable: preparing goes on (this worker needs the files anyway); the
         // publish at the end is refused if another worker took the claim over.
-        spdlog::warn("data key {}: renewing the preparation claim: {}", renew_.key().substr(0, 16),
+        spdlog::warn("data key {}: renewing the preparation claim: {}", claim_.key().substr(0, 16),
                      std::string(r.status().message()));
       }
       lock.lock();
@@ -75,7 +76,8 @@ class ClaimRenewer {
   }
 
   Coordinator* c_;
-  const v1::DataPrepClaimRequest renew_;
+  const int64_t worker_id_;
+  const DataPrepClaim claim_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
@@ -99,21 +101,13 @@ absl::Status Download(Coordinator* c, const train::DataPlan& plan, const Resp& r
 }
 
 absl::Status PrepareAndPublish(Coordinator* c, const v1::DataSpec& data,
-                               const train::DataPlan& plan, const Resp& claim,
+                               const train::DataPlan& plan, const DataPrepClaim& claim,
                                const FleetDataOptions& o) {
-  v1::DataPrepClaimRequest renew;
-  renew.set_worker_id(o.worker_id);
-  renew.set_key(plan.key);
-  renew.set_claim_token(claim.claim_token());
-  ClaimRenewer renewer(c, renew, claim.claim_expires_at());
+  ClaimRenewer renewer(c, o.worker_id, claim);
   const auto t0 = Clock::now();
   auto times = train::PrepareRunData(data, o.cache_dir);
   if (!times.ok()) {
-    v1::DataPrepPublishRequest abandon;
-    abandon.set_key(plan.key);
-    abandon.set_claim_token(claim.claim_token());
-    abandon.set_abandon(true);
-    if (auto s = c->PublishDataPrep(abandon); !s.ok()) {
+    if (auto s = c->AbandonDataPrep(claim); !s.ok()) {
       spdlog::warn("data key {}: abandoning the claim: {}", plan.key.substr(0, 16),
                    std::string(s.message()));
     }
@@ -126,27 +120,24 @@ absl::Status PrepareAndPublish(Coordinator* c, const v1::DataSpec& data,
       times->encoded_bytes / 1e6, times->encode_seconds,
       times->encode_seconds > 0 ? times->encoded_bytes / 1e6 / times->encode_seconds : 0.0);
   const auto t_up = Clock::now();
-  v1::DataPrepPublishRequest publish;
-  publish.set_key(plan.key);
-  publish.set_claim_token(claim.claim_token());
+  std::vector<v1::PreparedFileRef> published;
   int64_t bytes = 0;
   std::map<std::string, v1::PreparedFileRef> uploaded;  // by path: one upload per file
   for (const auto& [role, path] : plan.files) {
     if (auto it = uploaded.find(path); it != uploaded.end()) {
       v1::PreparedFileRef same = it->second;
       same.set_role(role);
-      *publish.add_files() = std::move(same);
+      published.push_back(std::move(same));
       continue;
     }
-    ASSIGN_OR_RETURN(v1::PreparedFileRef ref,
-                     c->PutPreparedFile(plan.key, claim.claim_token(), role, path));
+    ASSIGN_OR_RETURN(v1::PreparedFileRef ref, c->PutPreparedFile(claim, role, path));
     bytes += ref.size_bytes();
     uploaded.emplace(path, ref);
-    *publish.add_files() = std::move(ref);
+    published.push_back(std::move(ref));
   }
-  RETURN_IF_ERROR(c->PublishDataPrep(publish));
+  RETURN_IF_ERROR(c->PublishDataPrep(claim, published));
   spdlog::info("run {}: data key {}: published to the fleet ({} files, {:.1f} MB, {:.1f}s)",
-               o.run_id, plan.key.substr(0, 16), publish.files_size(), bytes / 1e6, Since(t_up));
+               o.run_id, plan.key.substr(0, 16), published.size(), bytes / 1e6, Since(t_up));
   return absl::OkStatus();
 }
 
@@ -231,7 +222,7 @@ absl::StatusOr<FleetDataSource> EnsureFleetData(Coordinator* c, const v1::DataSp
       case Resp::CLAIMED:
         spdlog::info("run {}: data key {}: preparing it for the fleet ({})", o.run_id, short_key,
                      plan.description);
-        RETURN_IF_ERROR(PrepareAndPublish(c, data, plan, *r, o));
+        RETURN_IF_ERROR(PrepareAndPublish(c, data, plan, DataPrepClaim(plan.key, *r), o));
         return FleetDataSource::kPrepared;
       case Resp::PREPARING:
         if (waiting_for != r->preparer()) {

@@ -1,7 +1,6 @@
 // ablate-worker: trains runs. `ablate-worker --server ...` is the daemon; `train` and
 // `data prepare` work with no server at all.
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -15,15 +14,13 @@
 
 namespace {
 
-std::string EnvOr(const char* name, std::string fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
+using ablate::cli_edge::Env;
 
+// An empty variable counts as unset.
 std::string DefaultCacheDir() {
-  std::string xdg = EnvOr("XDG_CACHE_HOME", "");
-  if (!xdg.empty()) return xdg + "/ablate";
-  return EnvOr("HOME", "/tmp") + "/.cache/ablate";
+  if (std::string xdg = Env("XDG_CACHE_HOME"); !xdg.empty()) return xdg + "/ablate";
+  const std::string home = Env("HOME");
+  return (home.empty() ? std::string("/tmp") : home) + "/.cache/ablate";
 }
 
 }  // namespace
@@ -35,7 +32,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   ablate::worker::DaemonOptions daemon;
-  daemon.work_dir = EnvOr("ABLATE_WORK_DIR", DefaultCacheDir() + "/worker");
+  daemon.work_dir = Env("ABLATE_WORK_DIR");
+  if (daemon.work_dir.empty()) daemon.work_dir = DefaultCacheDir() + "/worker";
   ablate::cli_edge::ServerFlags server;
   ablate::cli_edge::AddServerFlags(app, &server);
   app.add_option("--device", daemon.device, "auto | cpu | cuda | mps")

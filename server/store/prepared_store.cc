@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/sha256.h"
+#include "common/util/status_macros.h"
 
 namespace ablate::server {
 namespace {
@@ -18,15 +19,58 @@ absl::Status ClaimLost(const std::string& key) {
                    "worker took it over, or it was published or abandoned)"));
 }
 
+// What a call made under a claim accepts besides the token itself.
+enum class ClaimUse {
+  kUpload,   // PutPreparedFile: only a live claim, so an expired holder stops sending bytes
+  kHold,     // renew, abandon: also an expired claim that nobody has taken over yet
+  kPublish,  // as kHold, and a key already published under this token (a retried publish)
+};
+
+// What the prepared_data and prepared_uploads rows keep of a claim token.
+std::string ClaimDigest(const std::string& claim_token) { return Sha256Hex(claim_token); }
+
+struct HeldClaim {
+  std::string digest;      // ClaimDigest(token): what the statements that follow match on
+  bool published = false;  // kPublish only: the key is already ready under this token
+};
+
+// The one check of a claim token, as the Fenced() statements are for a run's lease: every call
+// under a claim (renew, upload, publish, abandon) passes here first, with the claim's row locked
+// for the rest of its transaction. ClaimLost has the same words whether the token is wrong,
+// taken over, expired or its key published, so a caller probing another worker's claim learns
+// nothing about which.
+absl::StatusOr<HeldClaim> FenceClaim(pqxx::work& tx, const std::string& key,
+                                     const std::string& claim_token, ClaimUse use) {
+  HeldClaim held;
+  held.digest = ClaimDigest(claim_token);
+  pqxx::result r = pg::Exec(tx, "data_claim_fence", key, held.digest);
+  if (r.empty()) return ClaimLost(key);
+  const bool preparing = r[0][0].as<std::string>() == "preparing";
+  const bool expired = r[0][1].as<bool>();
+  switch (use) {
+    case ClaimUse::kUpload:
+      if (!preparing || expired) return ClaimLost(key);
+      break;
+    case ClaimUse::kHold:
+      if (!preparing) return ClaimLost(key);
+      break;
+    case ClaimUse::kPublish:
+      held.published = !preparing;
+      break;
+  }
+  return held;
+}
+
 absl::StatusOr<Resp> NewClaim(pqxx::work& tx, const std::string& key, int64_t worker_id,
                               double seconds, bool take_over, const std::string& description) {
   auto token = RandomHex(32);
   if (!token.ok()) return token.status();
   pqxx::result r;
   if (take_over) {
-    r = pg::Exec(tx, "data_claim_take_over", key, worker_id, Sha256Hex(*token), seconds);
+    r = pg::Exec(tx, "data_claim_take_over", key, worker_id, ClaimDigest(*token), seconds);
   } else {
-    r = pg::Exec(tx, "data_claim_insert", key, worker_id, Sha256Hex(*token), seconds, description);
+    r = pg::Exec(tx, "data_claim_insert", key, worker_id, ClaimDigest(*token), seconds,
+                 description);
   }
   if (r.empty()) return absl::AbortedError("raced");  // someone else inserted: look again
   Resp out;
@@ -91,7 +135,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, i
       }
       const bool expired = r[0][2].is_null() || r[0][2].as<bool>();
       if (!req.claim_token().empty()) {
-        if (r[0][1].as<std::string>() != Sha256Hex(req.claim_token())) return ClaimLost(req.key());
+        RETURN_IF_ERROR(FenceClaim(tx, req.key(), req.claim_token(), ClaimUse::kHold).status());
         pqxx::result renewed = pg::Exec(tx, "data_claim_renew", req.key(), claim_seconds_);
         Resp out;
         out.set_state(Resp::CLAIMED);
@@ -117,8 +161,7 @@ absl::Status PreparedStore::CheckClaim(const std::string& key, const std::string
   return db_
       ->Tx<bool>("check data claim",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(tx, "data_check_claim", key, Sha256Hex(claim_token));
-                   if (r.empty()) return ClaimLost(key);
+                   RETURN_IF_ERROR(FenceClaim(tx, key, claim_token, ClaimUse::kUpload).status());
                    return true;
                  })
       .status();
@@ -131,9 +174,9 @@ absl::Status PreparedStore::RecordUpload(const std::string& key, const std::stri
       ->Tx<bool>(
           "record prepared upload",
           [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-            const std::string digest = Sha256Hex(claim_token);
-            pqxx::result r = pg::Exec(tx, "data_upload_lock", key, digest);
-            if (r.empty()) return ClaimLost(key);
+            ASSIGN_OR_RETURN(const HeldClaim held,
+                             FenceClaim(tx, key, claim_token, ClaimUse::kUpload));
+            const std::string& digest = held.digest;
             pqxx::row n = pg::Exec1(tx, "data_upload_count", key, digest, ref.sha256());
             if (n[0].as<int64_t>() >= kMaxUploadsPerClaim) {
               return absl::ResourceExhaustedError(absl::StrCat(
@@ -153,15 +196,13 @@ absl::Status PreparedStore::Publish(const std::string& key, const std::string& c
   return db_
       ->Tx<bool>("publish prepared data",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(tx, "data_publish_lock", key);
                    // An expired claim nobody took over may still publish: the files are as good.
-                   if (r.empty() || r[0][1].as<std::string>() != Sha256Hex(claim_token)) {
-                     return ClaimLost(key);
-                   }
-                   if (r[0][0].as<std::string>() == "ready") return true;  // a retried publish
+                   ASSIGN_OR_RETURN(const HeldClaim held,
+                                    FenceClaim(tx, key, claim_token, ClaimUse::kPublish));
+                   if (held.published) return true;  // a retried publish
+                   const std::string& digest = held.digest;
                    // Only files this claim uploaded: a hash that is in the store for another
                    // reason (another run's checkpoint) must not become readable by every worker.
-                   const std::string digest = Sha256Hex(claim_token);
                    for (size_t i = 0; i < files.size(); ++i) {
                      if (pg::Exec(tx, "data_publish_uploaded", key, digest, files[i].sha256(),
                                   files[i].size_bytes())
@@ -187,8 +228,9 @@ absl::Status PreparedStore::Abandon(const std::string& key, const std::string& c
   return db_
       ->Tx<bool>("abandon data claim",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(tx, "data_abandon", key, Sha256Hex(claim_token));
-                   if (r.empty()) return ClaimLost(key);
+                   ASSIGN_OR_RETURN(const HeldClaim held,
+                                    FenceClaim(tx, key, claim_token, ClaimUse::kHold));
+                   pg::Exec(tx, "data_abandon", key, held.digest);
                    return true;
                  })
       .status();

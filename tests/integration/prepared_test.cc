@@ -228,6 +228,51 @@ TEST_F(PreparedTest, AbandonedClaimFreesTheKey) {
   EXPECT_EQ(second.state(), Resp::CLAIMED);
 }
 
+// Every call under a claim goes through the server's one claim check: a wrong token is refused
+// by each, with the same words; a claim that expired with nobody taking it over may still be
+// renewed, published or abandoned, but not upload (it stops sending bytes at once).
+TEST_F(PreparedTest, EveryCallUnderAClaimChecksItsToken) {
+  const int64_t w1 = Register("slow-preparer");
+  const std::string key = Sha256Hex("data key fenced");
+  Resp claim;
+  ASSERT_TRUE(Claim(w1, key, &claim).ok());
+  ASSERT_EQ(claim.state(), Resp::CLAIMED);
+  const std::string wrong = Sha256Hex("a guessed claim token");
+  auto lost = [](const grpc::Status& s) {
+    return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+           s.error_message().find("claim lost") != std::string::npos;
+  };
+  Resp r;
+  v1::PreparedFileRef stored;
+  EXPECT_TRUE(lost(Claim(w1, key, &r, wrong)));
+  EXPECT_TRUE(lost(Put(key, wrong, "tokens_train", "x", &stored)));
+  EXPECT_TRUE(lost(Publish(key, wrong, {}, /*abandon=*/true)));
+  // The right token on another key is as wrong.
+  EXPECT_TRUE(
+      lost(Put(Sha256Hex("another key"), claim.claim_token(), "tokens_train", "x", &stored)));
+
+  std::vector<v1::PreparedFileRef> refs;
+  for (const auto& [role, data] : Files()) {
+    ASSERT_TRUE(Put(key, claim.claim_token(), role, data, &stored).ok());
+    refs.push_back(stored);
+  }
+  EXPECT_TRUE(lost(Publish(key, wrong, refs)));
+  ExpireClaim(key);
+  EXPECT_TRUE(lost(Put(key, claim.claim_token(), "tokens_train", "late", &stored)));
+  ASSERT_TRUE(Claim(w1, key, &r, claim.claim_token()).ok());  // renewed: live again
+  EXPECT_EQ(r.state(), Resp::CLAIMED);
+  EXPECT_GE(r.claim_expires_at(), claim.claim_expires_at());
+  ExpireClaim(key);
+  EXPECT_TRUE(lost(Publish(key, wrong, refs)));
+  ASSERT_TRUE(Publish(key, claim.claim_token(), refs).ok());
+  EXPECT_TRUE(Publish(key, claim.claim_token(), refs).ok());  // a retried publish
+  // Published: the token no longer holds a claim to renew, upload under or abandon.
+  ASSERT_TRUE(Claim(w1, key, &r, claim.claim_token()).ok());
+  EXPECT_EQ(r.state(), Resp::READY);  // a renewer asking now learns the files are out
+  EXPECT_TRUE(lost(Put(key, claim.claim_token(), "tokens_train", "x", &stored)));
+  EXPECT_TRUE(lost(Publish(key, claim.claim_token(), {}, /*abandon=*/true)));
+}
+
 TEST_F(PreparedTest, InputsAndSizesAreChecked) {
   const int64_t w1 = Register("checked");
   Resp r;
