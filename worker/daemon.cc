@@ -107,6 +107,9 @@ struct Worker {
   int threads_per_slot = 1;
   std::vector<SessionStats> stats;  // one per slot
   std::unique_ptr<WorkerMetrics> metrics;
+  // The server's id for this worker: set at registration, and again when the server forgot the
+  // worker and it registered anew (LeaseLoop); the data-prep hook reads it on each call.
+  std::atomic<int64_t> worker_id{0};
 };
 
 // Start-up before the server is asked anything: options, device, work dir, connection, the
@@ -190,8 +193,7 @@ class ShutdownWatcher {
 
 // What every slot's session runs with, once registered: the lease's heartbeat period, the
 // shutdown flag, the trainer and the hook that makes a run's data ready (fleet_data.h).
-SessionOptions SessionOptionsFor(const DaemonOptions& options, Worker* w, int64_t worker_id,
-                                 double lease_seconds) {
+SessionOptions SessionOptionsFor(const DaemonOptions& options, Worker* w, double lease_seconds) {
   SessionOptions sopts;
   sopts.work_dir = options.work_dir;
   sopts.device = options.device;
@@ -206,18 +208,17 @@ SessionOptions SessionOptionsFor(const DaemonOptions& options, Worker* w, int64_
   sopts.train = train::Train;
   // Counted on the first slot's stats (the metrics sum every slot's). One preparation at a time
   // in this process: a second slot asking for the same data then finds it in the local cache
-  // instead of racing the first on the same files. The worker id is the first registration's
-  // (a worker the server forgot and that registered again keeps it here).
+  // instead of racing the first on the same files.
   Coordinator* c = w->coordinator.get();
   SessionStats* stats_for_data = &w->stats[0];
   auto prepare_mu = std::make_shared<std::mutex>();
   const std::string cache_dir = (std::filesystem::path(options.work_dir) / "cache").string();
-  sopts.prepare_data = [c, worker_id, cache_dir, stats_for_data, prepare_mu](
+  sopts.prepare_data = [c, w, cache_dir, stats_for_data, prepare_mu](
                            const v1::DataSpec& data, int64_t run_id,
                            const std::function<bool()>& should_stop) -> absl::Status {
     std::lock_guard<std::mutex> lock(*prepare_mu);
     FleetDataOptions fleet;
-    fleet.worker_id = worker_id;
+    fleet.worker_id = w->worker_id.load();
     fleet.cache_dir = cache_dir;
     fleet.run_id = run_id;
     fleet.should_stop = should_stop;
@@ -236,12 +237,11 @@ SessionOptions SessionOptionsFor(const DaemonOptions& options, Worker* w, int64_
 // (SessionOptions.shutdown) or finished it, and the server is told the worker stopped.
 class LeaseLoop {
  public:
-  LeaseLoop(const DaemonOptions& options, Worker* w, SessionOptions sopts, int64_t worker_id)
+  LeaseLoop(const DaemonOptions& options, Worker* w, SessionOptions sopts)
       : options_(options),
         w_(w),
         c_(w->coordinator.get()),
         sopts_(std::move(sopts)),
-        worker_id_(worker_id),
         slots_(options.slots, options.max_runs),
         slot_threads_(static_cast<size_t>(options.slots)),
         last_end_(static_cast<size_t>(options.slots)) {}
@@ -250,7 +250,7 @@ class LeaseLoop {
   int Run() {
     util::Backoff backoff(util::kDaemonBackoff);
     while (WaitForFreeSlot()) {
-      auto lease = c_->Lease(worker_id_, options_.lease_wait_seconds);
+      auto lease = c_->Lease(w_->worker_id, options_.lease_wait_seconds);
       if (!lease.ok()) {
         if (g_shutdown) break;
         OnLeaseError(lease.status(), &backoff);
@@ -288,7 +288,7 @@ class LeaseLoop {
   void OnLeaseError(const absl::Status& s, util::Backoff* backoff) {
     if (absl::IsNotFound(s)) {
       auto again = RegisterWithRetry(c_, w_->info);
-      if (again.ok()) worker_id_ = again->worker_id();
+      if (again.ok()) w_->worker_id = again->worker_id();
       return;
     }
     if (!rpc::IsTransient(s)) {
@@ -310,7 +310,7 @@ class LeaseLoop {
     }
     std::thread& t = slot_threads_[static_cast<size_t>(slot)];
     if (t.joinable()) t.join();  // its run has ended: Release came last
-    t = std::thread(&LeaseLoop::RunInSlot, this, slot, worker_id_, std::move(lease));
+    t = std::thread(&LeaseLoop::RunInSlot, this, slot, w_->worker_id.load(), std::move(lease));
   }
 
   // A slot's thread: one run's session, its log line, then the slot is free again.
@@ -344,7 +344,7 @@ class LeaseLoop {
     }
     // A clean stop is announced so `ablate workers` shows it offline at once; if the server
     // cannot be told, the worker still goes offline once its silence outlasts two lease periods.
-    if (auto s = c_->Deregister(worker_id_); !s.ok()) {
+    if (auto s = c_->Deregister(w_->worker_id); !s.ok()) {
       spdlog::warn("could not tell the server this worker is stopping: {}", s.message());
     }
     spdlog::info("ablate-worker stopping after {} run(s)", slots_.started());
@@ -355,7 +355,6 @@ class LeaseLoop {
   Worker* w_;
   Coordinator* c_;
   const SessionOptions sopts_;
-  int64_t worker_id_;  // changes when the server forgot the worker and it registered again
   int exit_code_ = 0;
   std::mutex mu_;
   std::condition_variable slot_freed_;
@@ -381,12 +380,13 @@ int RunDaemon(const DaemonOptions& options) {
     spdlog::error("{}", reg.status().message());
     return ExitCodeFor(reg.status());
   }
-  SessionOptions sopts = SessionOptionsFor(options, &w, reg->worker_id(), reg->lease_seconds());
+  w.worker_id = reg->worker_id();
+  SessionOptions sopts = SessionOptionsFor(options, &w, reg->lease_seconds());
   spdlog::info("registered as worker {} (lease {}s){}", reg->worker_id(), reg->lease_seconds(),
                options.slots > 1 ? absl::StrCat(", ", options.slots, " slots of ",
                                                 w.threads_per_slot, " thread(s)")
                                  : "");
-  return LeaseLoop(options, &w, std::move(sopts), reg->worker_id()).Run();
+  return LeaseLoop(options, &w, std::move(sopts)).Run();
 }
 
 }  // namespace ablate::worker
