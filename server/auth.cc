@@ -31,7 +31,7 @@ absl::StatusOr<Caller> Authenticator::Check(const grpc::ServerContextBase& conte
   if (!absl::ConsumePrefix(&header, "Bearer ") && !absl::ConsumePrefix(&header, "bearer ")) {
     return absl::UnauthenticatedError("malformed authorization header: expected 'Bearer <token>'");
   }
-  const std::string digest = Sha256Hex(std::string_view(header.data(), header.size()));
+  const std::string digest = SecretDigest(std::string_view(header.data(), header.size()));
   const auto now = std::chrono::steady_clock::now();
   TokenInfo info;
   bool cached = false;

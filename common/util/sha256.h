@@ -17,6 +17,11 @@ absl::StatusOr<std::string> Sha256File(const std::string& path);
 // `bytes` bytes from OpenSSL's CSPRNG, lower-case hex (secrets: bearer tokens, lease tokens).
 absl::StatusOr<std::string> RandomHex(size_t bytes);
 
+// What the server keeps of a secret it hands out (bearer tokens, lease tokens, data-prep claim
+// tokens): its SHA-256, hex. The secret itself travels once, in the answer that grants it; every
+// later call is matched on this digest. One function, so every secret is kept the same way.
+inline std::string SecretDigest(std::string_view secret) { return Sha256Hex(secret); }
+
 // Incremental hashing for streams (chunked uploads).
 class Sha256 {
  public:

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/metric_names.h"
+#include "common/util/sha256.h"
 #include "nlohmann/json.hpp"
 #include "server/store/pg_codec.h"
 #include "server/store/run_transitions.h"
@@ -64,7 +65,7 @@ absl::StatusOr<int> IngestStore::ReportMetrics(const v1::ReportMetricsRequest& r
     if (!has || !std::isfinite(value)) continue;
     probes[name] = value;
   }
-  const std::string digest = LeaseTokenDigest(req.lease_token());
+  const std::string digest = SecretDigest(req.lease_token());
   return Ingest("report metrics", req.run_id(), [&](pqxx::work& tx) -> absl::StatusOr<int> {
     // The fence is an UPDATE of the run row, so a concurrent re-lease (which deletes points
     // past the resume step) waits for this batch to commit, then deletes what it must.
@@ -101,7 +102,7 @@ absl::StatusOr<int> IngestStore::ReportLogs(const v1::LogReportRequest& req) {
     times.push_back(l.time());
     lines.push_back(l.text());
   }
-  const std::string digest = LeaseTokenDigest(req.lease_token());
+  const std::string digest = SecretDigest(req.lease_token());
   return Ingest("report logs", req.run_id(), [&](pqxx::work& tx) -> absl::StatusOr<int> {
     // FOR SHARE: a concurrent re-lease or Complete waits for these lines to commit.
     pqxx::result r = pg::Exec(tx, "report_logs", req.run_id(), req.attempt(), digest,

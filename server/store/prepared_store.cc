@@ -26,11 +26,8 @@ enum class ClaimUse {
   kPublish,  // as kHold, and a key already published under this token (a retried publish)
 };
 
-// What the prepared_data and prepared_uploads rows keep of a claim token.
-std::string ClaimDigest(const std::string& claim_token) { return Sha256Hex(claim_token); }
-
 struct HeldClaim {
-  std::string digest;      // ClaimDigest(token): what the statements that follow match on
+  std::string digest;      // SecretDigest(token): what the statements that follow match on
   bool published = false;  // kPublish only: the key is already ready under this token
 };
 
@@ -42,7 +39,7 @@ struct HeldClaim {
 absl::StatusOr<HeldClaim> FenceClaim(pqxx::work& tx, const std::string& key,
                                      const std::string& claim_token, ClaimUse use) {
   HeldClaim held;
-  held.digest = ClaimDigest(claim_token);
+  held.digest = SecretDigest(claim_token);
   pqxx::result r = pg::Exec(tx, "data_claim_fence", key, held.digest);
   if (r.empty()) return ClaimLost(key);
   const bool preparing = r[0][0].as<std::string>() == "preparing";
@@ -67,9 +64,9 @@ absl::StatusOr<Resp> NewClaim(pqxx::work& tx, const std::string& key, int64_t wo
   if (!token.ok()) return token.status();
   pqxx::result r;
   if (take_over) {
-    r = pg::Exec(tx, "data_claim_take_over", key, worker_id, ClaimDigest(*token), seconds);
+    r = pg::Exec(tx, "data_claim_take_over", key, worker_id, SecretDigest(*token), seconds);
   } else {
-    r = pg::Exec(tx, "data_claim_insert", key, worker_id, ClaimDigest(*token), seconds,
+    r = pg::Exec(tx, "data_claim_insert", key, worker_id, SecretDigest(*token), seconds,
                  description);
   }
   if (r.empty()) return absl::AbortedError("raced");  // someone else inserted: look again

@@ -110,8 +110,6 @@ absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt) {
                    "finished)"));
 }
 
-std::string LeaseTokenDigest(const std::string& lease_token) { return Sha256Hex(lease_token); }
-
 template <typename T>
 absl::StatusOr<T> RunTransitions::Transition(
     const std::string& what, const std::function<absl::StatusOr<T>(pqxx::work&, Notices&)>& fn) {
@@ -132,7 +130,7 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
   // 256 bits: a worker token holder cannot guess another worker's lease.
   auto token = RandomHex(32);
   if (!token.ok()) return absl::InternalError(absl::StrCat("lease: ", token.status().message()));
-  const std::string digest = LeaseTokenDigest(*token);
+  const std::string digest = SecretDigest(*token);
   return Transition<LeaseOutcome>(
       "lease", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<LeaseOutcome> {
         // The worker's row first, locked: it must be the caller's (registered with this token),
@@ -199,7 +197,7 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;
         pqxx::result r =
-            pg::Exec(tx, "heartbeat_run", req.run_id(), LeaseTokenDigest(req.lease_token()));
+            pg::Exec(tx, "heartbeat_run", req.run_id(), SecretDigest(req.lease_token()));
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
         }
@@ -235,7 +233,7 @@ absl::Status RunTransitions::CheckFence(int64_t run_id, int attempt,
       ->Tx<bool>("check lease",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
                    pqxx::result r =
-                       pg::Exec(tx, "check_fence", run_id, attempt, LeaseTokenDigest(lease_token));
+                       pg::Exec(tx, "check_fence", run_id, attempt, SecretDigest(lease_token));
                    if (r.empty()) return FenceError(tx, run_id, attempt);
                    return true;
                  })
@@ -249,8 +247,8 @@ absl::Status RunTransitions::RecordCheckpoint(int64_t run_id, int attempt,
   return db_
       ->Tx<bool>("record checkpoint",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
-                   pqxx::result r = pg::Exec(tx, "checkpoint_fence", run_id, attempt,
-                                             LeaseTokenDigest(lease_token));
+                   pqxx::result r =
+                       pg::Exec(tx, "checkpoint_fence", run_id, attempt, SecretDigest(lease_token));
                    if (r.empty()) return FenceError(tx, run_id, attempt);
                    // The row lock holds off a re-lease until this commits; a failed move rolls
                    // back.
@@ -272,7 +270,7 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
                      v1::RunState_Name(state), ")"));
   }
   const std::string name(util::RunStateName(state));
-  const std::string digest = LeaseTokenDigest(req.lease_token());
+  const std::string digest = SecretDigest(req.lease_token());
   return Transition<bool>("complete",
                           [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
                             pqxx::result r = pg::Exec(tx, "complete", req.run_id(), req.attempt(),
@@ -304,7 +302,7 @@ absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
   return Transition<bool>("release",
                           [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
                             pqxx::result r = pg::Exec(tx, "release", req.run_id(), req.attempt(),
-                                                      LeaseTokenDigest(req.lease_token()));
+                                                      SecretDigest(req.lease_token()));
                             if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
                             pg::Exec(tx, "release_event", req.run_id(), req.attempt(), req.reason(),
                                      r[0][2].is_null() ? 0 : r[0][2].as<int64_t>());

@@ -60,8 +60,6 @@ struct ReapResult {
 // or the run no longer leased: a caller probing someone else's run learns nothing about which
 // part it got wrong.
 absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt);
-// What the runs row keeps of a lease token, and what a fenced statement compares ($3).
-std::string LeaseTokenDigest(const std::string& lease_token);
 
 class RunTransitions {
  public:

@@ -49,7 +49,7 @@ absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) 
   NewToken out;
   // The prefix makes a leaked token recognisable by secret scanners.
   out.secret = absl::StrCat("ablt_", *random);
-  const std::string digest = Sha256Hex(out.secret);
+  const std::string digest = SecretDigest(out.secret);
   auto row = db_->Tx<TokenInfo>("token create", [&](pqxx::work& tx) -> absl::StatusOr<TokenInfo> {
     pqxx::result r = pg::Exec(tx, "token_create", name, RoleName(role), digest);
     return InfoFromRow(r[0]);
