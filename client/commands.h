@@ -72,6 +72,9 @@ int DataFetch(const DataFetchArgs& args);  // no server
 // Shared by commands: a finished-or-not sweep with all its runs.
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);
 int Fail(const absl::Status& status);  // prints "ablate: <message>" and returns ExitCode
+// Printed by Fail after an unreachable-server error (exit 5): how to configure a server, set
+// when none is (first run).
+void SetUnreachableHint(std::string hint);
 absl::StatusOr<v1::RunState> ParseRunState(const std::string& name);  // "failed" -> FAILED
 
 }  // namespace ablate::cli

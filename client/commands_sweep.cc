@@ -54,9 +54,20 @@ int ExitCode(const absl::Status& s) {
   }
 }
 
+namespace {
+std::string& UnreachableHint() {
+  static auto* hint = new std::string;
+  return *hint;
+}
+}  // namespace
+
+void SetUnreachableHint(std::string hint) { UnreachableHint() = std::move(hint); }
+
 int Fail(const absl::Status& status) {
   std::cerr << "ablate: " << status.message() << "\n";
-  return ExitCode(status);
+  const int code = ExitCode(status);
+  if (code == 5 && !UnreachableHint().empty()) std::cerr << UnreachableHint();
+  return code;
 }
 
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep) {

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/completion.h"
 #include "client/config.h"
@@ -216,6 +217,15 @@ int main(int argc, char** argv) {
   auto resolved = ResolveConnection(conn);
   if (!resolved.ok()) return Fail(resolved.status());
   ctx.conn = *resolved;
+  if (ServerUnconfigured(conn)) {
+    SetUnreachableHint(absl::StrCat(
+        "ablate: no server is configured (no --server, no ABLATE_SERVER, no server: in ",
+        ConfigPath(conn), "), so this tried the default ", ctx.conn.server,
+        ". Configure one:\n"
+        "  ablate login --server HOST:PORT --token-file FILE   checks it and saves it to the "
+        "config file\n"
+        "  ablate --server HOST:PORT ...  or  export ABLATE_SERVER=HOST:PORT   for this shell\n"));
+  }
   // Offline commands need no channel; everything else dials lazily (gRPC connects on first call).
   const bool offline = (*c_submit && submit.dry_run) || (*c_report && !report.from.empty());
   if (!offline) {

@@ -868,6 +868,31 @@ class FirstRunSetup(E2E):
                  "both workers to register")
 
 
+    def test_first_run_without_a_configured_server_says_how_to_configure_one(self):
+        # Issue #24 item 8: before any login, `ablate ls` only said it could not connect to
+        # 127.0.0.1:7070. Nothing configured anywhere: it says how to configure a server.
+        home = os.path.join(self.stack.dir, "fresh-home")
+        os.makedirs(home)
+        fresh = {"HOME": home, "XDG_CONFIG_HOME": os.path.join(home, ".config")}
+        p = run([CLI, "ls"], env=fresh, timeout=60)
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertIn("127.0.0.1:7070", p.stderr)
+        self.assertIn("no server is configured", p.stderr)
+        for needle in ("ablate login --server", "--server HOST:PORT", "ABLATE_SERVER"):
+            self.assertIn(needle, p.stderr)
+        # A server configured anywhere (flag, environment, file) but down: no first-run advice.
+        cfg = os.path.join(home, "cfg.yaml")
+        with open(cfg, "w") as f:
+            f.write("server: 127.0.0.1:9\n")
+        for argv, env in (([CLI, "--server", "127.0.0.1:9", "ls"], fresh),
+                          ([CLI, "ls"], dict(fresh, ABLATE_SERVER="127.0.0.1:9")),
+                          ([CLI, "--config", cfg, "ls"], fresh)):
+            p = run(argv, env=env, timeout=60)
+            self.assertEqual(p.returncode, 5, p.stderr)
+            self.assertIn("127.0.0.1:9", p.stderr)
+            self.assertNotIn("no server is configured", p.stderr, argv)
+
+
 class NoSilentNoOps(E2E):
     """Issue #15: asking for what cannot be done is an error with the documented exit code."""
 
