@@ -1,6 +1,7 @@
 // The CLI's commands. Each returns the process exit code and prints its own errors.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct ReportArgs {
   bool delta_given = false;
   std::string format = "table";  // table | md | json
   bool require_uniform = false;  // a mixed cell or comparison is an error (exit 6), not a note
+  // A bad option value found only against the sweep (an axis it lacks, a bad --lr-range):
+  // prints the message and report's usage line, returns the usage exit code (2).
+  std::function<int(const std::string&)> usage_error;
 };
 int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics);
 int Report(Context& ctx, const ReportArgs& args);

@@ -462,12 +462,14 @@ int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& ru
   for (auto r : runs) req.add_run_ids(r);
   auto resp = ctx.Call("retry", &v1::SweepService::Stub::RetryRuns, req);
   if (!resp.ok()) return Fail(resp.status());
+  if (resp->requeued() == 0) {  // as `cancel` with nothing to cancel: refused (exit 6)
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat(SweepLabel(current->sweep()), " has no ", util::RetryableList(), " runs",
+                     states.empty() ? "" : " in the states asked for", " (",
+                     CountsLine(current->sweep().counts()), "): nothing to retry")));
+  }
   if (ctx.json) {
     std::cout << ToJson(*resp) << "\n";
-  } else if (resp->requeued() == 0) {
-    std::cout << "nothing to retry: " << SweepLabel(current->sweep()) << " has no "
-              << util::RetryableList() << " runs"
-              << (states.empty() ? "" : " in the states asked for") << "\n";
   } else {
     std::cout << "requeued " << resp->requeued() << " run(s)\n";
   }

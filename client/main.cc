@@ -7,6 +7,7 @@
 #include "client/commands.h"
 #include "client/completion.h"
 #include "client/config.h"
+#include "client/download.h"
 #include "common/cli/edge.h"
 
 int main(int argc, char** argv) {
@@ -189,6 +190,13 @@ int main(int argc, char** argv) {
       return ablate::cli_edge::UsageError(
           *c_fetch, "give a data set name (tinystories) or --url URL, one of them");
     }
+    for (const auto& [flag, url] : {std::pair<const char*, const std::string&>{"--url", fetch.url},
+                                    {"--base-url", fetch.base_url}}) {
+      if (url.empty()) continue;
+      if (auto s = CheckDownloadUrl(url, flag); !s.ok()) {
+        return ablate::cli_edge::UsageError(*c_fetch, std::string(s.message()));
+      }
+    }
     return DataFetch(fetch);
   }
 
@@ -205,6 +213,9 @@ int main(int argc, char** argv) {
   if (*c_login) return Setup(conn, /*verify=*/true);
   if (*c_config_init) return Setup(conn, /*verify=*/false);
 
+  report.usage_error = [c_report](const std::string& message) {
+    return ablate::cli_edge::UsageError(*c_report, message);
+  };
   report.variant_given = c_report->get_option("--variant")->count() > 0;
   report.by_given = c_report->get_option("--by")->count() > 0;
   report.tau_given = c_report->get_option("--tau")->count() > 0;

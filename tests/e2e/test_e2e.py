@@ -709,6 +709,45 @@ class CliUsage(E2E):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("--dry-run", p.stdout)
 
+    def test_errors_are_consistent_nested_typos_report_flags_and_fetch_urls(self):
+        # Issue #24 item 7. A typo under a nested command gets the same did-you-mean as a top one.
+        self.assert_usage_error([CLI, "artifacts", "gte", "1"], "ablate artifacts: unknown command 'gte'",
+                                "did you mean 'get'?", "Usage: ablate artifacts")
+        p = self.assert_usage_error([CLI, "config", "shw"], "ablate config: unknown command 'shw'",
+                                    "Commands: init")
+        self.assertNotIn("a command is required", p.stderr)
+        self.assert_usage_error([CLI, "data", "fecth"], "unknown command 'fecth'", "did you mean 'fetch'?")
+        # A report option that does not fit the sweep: exit 2 with report's usage line.
+        exp = os.path.join(self.stack.dir, "export")
+        os.makedirs(exp)
+        with open(os.path.join(exp, "sweep.json"), "w") as f:
+            json.dump({"id": "1", "name": "tiny", "axes": ["qk_norm", "lr"]}, f)
+        with open(os.path.join(exp, "runs.jsonl"), "w") as f:
+            for i, (v, lr) in enumerate([("none", "0.001"), ("layernorm", "0.001")]):
+                f.write(json.dumps({"id": str(i + 1), "sweepId": "1", "cell": f"c{i}", "state": "succeeded",
+                                    "gridValues": {"qk_norm": v, "lr": lr}}) + "\n")
+        self.assert_usage_error([CLI, "report", "--from", exp, "--variant", "qk_nrom"],
+                                "ablate report: --variant qk_nrom", "did you mean 'qk_norm'?",
+                                "Usage: ablate report")
+        self.assert_usage_error([CLI, "report", "--from", exp, "--lr-range", "1:0"],
+                                "--lr-range 1:0", "Usage: ablate report")
+        # data fetch takes http(s) only: a file:// URL is a usage error and creates nothing.
+        cwd = os.path.join(self.stack.dir, "fetch-cwd")
+        os.makedirs(cwd)
+        for url in ("file:///etc/hostname", "ftp://example.com/a.txt"):
+            p = subprocess.run([CLI, "data", "fetch", "--url", url], cwd=cwd, capture_output=True,
+                               text=True, timeout=60, env={k: v for k, v in os.environ.items()
+                                                           if k != "ABLATE_DATA_DIR"})
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("http:// or https://", p.stderr)
+            self.assertIn("Usage: ablate data fetch", p.stderr)
+            self.assertEqual(os.listdir(cwd), [], "nothing is created")
+        # A download that fails before a byte arrives leaves no empty data directory either.
+        p = subprocess.run([CLI, "data", "fetch", "-q", "--url", "http://127.0.0.1:9/a.txt", "--to",
+                            os.path.join(cwd, "data", "sub")], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertEqual(os.listdir(cwd), [], "the directories it made are removed again")
+
     def test_version_on_all_three_binaries(self):
         version = project_version()
         line = re.compile(r"^(ablate|ablate-worker|ablate-server) (\S+) \(commit (\S+)\)$")
@@ -925,8 +964,8 @@ class NoSilentNoOps(E2E):
         expect(2, "retry", sid, "--state", "succeeded", needles=["kept"])
         expect(2, "retry", sid, "--state", "diverged", needles=["kept"])
         expect(4, "retry", sid, "--run", "999")
-        p = expect(0, "retry", sid)
-        self.assertIn("nothing to retry", p.stdout)
+        # Nothing to retry is refused as nothing to cancel is (issue #24 item 7).
+        expect(6, "retry", sid, needles=["nothing to retry"])
         self.assertEqual({r["state"] for r in s.runs(self.sweep_id)}, {"succeeded"}, "nothing was requeued")
 
         # Output: report -o json and --format json are one document, the same (issue #24 item 6);
