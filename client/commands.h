@@ -17,7 +17,8 @@ struct SubmitArgs {
   int priority = 0;
 };
 int Submit(Context& ctx, const SubmitArgs& args);  // --dry-run works without a server
-int ListSweeps(Context& ctx, bool active_only, int limit);
+// `wide` (-o wide): every count and the whole name; else a table that fits 80 columns.
+int ListSweeps(Context& ctx, bool active_only, int limit, bool wide);
 int Status(Context& ctx, const std::string& sweep);
 int Watch(Context& ctx, const std::string& sweep, double interval);
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states, int limit);

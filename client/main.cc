@@ -37,6 +37,10 @@ int main(int argc, char** argv) {
   auto* c_ls = app.add_subcommand("ls", "List sweeps");
   c_ls->add_flag("--active", active_only, "Only sweeps with unfinished runs");
   c_ls->add_option("--limit", limit, "At most this many (newest first)");
+  // ls has a wide form (every count, whole names); the global -o has no `wide`, so completion
+  // offers it where it applies.
+  c_ls->add_option("-o,--output", output, "table | json | wide (every count, whole names)")
+      ->check(CLI::IsMember({"table", "json", "wide"}));
 
   std::string sweep;
   auto* c_status = app.add_subcommand("status", "A sweep's grid: cells x run states, losses");
@@ -246,7 +250,7 @@ int main(int argc, char** argv) {
   }
 
   if (*c_submit) return Submit(ctx, submit);
-  if (*c_ls) return ListSweeps(ctx, active_only, limit);
+  if (*c_ls) return ListSweeps(ctx, active_only, limit, output == "wide");
   if (*c_status) return Status(ctx, sweep);
   if (*c_watch) return Watch(ctx, sweep, interval);
   if (*c_runs) return Runs(ctx, sweep, states, limit);

@@ -1116,6 +1116,55 @@ class WatchTerminal(E2E):
         self.assertRegex(out, r"\x1b\[3\dm", "without NO_COLOR the same frame is coloured")
 
 
+    def test_watch_at_80_columns_wraps_every_count_and_ls_fits_80(self):
+        # Issue #24 items 2 and 3: at 80 columns watch cut its summary ("13 queued, 1 succeed~"),
+        # lost the runs' seeds and shifted its ID column at two-digit ids; ls was ~140 wide.
+        import threading
+        s = self.stack
+        s.start_server()
+        s.start_worker("a-worker-with-a-rather-long-name")
+        name = "e2e-watch-every-count-with-a-rather-long-sweep-name"
+        self.sweep_id = s.submit(sweep_file(s, name, {"seed": "[" + ", ".join(map(str, range(12))) + "]"},
+                                            steps=100000, ckpt=1000, eval_every=1000))
+        wait_for(self.first_running, 120, "a run to start")
+        queued = [int(r["id"]) for r in s.runs(self.sweep_id) if r["state"] == "queued"]
+        s.cli("cancel", str(self.sweep_id), "--run", str(max(queued)))
+        sid = str(self.sweep_id)
+        # ls while the sweep runs: 80 columns, the name cut; -o wide: every count, the whole name.
+        ls = s.cli("ls").stdout
+        self.assertTrue(all(len(l) <= 80 for l in ls.splitlines()), ls)
+        self.assertIn("1/12", ls)
+        self.assertIn("~", ls)
+        wide = s.cli("ls", "-o", "wide").stdout
+        for needle in (name, "1 running", "10 queued", "1 cancelled"):
+            self.assertIn(needle, wide)
+        self.assertTrue(any(len(l) > 80 for l in wide.splitlines()), wide)
+        self.assertEqual(json.loads(s.cli("ls", "-o", "json").stdout.splitlines()[0])["name"], name)
+        # Watch for a few frames, then cancel the rest: it ends (exit 1, runs were cancelled).
+        timer = threading.Timer(3, lambda: s.cli("cancel", sid))
+        timer.start()
+        watch = [CLI, "--server", s.server_addr, "--token", s.user_token, "watch", sid, "--interval", "0.2"]
+        rc, out, err = watch_on_a_pty(watch, {"NO_COLOR": "1"})
+        timer.join()
+        self.assertEqual(rc, 1, err + out[-2000:])
+        visible = CSI.sub("", out)
+        pieces = [p for line in visible.split("\n") for p in line.split("\r")]
+        self.assertEqual([p for p in pieces if len(p) > 80], [], "lines wider than 80 columns")
+        # The summary wraps instead of being cut: every count shows, no summary line ends in "~".
+        summary = [p for p in pieces if re.search(r"\d+ (queued|running|leased|cancelled|done)", p)]
+        self.assertTrue(summary, visible[-2000:])
+        self.assertEqual([p for p in summary if p.endswith("~")], [], "a summary line was cut")
+        self.assertIn("10 queued", visible)
+        self.assertIn("1 cancelled", visible)
+        self.assertIn("12 cancelled", visible, "the last frame counts every run")
+        # Run lines: the id right-aligned in a column as wide as the sweep's largest id (12), the
+        # state after it, the seed shown although the line is cut.
+        runs = [p for p in pieces if re.match(r"^ +\d+ (running|leased) ", p)]
+        self.assertTrue(runs, visible[-2000:])
+        for line in runs:
+            self.assertRegex(line, r"^  [ 1]\d (running|leased) ", line)
+            self.assertRegex(line, r" seed=\d+ ", line)
+
 class FleetData(E2E):
     """Prepared once per fleet: of two fresh workers that lease runs on the same text at once,
     exactly one trains the tokenizer and encodes the text; the other downloads what it published
