@@ -779,12 +779,17 @@ class CliUsage(E2E):
         self.assertEqual(p.returncode, 0, p.stderr)
         return p.stdout.split()
 
-    def test_bash_completion_is_valid_and_completes_commands_and_flags(self):
+    def bash_script(self):
+        """`ablate completion bash` written to a file; returns its path."""
         p = run([CLI, "completion", "bash"])
         self.assertEqual(p.returncode, 0, p.stderr)
         script = os.path.join(self.stack.dir, "ablate.bash")
         with open(script, "w") as f:
             f.write(p.stdout)
+        return script
+
+    def test_bash_completion_is_valid_and_completes_commands_and_flags(self):
+        script = self.bash_script()
         check = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
         self.assertEqual(check.returncode, 0, check.stderr)
         self.assertEqual(self.complete(script, "ablate", "sta"), ["status"])
@@ -809,6 +814,32 @@ class CliUsage(E2E):
         zc = subprocess.run([zsh, "-f", "-c", f"autoload -Uz compinit && compinit -u -D; source {zpath}; "
                              "print -r -- ${_comps[ablate]}"], capture_output=True, text=True)
         self.assertEqual(zc.stdout.strip(), "_ablate", zc.stderr)
+
+    def test_completion_offers_each_option_once_and_values_for_choices(self):
+        # Issue #24 item 13: --help/--help-all were offered twice, and -o completed file names.
+        script = self.bash_script()
+        for words in (("ablate", "--he"), ("ablate", "ls", "--he"), ("ablate", "config", "init", "--he")):
+            got = self.complete(script, *words)
+            self.assertEqual(sorted(got), ["--help", "--help-all"], words)
+        # (ctest runs this in the build directory, full of files that would show up.)
+        self.assertEqual(self.complete(script, "ablate", "-o", ""), ["table", "json"])
+        self.assertEqual(self.complete(script, "ablate", "runs", "-o", ""), ["table", "json"])
+        self.assertEqual(self.complete(script, "ablate", "ls", "-o", ""), ["table", "json", "wide"])
+        self.assertEqual(self.complete(script, "ablate", "report", "1", "--format", ""),
+                         ["table", "md", "json"])
+        self.assertEqual([w for w in self.complete(script, "ablate", "completion", "") if w[0] != "-"],
+                         ["bash", "zsh"], "the shells, no file names")
+        # An option whose value is free still completes file names.
+        with open(os.path.join(self.stack.dir, "table-not-a-value"), "w"):
+            pass
+        self.assertIn(os.path.join(self.stack.dir, "table-not-a-value"),
+                      self.complete(script, "ablate", "export", "1", "--out",
+                                    os.path.join(self.stack.dir, "table-")))
+        z = run([CLI, "completion", "zsh"])
+        self.assertEqual(z.returncode, 0, z.stderr)
+        self.assertIn(":value:(table json)", z.stdout)
+        self.assertIn(":value:(table json wide)", z.stdout)
+        self.assertNotRegex(z.stdout, r"'-o\[[^]]*\]:value:_files'")
 
 
 class TrainOutput(E2E):
