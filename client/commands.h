@@ -1,6 +1,7 @@
 // The CLI's commands. Each returns the process exit code and prints its own errors.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,8 @@ struct SubmitArgs {
   int priority = 0;
 };
 int Submit(Context& ctx, const SubmitArgs& args);  // --dry-run works without a server
-int ListSweeps(Context& ctx, bool active_only, int limit);
+// `wide` (-o wide): every count and the whole name; else a table that fits 80 columns.
+int ListSweeps(Context& ctx, bool active_only, int limit, bool wide);
 int Status(Context& ctx, const std::string& sweep);
 int Watch(Context& ctx, const std::string& sweep, double interval);
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states, int limit);
@@ -50,6 +52,9 @@ struct ReportArgs {
   bool delta_given = false;
   std::string format = "table";  // table | md | json
   bool require_uniform = false;  // a mixed cell or comparison is an error (exit 6), not a note
+  // A bad option value found only against the sweep (an axis it lacks, a bad --lr-range):
+  // prints the message and report's usage line, returns the usage exit code (2).
+  std::function<int(const std::string&)> usage_error;
 };
 int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics);
 int Report(Context& ctx, const ReportArgs& args);
@@ -72,6 +77,9 @@ int DataFetch(const DataFetchArgs& args);  // no server
 // Shared by commands: a finished-or-not sweep with all its runs.
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);
 int Fail(const absl::Status& status);  // prints "ablate: <message>" and returns ExitCode
+// Printed by Fail after an unreachable-server error (exit 5): how to configure a server, set
+// when none is (first run).
+void SetUnreachableHint(std::string hint);
 absl::StatusOr<v1::RunState> ParseRunState(const std::string& name);  // "failed" -> FAILED
 
 }  // namespace ablate::cli

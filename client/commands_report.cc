@@ -39,6 +39,12 @@ absl::StatusOr<std::vector<report::MetricRow>> FetchMetrics(Context& ctx, int64_
   return rows;
 }
 
+// A bad option value: the usage line follows the message (README, Exit codes).
+int UsageOrFail(const ReportArgs& args, const absl::Status& status) {
+  if (args.usage_error) return args.usage_error(std::string(status.message()));
+  return Fail(status);
+}
+
 absl::StatusOr<std::pair<double, double>> ParseRange(const std::string& text) {
   std::vector<std::string> parts = absl::StrSplit(text, ':');
   double a = 0, b = 0;
@@ -108,10 +114,10 @@ int Report(Context& ctx, const ReportArgs& args) {
        {std::tuple<const char*, std::string, bool>{"--variant", args.variant, args.variant_given},
         {"--by", args.by, args.by_given}}) {
     if (given && std::find(axes.begin(), axes.end(), axis) == axes.end()) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("report: ", flag, " ", axis, ": sweep ", sweep.id(), " '", sweep.name(),
-                       "' has no axis '", axis, "'", util::DidYouMean(axis, axes),
-                       "; its axes: ", absl::StrJoin(axes, ", "))));
+      return UsageOrFail(args, absl::InvalidArgumentError(absl::StrCat(
+                                   flag, " ", axis, ": sweep ", sweep.id(), " '", sweep.name(),
+                                   "' has no axis '", axis, "'", util::DidYouMean(axis, axes),
+                                   "; its axes: ", absl::StrJoin(axes, ", "))));
     }
   }
   // The defaults are the options the sweep was planned with (its file's `analysis:`), so a
@@ -131,7 +137,7 @@ int Report(Context& ctx, const ReportArgs& args) {
   if (args.tau_given) opts.tau = args.tau;
   if (!args.lr_range.empty()) {
     auto range = ParseRange(args.lr_range);
-    if (!range.ok()) return Fail(range.status());
+    if (!range.ok()) return UsageOrFail(args, range.status());
     opts.lr_min = range->first;
     opts.lr_max = range->second;
   }

@@ -54,9 +54,20 @@ int ExitCode(const absl::Status& s) {
   }
 }
 
+namespace {
+std::string& UnreachableHint() {
+  static auto* hint = new std::string;
+  return *hint;
+}
+}  // namespace
+
+void SetUnreachableHint(std::string hint) { UnreachableHint() = std::move(hint); }
+
 int Fail(const absl::Status& status) {
   std::cerr << "ablate: " << status.message() << "\n";
-  return ExitCode(status);
+  const int code = ExitCode(status);
+  if (code == 5 && !UnreachableHint().empty()) std::cerr << UnreachableHint();
+  return code;
 }
 
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep) {
@@ -120,7 +131,7 @@ int Submit(Context& ctx, const SubmitArgs& args) {
   return 0;
 }
 
-int ListSweeps(Context& ctx, bool active_only, int limit) {
+int ListSweeps(Context& ctx, bool active_only, int limit, bool wide) {
   v1::ListSweepsRequest req;
   req.set_active_only(active_only);
   req.set_limit(limit);
@@ -130,20 +141,12 @@ int ListSweeps(Context& ctx, bool active_only, int limit) {
     for (const auto& s : resp->sweeps()) std::cout << ToJson(s) << "\n";
     return 0;
   }
-  Table t({"ID", "NAME", "STATE", "PROGRESS", "RUNS", "ETA", "CREATED"});
-  for (const auto& s : resp->sweeps()) {
-    const auto& c = s.counts();
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
-    t.Add({std::to_string(s.id()), s.name(), s.state(),
-           Bar(c.total() > 0 ? double(done) / c.total() : 0, 20), CountsLine(c),
-           s.state() == "active" ? Duration(s.eta_seconds()) : "-", TimeAgo(s.created_at())});
-  }
-  if (t.empty() && active_only) {
+  if (resp->sweeps().empty() && active_only) {
     std::cout << "no active sweeps (`ablate ls` lists finished ones too)\n";
-  } else if (t.empty()) {
+  } else if (resp->sweeps().empty()) {
     std::cout << "no sweeps yet: ablate submit examples/smoke.yaml\n";
   } else {
-    std::cout << t.Render();
+    std::cout << SweepsTable({resp->sweeps().begin(), resp->sweeps().end()}, wide);
   }
   return 0;
 }
@@ -315,44 +318,14 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
       }
       continue;
     }
-    // One frame, every line cut to the terminal's width (a wrapped line would break the
+    // One frame, every line within the terminal's width (a wrapped line would break the
     // cursor-up redraw and leave copies behind), at most a screenful tall for the same reason.
     const auto [width, height] = TerminalSize();
-    const int fit = std::max(1, width - 1);  // the last column would park the cursor mid-wrap
-    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
-    const double frac = c.total() > 0 ? double(done) / c.total() : 0;
-    std::vector<std::string> lines;
-    lines.push_back(absl::StrCat("sweep ", s.id(), " '", s.name(), "'"));
-    lines.push_back(absl::StrCat(Bar(frac, 20), " ", static_cast<int>(std::round(100 * frac)),
-                                 "%  ", eta_text.empty() ? "" : eta_text + "  ",
-                                 CountsLine(c, color)));
-    if (s.has_refine()) lines.push_back("  " + RefineLine(s.refine()));
-    std::vector<const v1::Run*> active;
-    for (const auto& r : update.runs()) {
-      if (r.state() == v1::RUNNING || r.state() == v1::LEASED) active.push_back(&r);
-    }
-    const size_t room = static_cast<size_t>(std::max(1, height - 3));
-    for (size_t i = 0; i < active.size(); ++i) {
-      if (i + 1 == room && active.size() > room) {
-        lines.push_back(absl::StrCat("  ... and ", active.size() - i, " more"));
-        break;
-      }
-      const v1::Run& r = *active[i];
-      const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
-      // Fixed-width facts first, the cell (as long as the grid makes it) last: a narrow
-      // terminal cuts the cell, not the progress.
-      const std::string state = StateName(r.state());
-      lines.push_back(absl::StrCat(
-          "  ", r.id(), " ", color ? Colored(state, state) : state, " ", Bar(f, 12), " ", r.step(),
-          "/", r.total_steps(), " loss ",
-          r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-", " ",
-          r.worker().empty() ? "-" : r.worker(), "  ", r.cell(), " seed=", r.seed(),
-          r.refine_round() > 0 ? absl::StrCat(" (refine r", r.refine_round(), ")") : ""));
-    }
+    const std::vector<std::string> lines = WatchFrame(update, eta_text, width, height, color);
     std::string frame;
     // Back to the first line of the previous frame, and clear from there down.
     if (lines_drawn > 0) absl::StrAppend(&frame, "\r\033[", lines_drawn, "A\033[J");
-    for (const auto& l : lines) absl::StrAppend(&frame, FitWidth(l, fit), "\n");
+    for (const auto& l : lines) absl::StrAppend(&frame, l, "\n");
     std::cout << frame << std::flush;
     lines_drawn = static_cast<int>(lines.size());
   }
@@ -451,12 +424,14 @@ int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& ru
   for (auto r : runs) req.add_run_ids(r);
   auto resp = ctx.Call("retry", &v1::SweepService::Stub::RetryRuns, req);
   if (!resp.ok()) return Fail(resp.status());
+  if (resp->requeued() == 0) {  // as `cancel` with nothing to cancel: refused (exit 6)
+    return Fail(absl::FailedPreconditionError(
+        absl::StrCat(SweepLabel(current->sweep()), " has no ", util::RetryableList(), " runs",
+                     states.empty() ? "" : " in the states asked for", " (",
+                     CountsLine(current->sweep().counts()), "): nothing to retry")));
+  }
   if (ctx.json) {
     std::cout << ToJson(*resp) << "\n";
-  } else if (resp->requeued() == 0) {
-    std::cout << "nothing to retry: " << SweepLabel(current->sweep()) << " has no "
-              << util::RetryableList() << " runs"
-              << (states.empty() ? "" : " in the states asked for") << "\n";
   } else {
     std::cout << "requeued " << resp->requeued() << " run(s)\n";
   }

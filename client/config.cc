@@ -59,6 +59,12 @@ std::string ConfigPath(const ConnectionFlags& flags) {
   return (xdg.empty() ? cli_edge::Env("HOME") + "/.config" : xdg) + "/ablate/config.yaml";
 }
 
+bool ServerUnconfigured(const ConnectionFlags& flags) {
+  if (!flags.server.empty() || !cli_edge::Env("ABLATE_SERVER").empty()) return false;
+  auto file = ReadConfig(ConfigPath(flags), /*must_exist=*/false);
+  return file.ok() && file->server.empty();
+}
+
 absl::StatusOr<rpc::ClientConfig> ResolveConnection(const ConnectionFlags& flags) {
   const std::string path = ConfigPath(flags);
   auto file = ReadConfig(path, !flags.config_file.empty());

@@ -22,6 +22,11 @@ struct ConnectionFlags : cli_edge::ServerFlags {
 
 absl::StatusOr<rpc::ClientConfig> ResolveConnection(const ConnectionFlags& flags);
 
+// True when no server was given anywhere (no --server, no ABLATE_SERVER, no `server:` in the
+// config file): the CLI then tries the default 127.0.0.1:7070 and, if nothing answers there,
+// says how to configure one instead of only that the default is unreachable.
+bool ServerUnconfigured(const ConnectionFlags& flags);
+
 // The config file `flags` name or imply (it may not exist).
 std::string ConfigPath(const ConnectionFlags& flags);
 

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/util/sha256.h"
@@ -172,6 +174,17 @@ CURLcode Perform(const DownloadOptions& opts, Transfer* t, long* code, std::stri
 
 }  // namespace
 
+absl::Status CheckDownloadUrl(const std::string& url, const std::string& flag) {
+  const size_t colon = url.find("://");
+  const std::string scheme =
+      colon == std::string::npos ? "" : absl::AsciiStrToLower(url.substr(0, colon));
+  if (scheme == "http" || scheme == "https") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, " ", url, ": expected an http:// or https:// URL",
+      scheme.empty() ? "" : absl::StrCat(" (not ", scheme, "://)"),
+      scheme == "file" ? "; a local file needs no fetch: copy it into the data directory" : ""));
+}
+
 absl::StatusOr<DownloadResult> Download(const DownloadOptions& opts) {
   static CurlGlobal global;
   DownloadResult result;
@@ -181,7 +194,14 @@ absl::StatusOr<DownloadResult> Download(const DownloadOptions& opts) {
   t.tty = isatty(STDERR_FILENO) != 0;
   t.name = fs::path(opts.dest).filename().string();
   std::error_code ec;
+  // The directories this call creates, deepest first: a download that fails before a byte
+  // arrives removes them again, so a typo in a URL leaves no empty ./data behind.
+  std::vector<fs::path> created;
   if (const auto parent = fs::path(opts.dest).parent_path(); !parent.empty()) {
+    for (fs::path p = parent; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+      created.push_back(p);
+      if (p == p.parent_path()) break;
+    }
     fs::create_directories(parent, ec);
     if (ec) return absl::FailedPreconditionError(absl::StrCat(parent.string(), ": ", ec.message()));
   }
@@ -205,6 +225,7 @@ absl::StatusOr<DownloadResult> Download(const DownloadOptions& opts) {
   if (rc != CURLE_OK && t.offset + t.written == 0) {
     // Nothing arrived (an HTTP error, no connection): leave no empty part behind.
     fs::remove(t.part, ec);
+    for (const auto& dir : created) fs::remove(dir, ec);  // only if still empty
   }
   result.transferred = t.written;
   result.seconds = std::chrono::duration<double>(Clock::now() - started).count();

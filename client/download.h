@@ -38,4 +38,8 @@ struct DownloadResult {
 // for a resume), a SHA-256 mismatch (the partial file deleted: a resume would only repeat it).
 absl::StatusOr<DownloadResult> Download(const DownloadOptions& opts);
 
+// InvalidArgument unless `url` is http:// or https:// (the only schemes Download takes): a
+// file:// or ftp:// URL is a usage error, found before anything is created. `flag` names it.
+absl::Status CheckDownloadUrl(const std::string& url, const std::string& flag);
+
 }  // namespace ablate::cli

@@ -3,9 +3,11 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/completion.h"
 #include "client/config.h"
+#include "client/download.h"
 #include "common/cli/edge.h"
 
 int main(int argc, char** argv) {
@@ -35,6 +37,10 @@ int main(int argc, char** argv) {
   auto* c_ls = app.add_subcommand("ls", "List sweeps");
   c_ls->add_flag("--active", active_only, "Only sweeps with unfinished runs");
   c_ls->add_option("--limit", limit, "At most this many (newest first)");
+  // ls has a wide form (every count, whole names); the global -o has no `wide`, so completion
+  // offers it where it applies.
+  c_ls->add_option("-o,--output", output, "table | json | wide (every count, whole names)")
+      ->check(CLI::IsMember({"table", "json", "wide"}));
 
   std::string sweep;
   auto* c_status = app.add_subcommand("status", "A sweep's grid: cells x run states, losses");
@@ -188,6 +194,13 @@ int main(int argc, char** argv) {
       return ablate::cli_edge::UsageError(
           *c_fetch, "give a data set name (tinystories) or --url URL, one of them");
     }
+    for (const auto& [flag, url] : {std::pair<const char*, const std::string&>{"--url", fetch.url},
+                                    {"--base-url", fetch.base_url}}) {
+      if (url.empty()) continue;
+      if (auto s = CheckDownloadUrl(url, flag); !s.ok()) {
+        return ablate::cli_edge::UsageError(*c_fetch, std::string(s.message()));
+      }
+    }
     return DataFetch(fetch);
   }
 
@@ -204,6 +217,9 @@ int main(int argc, char** argv) {
   if (*c_login) return Setup(conn, /*verify=*/true);
   if (*c_config_init) return Setup(conn, /*verify=*/false);
 
+  report.usage_error = [c_report](const std::string& message) {
+    return ablate::cli_edge::UsageError(*c_report, message);
+  };
   report.variant_given = c_report->get_option("--variant")->count() > 0;
   report.by_given = c_report->get_option("--by")->count() > 0;
   report.tau_given = c_report->get_option("--tau")->count() > 0;
@@ -216,6 +232,15 @@ int main(int argc, char** argv) {
   auto resolved = ResolveConnection(conn);
   if (!resolved.ok()) return Fail(resolved.status());
   ctx.conn = *resolved;
+  if (ServerUnconfigured(conn)) {
+    SetUnreachableHint(absl::StrCat(
+        "ablate: no server is configured (no --server, no ABLATE_SERVER, no server: in ",
+        ConfigPath(conn), "), so this tried the default ", ctx.conn.server,
+        ". Configure one:\n"
+        "  ablate login --server HOST:PORT --token-file FILE   checks it and saves it to the "
+        "config file\n"
+        "  ablate --server HOST:PORT ...  or  export ABLATE_SERVER=HOST:PORT   for this shell\n"));
+  }
   // Offline commands need no channel; everything else dials lazily (gRPC connects on first call).
   const bool offline = (*c_submit && submit.dry_run) || (*c_report && !report.from.empty());
   if (!offline) {
@@ -225,7 +250,7 @@ int main(int argc, char** argv) {
   }
 
   if (*c_submit) return Submit(ctx, submit);
-  if (*c_ls) return ListSweeps(ctx, active_only, limit);
+  if (*c_ls) return ListSweeps(ctx, active_only, limit, output == "wide");
   if (*c_status) return Status(ctx, sweep);
   if (*c_watch) return Watch(ctx, sweep, interval);
   if (*c_runs) return Runs(ctx, sweep, states, limit);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -110,6 +111,122 @@ std::string CountsLine(const v1::SweepCounts& c, bool color) {
   return out;
 }
 
+int VisibleWidth(const std::string& s) {
+  int n = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(s[i]);
+    if (ch == 0x1b && i + 1 < s.size() && s[i + 1] == '[') {  // ESC [ ... letter: no column
+      i += 2;
+      while (i < s.size() && !absl::ascii_isalpha(s[i])) ++i;
+      continue;
+    }
+    if ((ch & 0xC0) != 0x80) ++n;  // UTF-8 continuation bytes share their character's column
+  }
+  return n;
+}
+
+std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide) {
+  // Compact: 5 + 20 + 9 + 19 + 6 + 9 columns and 5 gaps of 2 fit 80 with ids up to 99999.
+  constexpr int kCompactName = 20;
+  Table t(
+      wide ? std::vector<std::string>{"ID", "NAME", "STATE", "PROGRESS", "RUNS", "ETA", "CREATED"}
+           : std::vector<std::string>{"ID", "NAME", "STATE", "PROGRESS", "ETA", "CREATED"});
+  for (const auto& s : sweeps) {
+    const auto& c = s.counts();
+    const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
+    const double frac = c.total() > 0 ? double(done) / c.total() : 0;
+    const std::string eta = s.state() == "active" ? Duration(s.eta_seconds()) : "-";
+    if (wide) {
+      t.Add({std::to_string(s.id()), s.name(), s.state(), Bar(frac, 20), CountsLine(c), eta,
+             TimeAgo(s.created_at())});
+    } else {
+      t.Add({std::to_string(s.id()), FitWidth(s.name(), kCompactName), s.state(),
+             absl::StrCat(Bar(frac, 8), " ", done, "/", c.total()), eta, TimeAgo(s.created_at())});
+    }
+  }
+  return t.Render();
+}
+
+namespace {
+
+// `parts` joined by ", " after `first`, onto lines of at most `width` visible columns,
+// continuation lines indented by `indent`: a part is never cut, a line holds at least one.
+std::vector<std::string> Wrap(const std::string& first, const std::vector<std::string>& parts,
+                              int width, int indent) {
+  std::vector<std::string> out{first};
+  int used = VisibleWidth(first);
+  bool fresh = used == 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string sep = i + 1 < parts.size() ? "," : "";
+    const int w = VisibleWidth(parts[i]) + static_cast<int>(sep.size());
+    if (!fresh && used + 1 + w > width) {
+      out.push_back(std::string(indent, ' '));
+      used = indent;
+      fresh = true;
+    }
+    if (!fresh) {
+      out.back() += ' ';
+      ++used;
+    }
+    absl::StrAppend(&out.back(), parts[i], sep);
+    used += w;
+    fresh = false;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::string& eta_text,
+                                    int width, int height, bool color) {
+  const auto& s = update.sweep();
+  const auto& c = s.counts();
+  const int fit = std::max(20, width - 1);  // the last column would park the cursor mid-wrap
+  const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
+  const double frac = c.total() > 0 ? double(done) / c.total() : 0;
+  std::vector<std::string> lines;
+  lines.push_back(FitWidth(absl::StrCat("sweep ", s.id(), " '", s.name(), "'"), fit));
+  // The summary: every count, wrapped, never cut (a cut hid failed and diverged at 80 columns).
+  std::vector<std::string> parts = absl::StrSplit(CountsLine(c, color), ", ");
+  std::string head =
+      absl::StrCat(Bar(frac, 20), " ", static_cast<int>(std::round(100 * frac)), "%");
+  if (!eta_text.empty()) absl::StrAppend(&head, "  ", eta_text);
+  for (auto& l : Wrap(head, parts, fit, 2)) lines.push_back(FitWidth(l, fit));
+  if (s.has_refine()) lines.push_back(FitWidth("  " + RefineLine(s.refine()), fit));
+  std::vector<const v1::Run*> active;
+  size_t id_width = 1, total_width = 1;
+  for (const auto& r : update.runs()) {
+    id_width = std::max(id_width, std::to_string(r.id()).size());
+    total_width = std::max(total_width, std::to_string(r.total_steps()).size());
+    if (r.state() == v1::RUNNING || r.state() == v1::LEASED) active.push_back(&r);
+  }
+  const size_t room = static_cast<size_t>(std::max(1, height - static_cast<int>(lines.size()) - 1));
+  for (size_t i = 0; i < active.size(); ++i) {
+    if (i + 1 == room && active.size() > room) {
+      lines.push_back(absl::StrCat("  ... and ", active.size() - i, " more"));
+      break;
+    }
+    const v1::Run& r = *active[i];
+    const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
+    // Fixed-width facts first (each padded, so columns stay put), the seed among them; the
+    // worker (cut to 16) and the cell (as long as the grid makes it) last: a narrow terminal
+    // cuts the cell, not the progress or the seed.
+    const std::string state = StateName(r.state());
+    const std::string padded = absl::StrFormat("%-7s", state);
+    const std::string loss = r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-";
+    lines.push_back(FitWidth(
+        absl::StrCat("  ", absl::StrFormat("%*d", static_cast<int>(id_width), r.id()), " ",
+                     color ? Colored(state, padded) : padded, " ", Bar(f, 10), " ",
+                     absl::StrFormat("%*d/%-*d", static_cast<int>(total_width), r.step(),
+                                     static_cast<int>(total_width), r.total_steps()),
+                     " loss ", absl::StrFormat("%-6s", loss), " seed=", r.seed(), " ",
+                     FitWidth(r.worker().empty() ? "-" : r.worker(), 16), "  ", r.cell(),
+                     r.refine_round() > 0 ? absl::StrCat(" (refine r", r.refine_round(), ")") : ""),
+        fit));
+  }
+  return lines;
+}
+
 std::string RefineLine(const v1::RefineStatus& r) {
   return absl::StrCat(
       "refine ", r.axis(), " (", absl::StrJoin(r.boundaries(), ", "), ") until ratio ",
@@ -200,21 +317,7 @@ std::pair<int, int> TerminalSize() {
 }
 
 std::string FitWidth(const std::string& line, int width) {
-  // First pass: does it fit? Escape sequences (ESC [ ... letter) take no column.
-  auto visible = [](const std::string& s) {
-    int n = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-      const unsigned char ch = static_cast<unsigned char>(s[i]);
-      if (ch == 0x1b && i + 1 < s.size() && s[i + 1] == '[') {
-        i += 2;
-        while (i < s.size() && !absl::ascii_isalpha(s[i])) ++i;
-        continue;
-      }
-      if ((ch & 0xC0) != 0x80) ++n;  // UTF-8 continuation bytes share their character's column
-    }
-    return n;
-  };
-  if (width <= 0 || visible(line) <= width) return line;
+  if (width <= 0 || VisibleWidth(line) <= width) return line;
   std::string out;
   int n = 0;
   bool colored = false;

@@ -38,6 +38,8 @@ bool UseColor();
 // The terminal's width and height in columns and rows (stdout), else $COLUMNS / $LINES, else
 // 80 x 24.
 std::pair<int, int> TerminalSize();
+// Columns `s` takes on a terminal: ANSI SGR sequences none, a UTF-8 character one.
+int VisibleWidth(const std::string& s);
 // `line` cut to at most `width` visible columns (ANSI SGR sequences take none, a UTF-8
 // character one), ending in "~" when cut; a colour left open is reset.
 std::string FitWidth(const std::string& line, int width);
@@ -45,6 +47,15 @@ std::string FitWidth(const std::string& line, int width);
 std::string RefineLine(const v1::RefineStatus& refine);
 // Run-state predicates live in common/util/run_state.h; kept visible here for CLI code.
 using util::IsTerminal;
+// `ablate ls`: one row a sweep. Compact (the default) fits 80 columns: a long name is cut ("~"),
+// progress is a short bar and done/total. `wide`: the whole name and every count.
+std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide);
+// One frame of `ablate watch` on a terminal of `width` x `height`, every line at most `width`
+// columns: the sweep; the summary (bar, percent, ETA, every count), wrapped onto more lines
+// rather than cut; then a line per active run whose columns stay put as runs come and go (the ID
+// padded to the sweep's widest, the seed before the worker and the cell, which take the cut).
+std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::string& eta_text,
+                                    int width, int height, bool color);
 // Proto -> one-line JSON (field names as in the proto). Run states are lower case, as in the
 // tables and as sweep states are ("succeeded", "active"); a run id of 0 ("no run", e.g. an idle
 // worker's current_run_id) is left out rather than printed as "0".

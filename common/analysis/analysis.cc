@@ -118,6 +118,7 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
     if (!Finished(*r)) {
       if (util::IsTerminal(r->state())) {
         ++p.n_failed;
+        if (r->state() == ablate::v1::CANCELLED) ++p.n_cancelled;
       } else {
         ++p.n_pending;
       }
@@ -295,6 +296,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
       a.diverged += p.n_diverged;
       a.pending += p.n_pending;
       a.failed += p.n_failed;
+      a.cancelled += p.n_cancelled;
       a.absent += p.n_absent;
       a.inferred += p.n_inferred;
       if (p.refine_round > 0) a.refined += static_cast<int>(p.run_ids.size());
@@ -306,9 +308,9 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
   a.partial = a.pending + a.failed + a.absent > 0;
   if (a.partial) {
     a.notes.push_back(absl::StrCat("partial: ", a.finished, " of ", a.runs + a.absent,
-                                   " runs finished (", a.pending, " pending, ", a.failed,
-                                   " failed or cancelled, ", a.absent,
-                                   " missing); figures use the finished runs only"));
+                                   " runs finished (", a.pending, " pending, ",
+                                   a.failed - a.cancelled, " failed, ", a.cancelled, " cancelled, ",
+                                   a.absent, " missing); figures use the finished runs only"));
   }
   if (a.inferred > 0) {
     a.notes.push_back(absl::StrCat(

@@ -64,9 +64,10 @@ struct Point {
   // 0: an LR of the base grid; k >= 1: an LR the sweep's refinement added in round k (the
   // smallest round of the point's runs). LR sensitivity averages over base-grid LRs only.
   int refine_round = 0;
-  int n_pending = 0;  // queued, leased or running
-  int n_failed = 0;   // failed or cancelled
-  int n_absent = 0;   // seeds seen elsewhere in the sweep but with no run here
+  int n_pending = 0;    // queued, leased or running
+  int n_failed = 0;     // failed or cancelled
+  int n_cancelled = 0;  // of n_failed: cancelled (a user's decision, not a fault)
+  int n_absent = 0;     // seeds seen elsewhere in the sweep but with no run here
   std::vector<int64_t> run_ids;
   std::map<std::string, double> probes;  // mean over finished runs of each finite final probe
   std::map<std::string, double> probe_std;
@@ -171,7 +172,8 @@ struct Analysis {
   int finished = 0;  // succeeded + diverged
   int diverged = 0;
   int pending = 0;
-  int failed = 0;
+  int failed = 0;     // failed or cancelled
+  int cancelled = 0;  // of failed: cancelled
   int absent = 0;
   int inferred = 0;  // skipped runs counted as diverged at ℓ0 (pruning), included in diverged
   int refined = 0;   // runs at LRs the sweep's refinement added

@@ -68,11 +68,15 @@ std::optional<int> Parse(CLI::App& app, int argc, char** argv, const std::string
     while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
     const std::string name = CommandName(at);
     const std::vector<std::string> commands = SubcommandNames(at);
+    // With fallthrough, a word a nested command does not know (`artifacts gte`) climbs to the
+    // root's remaining words, not the nested command's: look there too.
     std::string unknown;
-    for (const auto& word : at->remaining()) {
-      if (!word.empty() && word[0] != '-') {
-        unknown = word;
-        break;
+    for (const CLI::App* a = at; a != nullptr && unknown.empty(); a = a->get_parent()) {
+      for (const auto& word : a->remaining()) {
+        if (!word.empty() && word[0] != '-') {
+          unknown = word;
+          break;
+        }
       }
     }
     std::ostringstream msg;

@@ -94,10 +94,23 @@ std::string SetRange(char axis, std::pair<double, double> r) {
                       "]\n");
 }
 
+// Whether a log axis over [lo, hi] labels in powers of ten: when %g would print some of its
+// tics as "1e+06" and others as "10000", every label takes the one form "1e4", "1e6".
+bool Scientific(double lo, double hi) { return lo < 1e-4 * (1 - 1e-9) || hi >= 1e6 * (1 - 1e-9); }
+
+// A tic label: "0.003", or with `scientific` "3e-3".
+std::string TicLabel(double v, bool scientific) {
+  if (!scientific) return Num(v);
+  const int e = static_cast<int>(std::floor(std::log10(v) + 1e-9));
+  return absl::StrCat(Num(std::round(v / std::pow(10.0, e) * 1e6) / 1e6), "e", e);
+}
+
 // Tics on a log axis over [lo, hi]: gnuplot labels each decade; over a span of a decade or two
 // the values in between are labelled too (2, 3, 5 or 3 of each decade) so that a point at
-// 0.003 can be read off, and minor tics mark 2..9 of every decade.
+// 0.003 can be read off, and minor tics mark 2..9 of every decade. Every label has one form
+// (Scientific).
 std::string LogTics(char axis, double lo, double hi) {
+  const bool scientific = Scientific(lo, hi);
   const double span = std::log10(hi / lo);
   std::vector<int> mantissas;
   if (span <= 1.5) {
@@ -111,11 +124,13 @@ std::string LogTics(char axis, double lo, double hi) {
       const double v = m * std::pow(10.0, e);
       // 3 * 10^-1 may come out an ulp above 0.3: compare with a little slack.
       if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9))
-        extra.push_back(absl::StrCat("'", Num(v), "' ", Num(v)));
+        extra.push_back(absl::StrCat("'", TicLabel(v, scientific), "' ", Num(v)));
     }
   }
   const std::string a(1, axis);
   std::string s = absl::StrCat("set m", a, "tics 10\n");
+  // %T: the decade's power of ten ("1e6"), where '%g' (the preamble's) would mix forms.
+  if (scientific) absl::StrAppend(&s, "set format ", a, " '1e%T'\n");
   if (!extra.empty())
     absl::StrAppend(&s, "set ", a, "tics add (", absl::StrJoin(extra, ", "), ")\n");
   return s;
@@ -153,7 +168,9 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
   Figure f;
   f.name =
       Stem(absl::StrCat("loss_vs_lr__", Slug(o.moderator_axis), "_", Slug(moderator)), context);
-  std::vector<std::string> plots;
+  // The seed bands are drawn first, all of them, then the lines: a see-through band drawn after
+  // another variant's line would tint it.
+  std::vector<std::string> bands, plots;
   std::optional<double> l0;
   std::vector<double> xs, ys;
   int block = 0;
@@ -194,7 +211,7 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
                     "# lr loss_mean loss_minus_std loss_plus_std n n_diverged n_inferred "
                     "refine_round\n",
                     rows, "\n\n");
-    plots.push_back(absl::StrCat("'", f.name, ".dat' index ", block,
+    bands.push_back(absl::StrCat("'", f.name, ".dat' index ", block,
                                  " using 1:3:4 with filledcurves fc rgb '", Color(v),
                                  "' fs transparent solid 0.2 noborder notitle"));
     plots.push_back(absl::StrCat(
@@ -244,7 +261,8 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
                     "set label 'l0' at graph 0.02, first ", Num(*l0),
                     " offset 0,-0.8 tc rgb 'gray40'\n");
   }
-  f.script += Outputs(f.name, t, absl::StrJoin(plots, ", \\\n     "));
+  bands.insert(bands.end(), plots.begin(), plots.end());
+  f.script += Outputs(f.name, t, absl::StrJoin(bands, ", \\\n     "));
   return f;
 }
 
@@ -318,7 +336,8 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
       absl::StrAppend(&rows, m, " \"", a.moderators[m], "\" ", usable ? Num(*v) : "?", " ",
                       none ? Num(*none_at) : "?", " ", bracket, " ", inferred ? 1 : 0, "\n");
       if (none) {
-        labels.push_back(absl::StrCat("set label 'none' at first ", m, ", first ", Num(*none_at),
+        // Not "none": that may also be a variant's name (qk_norm=none).
+        labels.push_back(absl::StrCat("set label 'never' at first ", m, ", first ", Num(*none_at),
                                       " center offset 0,1 tc rgb '", Color(s), "'\n"));
       }
     }
@@ -344,9 +363,9 @@ std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
                        Quote(absl::StrCat(series[s].label, ": unresolved by budget (bracket)"))));
     }
     if (any_none) {
-      plots.push_back(absl::StrCat("'", name, ".dat' index ", block,
-                                   " using 1:4:xtic(2) with points pt 9 lc rgb '", Color(s),
-                                   "' title ", Quote(absl::StrCat(series[s].label, ": none"))));
+      plots.push_back(absl::StrCat(
+          "'", name, ".dat' index ", block, " using 1:4:xtic(2) with points pt 9 lc rgb '",
+          Color(s), "' title ", Quote(absl::StrCat(series[s].label, ": never necessary"))));
     }
     ++block;
   }
@@ -473,7 +492,7 @@ std::vector<Figure> BuildFigures(const Analysis& a, const std::string& title, co
     add(PerModerator(
         a, Stem("eta_dagger", context),
         ContextTitle(absl::StrCat(title, ": necessity threshold eta-dagger vs ", o.moderator_axis,
-                                  " (none = never necessary, marked at the top)"),
+                                  " (never necessary: marked at the top)"),
                      context),
         absl::StrCat("eta-dagger (", o.lr_axis, ")"), eta, true, lr_extent, t));
     add(PerModerator(

@@ -42,16 +42,18 @@ std::string Inferred(int lrs) {
 }
 
 std::string CurveStatus(const Curve& c) {
-  int pending = 0, failed = 0, absent = 0;
+  int pending = 0, failed = 0, cancelled = 0, absent = 0;
   for (const auto& p : c.points) {
     pending += p.n_pending;
-    failed += p.n_failed;
+    failed += p.n_failed - p.n_cancelled;
+    cancelled += p.n_cancelled;
     absent += p.n_absent;
   }
   if (c.complete) return "complete";
   std::vector<std::string> parts;
   if (pending) parts.push_back(absl::StrCat(pending, " pending"));
   if (failed) parts.push_back(absl::StrCat(failed, " failed"));
+  if (cancelled) parts.push_back(absl::StrCat(cancelled, " cancelled"));
   if (absent) parts.push_back(absl::StrCat(absent, " missing"));
   return absl::StrCat("partial: ", absl::StrJoin(parts, ", "));
 }

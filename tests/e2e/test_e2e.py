@@ -709,6 +709,45 @@ class CliUsage(E2E):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("--dry-run", p.stdout)
 
+    def test_errors_are_consistent_nested_typos_report_flags_and_fetch_urls(self):
+        # Issue #24 item 7. A typo under a nested command gets the same did-you-mean as a top one.
+        self.assert_usage_error([CLI, "artifacts", "gte", "1"], "ablate artifacts: unknown command 'gte'",
+                                "did you mean 'get'?", "Usage: ablate artifacts")
+        p = self.assert_usage_error([CLI, "config", "shw"], "ablate config: unknown command 'shw'",
+                                    "Commands: init")
+        self.assertNotIn("a command is required", p.stderr)
+        self.assert_usage_error([CLI, "data", "fecth"], "unknown command 'fecth'", "did you mean 'fetch'?")
+        # A report option that does not fit the sweep: exit 2 with report's usage line.
+        exp = os.path.join(self.stack.dir, "export")
+        os.makedirs(exp)
+        with open(os.path.join(exp, "sweep.json"), "w") as f:
+            json.dump({"id": "1", "name": "tiny", "axes": ["qk_norm", "lr"]}, f)
+        with open(os.path.join(exp, "runs.jsonl"), "w") as f:
+            for i, (v, lr) in enumerate([("none", "0.001"), ("layernorm", "0.001")]):
+                f.write(json.dumps({"id": str(i + 1), "sweepId": "1", "cell": f"c{i}", "state": "succeeded",
+                                    "gridValues": {"qk_norm": v, "lr": lr}}) + "\n")
+        self.assert_usage_error([CLI, "report", "--from", exp, "--variant", "qk_nrom"],
+                                "ablate report: --variant qk_nrom", "did you mean 'qk_norm'?",
+                                "Usage: ablate report")
+        self.assert_usage_error([CLI, "report", "--from", exp, "--lr-range", "1:0"],
+                                "--lr-range 1:0", "Usage: ablate report")
+        # data fetch takes http(s) only: a file:// URL is a usage error and creates nothing.
+        cwd = os.path.join(self.stack.dir, "fetch-cwd")
+        os.makedirs(cwd)
+        for url in ("file:///etc/hostname", "ftp://example.com/a.txt"):
+            p = subprocess.run([CLI, "data", "fetch", "--url", url], cwd=cwd, capture_output=True,
+                               text=True, timeout=60, env={k: v for k, v in os.environ.items()
+                                                           if k != "ABLATE_DATA_DIR"})
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("http:// or https://", p.stderr)
+            self.assertIn("Usage: ablate data fetch", p.stderr)
+            self.assertEqual(os.listdir(cwd), [], "nothing is created")
+        # A download that fails before a byte arrives leaves no empty data directory either.
+        p = subprocess.run([CLI, "data", "fetch", "-q", "--url", "http://127.0.0.1:9/a.txt", "--to",
+                            os.path.join(cwd, "data", "sub")], capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertEqual(os.listdir(cwd), [], "the directories it made are removed again")
+
     def test_version_on_all_three_binaries(self):
         version = project_version()
         line = re.compile(r"^(ablate|ablate-worker|ablate-server) (\S+) \(commit (\S+)\)$")
@@ -740,12 +779,17 @@ class CliUsage(E2E):
         self.assertEqual(p.returncode, 0, p.stderr)
         return p.stdout.split()
 
-    def test_bash_completion_is_valid_and_completes_commands_and_flags(self):
+    def bash_script(self):
+        """`ablate completion bash` written to a file; returns its path."""
         p = run([CLI, "completion", "bash"])
         self.assertEqual(p.returncode, 0, p.stderr)
         script = os.path.join(self.stack.dir, "ablate.bash")
         with open(script, "w") as f:
             f.write(p.stdout)
+        return script
+
+    def test_bash_completion_is_valid_and_completes_commands_and_flags(self):
+        script = self.bash_script()
         check = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
         self.assertEqual(check.returncode, 0, check.stderr)
         self.assertEqual(self.complete(script, "ablate", "sta"), ["status"])
@@ -770,6 +814,32 @@ class CliUsage(E2E):
         zc = subprocess.run([zsh, "-f", "-c", f"autoload -Uz compinit && compinit -u -D; source {zpath}; "
                              "print -r -- ${_comps[ablate]}"], capture_output=True, text=True)
         self.assertEqual(zc.stdout.strip(), "_ablate", zc.stderr)
+
+    def test_completion_offers_each_option_once_and_values_for_choices(self):
+        # Issue #24 item 13: --help/--help-all were offered twice, and -o completed file names.
+        script = self.bash_script()
+        for words in (("ablate", "--he"), ("ablate", "ls", "--he"), ("ablate", "config", "init", "--he")):
+            got = self.complete(script, *words)
+            self.assertEqual(sorted(got), ["--help", "--help-all"], words)
+        # (ctest runs this in the build directory, full of files that would show up.)
+        self.assertEqual(self.complete(script, "ablate", "-o", ""), ["table", "json"])
+        self.assertEqual(self.complete(script, "ablate", "runs", "-o", ""), ["table", "json"])
+        self.assertEqual(self.complete(script, "ablate", "ls", "-o", ""), ["table", "json", "wide"])
+        self.assertEqual(self.complete(script, "ablate", "report", "1", "--format", ""),
+                         ["table", "md", "json"])
+        self.assertEqual([w for w in self.complete(script, "ablate", "completion", "") if w[0] != "-"],
+                         ["bash", "zsh"], "the shells, no file names")
+        # An option whose value is free still completes file names.
+        with open(os.path.join(self.stack.dir, "table-not-a-value"), "w"):
+            pass
+        self.assertIn(os.path.join(self.stack.dir, "table-not-a-value"),
+                      self.complete(script, "ablate", "export", "1", "--out",
+                                    os.path.join(self.stack.dir, "table-")))
+        z = run([CLI, "completion", "zsh"])
+        self.assertEqual(z.returncode, 0, z.stderr)
+        self.assertIn(":value:(table json)", z.stdout)
+        self.assertIn(":value:(table json wide)", z.stdout)
+        self.assertNotRegex(z.stdout, r"'-o\[[^]]*\]:value:_files'")
 
 
 class TrainOutput(E2E):
@@ -868,6 +938,31 @@ class FirstRunSetup(E2E):
                  "both workers to register")
 
 
+    def test_first_run_without_a_configured_server_says_how_to_configure_one(self):
+        # Issue #24 item 8: before any login, `ablate ls` only said it could not connect to
+        # 127.0.0.1:7070. Nothing configured anywhere: it says how to configure a server.
+        home = os.path.join(self.stack.dir, "fresh-home")
+        os.makedirs(home)
+        fresh = {"HOME": home, "XDG_CONFIG_HOME": os.path.join(home, ".config")}
+        p = run([CLI, "ls"], env=fresh, timeout=60)
+        self.assertEqual(p.returncode, 5, p.stderr)
+        self.assertIn("127.0.0.1:7070", p.stderr)
+        self.assertIn("no server is configured", p.stderr)
+        for needle in ("ablate login --server", "--server HOST:PORT", "ABLATE_SERVER"):
+            self.assertIn(needle, p.stderr)
+        # A server configured anywhere (flag, environment, file) but down: no first-run advice.
+        cfg = os.path.join(home, "cfg.yaml")
+        with open(cfg, "w") as f:
+            f.write("server: 127.0.0.1:9\n")
+        for argv, env in (([CLI, "--server", "127.0.0.1:9", "ls"], fresh),
+                          ([CLI, "ls"], dict(fresh, ABLATE_SERVER="127.0.0.1:9")),
+                          ([CLI, "--config", cfg, "ls"], fresh)):
+            p = run(argv, env=env, timeout=60)
+            self.assertEqual(p.returncode, 5, p.stderr)
+            self.assertIn("127.0.0.1:9", p.stderr)
+            self.assertNotIn("no server is configured", p.stderr, argv)
+
+
 class NoSilentNoOps(E2E):
     """Issue #15: asking for what cannot be done is an error with the documented exit code."""
 
@@ -900,8 +995,8 @@ class NoSilentNoOps(E2E):
         expect(2, "retry", sid, "--state", "succeeded", needles=["kept"])
         expect(2, "retry", sid, "--state", "diverged", needles=["kept"])
         expect(4, "retry", sid, "--run", "999")
-        p = expect(0, "retry", sid)
-        self.assertIn("nothing to retry", p.stdout)
+        # Nothing to retry is refused as nothing to cancel is (issue #24 item 7).
+        expect(6, "retry", sid, needles=["nothing to retry"])
         self.assertEqual({r["state"] for r in s.runs(self.sweep_id)}, {"succeeded"}, "nothing was requeued")
 
         # Output: report -o json and --format json are one document, the same (issue #24 item 6);
@@ -1051,6 +1146,55 @@ class WatchTerminal(E2E):
         rc, out, err = watch_on_a_pty(watch, {})
         self.assertRegex(out, r"\x1b\[3\dm", "without NO_COLOR the same frame is coloured")
 
+
+    def test_watch_at_80_columns_wraps_every_count_and_ls_fits_80(self):
+        # Issue #24 items 2 and 3: at 80 columns watch cut its summary ("13 queued, 1 succeed~"),
+        # lost the runs' seeds and shifted its ID column at two-digit ids; ls was ~140 wide.
+        import threading
+        s = self.stack
+        s.start_server()
+        s.start_worker("a-worker-with-a-rather-long-name")
+        name = "e2e-watch-every-count-with-a-rather-long-sweep-name"
+        self.sweep_id = s.submit(sweep_file(s, name, {"seed": "[" + ", ".join(map(str, range(12))) + "]"},
+                                            steps=100000, ckpt=1000, eval_every=1000))
+        wait_for(self.first_running, 120, "a run to start")
+        queued = [int(r["id"]) for r in s.runs(self.sweep_id) if r["state"] == "queued"]
+        s.cli("cancel", str(self.sweep_id), "--run", str(max(queued)))
+        sid = str(self.sweep_id)
+        # ls while the sweep runs: 80 columns, the name cut; -o wide: every count, the whole name.
+        ls = s.cli("ls").stdout
+        self.assertTrue(all(len(l) <= 80 for l in ls.splitlines()), ls)
+        self.assertIn("1/12", ls)
+        self.assertIn("~", ls)
+        wide = s.cli("ls", "-o", "wide").stdout
+        for needle in (name, "1 running", "10 queued", "1 cancelled"):
+            self.assertIn(needle, wide)
+        self.assertTrue(any(len(l) > 80 for l in wide.splitlines()), wide)
+        self.assertEqual(json.loads(s.cli("ls", "-o", "json").stdout.splitlines()[0])["name"], name)
+        # Watch for a few frames, then cancel the rest: it ends (exit 1, runs were cancelled).
+        timer = threading.Timer(3, lambda: s.cli("cancel", sid))
+        timer.start()
+        watch = [CLI, "--server", s.server_addr, "--token", s.user_token, "watch", sid, "--interval", "0.2"]
+        rc, out, err = watch_on_a_pty(watch, {"NO_COLOR": "1"})
+        timer.join()
+        self.assertEqual(rc, 1, err + out[-2000:])
+        visible = CSI.sub("", out)
+        pieces = [p for line in visible.split("\n") for p in line.split("\r")]
+        self.assertEqual([p for p in pieces if len(p) > 80], [], "lines wider than 80 columns")
+        # The summary wraps instead of being cut: every count shows, no summary line ends in "~".
+        summary = [p for p in pieces if re.search(r"\d+ (queued|running|leased|cancelled|done)", p)]
+        self.assertTrue(summary, visible[-2000:])
+        self.assertEqual([p for p in summary if p.endswith("~")], [], "a summary line was cut")
+        self.assertIn("10 queued", visible)
+        self.assertIn("1 cancelled", visible)
+        self.assertIn("12 cancelled", visible, "the last frame counts every run")
+        # Run lines: the id right-aligned in a column as wide as the sweep's largest id (12), the
+        # state after it, the seed shown although the line is cut.
+        runs = [p for p in pieces if re.match(r"^ +\d+ (running|leased) ", p)]
+        self.assertTrue(runs, visible[-2000:])
+        for line in runs:
+            self.assertRegex(line, r"^  [ 1]\d (running|leased) ", line)
+            self.assertRegex(line, r" seed=\d+ ", line)
 
 class FleetData(E2E):
     """Prepared once per fleet: of two fresh workers that lease runs on the same text at once,

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/analysis/refine.h"
@@ -390,7 +391,7 @@ TEST(Figures, EveryFigureIsPaperReady) {
   const auto [e0, e1] = RangeOf(eta->script, 'y');
   EXPECT_GT(e0, 0.001 / 1.3);
   EXPECT_LT(e1, 0.1 * 1.3);  // the sweep's LRs; η† has a value at both depths: no "none" row
-  EXPECT_THAT(eta->script, Not(HasSubstr("set label 'none'")));
+  EXPECT_THAT(eta->script, Not(HasSubstr("set label 'never'")));
   const Figure* logit = FindFigure(figures, "max_attn_logit_vs_lr");
   ASSERT_NE(logit, nullptr);
   const auto [l0, l1] = RangeOf(logit->script, 'y');  // logits 5..1000
@@ -421,7 +422,7 @@ TEST(Figures, EtaDaggerNoneEverywhereIsDrawnWithNoneMarked) {
   // One "none" label per depth, inside the range, above the highest LR.
   int labels = 0;
   for (const auto& line : Lines(eta->script)) {
-    if (!line.starts_with("set label 'none' at first ")) continue;
+    if (!line.starts_with("set label 'never' at first ")) continue;
     ++labels;
     const double y = std::stod(line.substr(line.find(", first ") + 8));
     EXPECT_GT(y, 0.1);
@@ -429,8 +430,96 @@ TEST(Figures, EtaDaggerNoneEverywhereIsDrawnWithNoneMarked) {
   }
   EXPECT_EQ(labels, 2);
   EXPECT_LT(y0, 0.001);
-  EXPECT_THAT(eta->script, HasSubstr("title 'layernorm vs none: none'"));
+  // "none" is also a variant here: the legend says what the marker means.
+  EXPECT_THAT(eta->script, HasSubstr("title 'layernorm vs none: never necessary'"));
+  EXPECT_THAT(eta->script, Not(HasSubstr(": none'")));
   EXPECT_THAT(eta->data, HasSubstr("0 \"2\" ? "));  // no value, a marker
+}
+
+// The plot command's entries, in drawing order.
+std::vector<std::string> PlotEntries(const std::string& script) {
+  const size_t at = script.find("\nplot ");
+  const size_t end = script.find("\nset terminal", at + 1);
+  std::vector<std::string> out;
+  for (const auto& e : absl::StrSplit(script.substr(at + 6, end - at - 6), ", \\\n")) {
+    out.emplace_back(e);
+  }
+  return out;
+}
+
+TEST(Figures, SeedBandsAreDrawnUnderEveryLine) {
+  // A see-through band drawn after another variant's line tinted it: every band comes first.
+  auto analysis = analysis::Analyze(StudyRuns());
+  ASSERT_TRUE(analysis.ok());
+  const auto figures = BuildFigures(*analysis, kSweepTitle, Terminals{});
+  const Figure* f = FindFigure(figures, "loss_vs_lr__n_layer_2");
+  ASSERT_NE(f, nullptr);
+  const auto entries = PlotEntries(f->script);
+  ASSERT_GE(entries.size(), 4u);
+  bool line_seen = false;
+  int bands = 0;
+  for (const auto& e : entries) {
+    if (absl::StrContains(e, "filledcurves")) {
+      ++bands;
+      EXPECT_FALSE(line_seen) << "a band after a line: " << e;
+    } else {
+      line_seen = true;
+    }
+  }
+  EXPECT_EQ(bands, 2);
+}
+
+TEST(Figures, LogAxisLabelsTakeOneFormAcrossDecades) {
+  // Logits from 100 to 1e6: '%g' labelled "10000" next to "1e+06".
+  auto runs = StudyRuns();
+  for (auto& r : runs) {
+    const int i = r.grid_values().at("lr") == "0.001"  ? 0
+                  : r.grid_values().at("lr") == "0.01" ? 1
+                                                       : 2;
+    (*r.mutable_result()->mutable_final_probes())["max_attn_logit"] = 100.0 * std::pow(100, i);
+  }
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok());
+  const auto figures = BuildFigures(*analysis, kSweepTitle, Terminals{});
+  const Figure* logit = FindFigure(figures, "max_attn_logit_vs_lr");
+  ASSERT_NE(logit, nullptr);
+  EXPECT_THAT(logit->script, HasSubstr("set format y '1e%T'"));
+  EXPECT_THAT(Drawn(logit->script), Not(HasSubstr("e+")));
+  // The LR axis (1e-3..0.1) keeps its plain labels, the 3s between decades included.
+  EXPECT_THAT(logit->script, Not(HasSubstr("set format x '1e%T'")));
+  EXPECT_THAT(logit->script, HasSubstr("set xtics add ('0.003' 0.003, '0.03' 0.03)"));
+  // A span of two decades up there labels its 3s in the same form.
+  for (auto& r : runs) {
+    const int i = r.grid_values().at("lr") == "0.001"  ? 0
+                  : r.grid_values().at("lr") == "0.01" ? 1
+                                                       : 2;
+    (*r.mutable_result()->mutable_final_probes())["max_attn_logit"] = 1e5 * std::pow(10, i);
+  }
+  analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok());
+  const Figure* high =
+      FindFigure(BuildFigures(*analysis, kSweepTitle, Terminals{}), "max_attn_logit_vs_lr");
+  ASSERT_NE(high, nullptr);
+  EXPECT_THAT(high->script, HasSubstr("'3e5' 300000"));
+  EXPECT_THAT(high->script, HasSubstr("'3e6' 3000000"));
+}
+
+TEST(Formats, ACancelledRunIsCountedAsCancelledNotFailed) {
+  auto runs = StudyRuns();
+  runs[1].set_state(ablate::v1::CANCELLED);  // the queued run, cancelled
+  runs[2].set_state(ablate::v1::FAILED);
+  runs[2].clear_result();
+  auto analysis = analysis::Analyze(runs);
+  ASSERT_TRUE(analysis.ok());
+  EXPECT_EQ(analysis->failed, 2);
+  EXPECT_EQ(analysis->cancelled, 1);
+  const std::string table = FormatTable(*analysis);
+  EXPECT_THAT(table, HasSubstr("(0 pending, 1 failed, 1 cancelled, 0 missing)"));
+  EXPECT_THAT(table, HasSubstr("partial: 1 failed, 1 cancelled"));
+  EXPECT_THAT(table, Not(HasSubstr("2 failed")));
+  const auto j = nlohmann::json::parse(FormatJson(*analysis));
+  EXPECT_EQ(j["cancelled"], 1);
+  EXPECT_EQ(j["failed"], 2);
 }
 
 // η† and each verdict say how many seeds decided them: the fewest finished seeds at their
@@ -526,7 +615,7 @@ TEST(Formats, TableMarkdownAndJsonCarryTheFigures) {
   EXPECT_THAT(
       table,
       HasSubstr(
-          "note: partial: 23 of 24 runs finished (1 pending, 0 failed or cancelled, 0 missing)"));
+          "note: partial: 23 of 24 runs finished (1 pending, 0 failed, 0 cancelled, 0 missing)"));
   EXPECT_THAT(table, HasSubstr("qk_norm"));
   EXPECT_THAT(table, HasSubstr("H2 ("));
   // depth 8, none: losses 3.005, 3.305, diverged (8.3): η* 0.001, max stable 0.01.

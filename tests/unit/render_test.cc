@@ -1,0 +1,130 @@
+// The CLI's terminal rendering (client/render.cc): `ablate ls` and `ablate watch` at 80 columns.
+#include "client/render.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace ablate::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::Sweep ASweep(int64_t id, const std::string& name) {
+  v1::Sweep s;
+  s.set_id(id);
+  s.set_name(name);
+  s.set_state("active");
+  s.set_eta_seconds(3725);
+  s.set_created_at(Now() - 7200);
+  auto* c = s.mutable_counts();
+  c->set_total(1000);
+  c->set_queued(613);
+  c->set_leased(2);
+  c->set_running(14);
+  c->set_succeeded(300);
+  c->set_diverged(41);
+  c->set_failed(17);
+  c->set_cancelled(9);
+  c->set_skipped(4);
+  c->set_refined(120);
+  return s;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  return out;
+}
+
+TEST(SweepsTable, CompactFitsEightyColumnsAndWideHasEverything) {
+  const std::vector<v1::Sweep> sweeps = {
+      ASweep(12345, "qk-norm-ablation-across-depths-and-learning-rates"), ASweep(7, "tiny")};
+  const std::string compact = SweepsTable(sweeps, /*wide=*/false);
+  for (const auto& l : Lines(compact)) EXPECT_LE(VisibleWidth(l), 80) << l;
+  EXPECT_THAT(compact,
+              HasSubstr("371/1000"));  // done: succeeded + diverged + failed + cancelled + skipped
+  EXPECT_THAT(compact, HasSubstr("qk-norm-ablation-ac~"));
+  EXPECT_THAT(compact, HasSubstr("1h02m"));
+  const std::string wide = SweepsTable(sweeps, /*wide=*/true);
+  EXPECT_THAT(wide, HasSubstr("qk-norm-ablation-across-depths-and-learning-rates"));
+  for (const char* count : {"613 queued", "14 running", "2 leased", "300 succeeded", "41 diverged",
+                            "17 failed", "9 cancelled", "4 skipped"}) {
+    EXPECT_THAT(wide, HasSubstr(count));
+  }
+  EXPECT_GT(VisibleWidth(Lines(wide)[1]), 80);
+}
+
+v1::SweepUpdate AnUpdate(int first_id, int runs) {
+  v1::SweepUpdate u;
+  *u.mutable_sweep() = ASweep(3, "e2e-watch-with-a-long-sweep-name");
+  for (int i = 0; i < runs; ++i) {
+    v1::Run* r = u.add_runs();
+    r->set_id(first_id + i);
+    r->set_state(i < 3 ? v1::RUNNING : v1::QUEUED);
+    r->set_seed(40 + i);
+    r->set_step(i == 0 ? 7 : 123);
+    r->set_total_steps(800);
+    r->set_latest_train_loss(i == 1 ? 0 : 3.14159);
+    r->set_worker("a-worker-with-a-rather-long-name");
+    r->set_cell("lr=0.001,n_embd=16,n_head=2,n_layer=1,qk_norm=layernorm,block_size=16");
+  }
+  return u;
+}
+
+TEST(WatchFrame, EightyColumnsKeepEveryCountTheSeedAndStableColumns) {
+  const auto frame = WatchFrame(AnUpdate(9, 12), "ETA 1h02m", 80, 24, /*color=*/false);
+  for (const auto& l : frame) EXPECT_LE(VisibleWidth(l), 79) << l;
+  // The summary wraps: every count shows, none is cut.
+  const std::string all = absl::StrJoin(frame, "\n");
+  for (const char* count :
+       {"371/1000 done", "14 running", "2 leased", "613 queued", "300 succeeded", "41 diverged",
+        "17 failed", "9 cancelled", "4 skipped", "120 added by refinement"}) {
+    EXPECT_THAT(all, HasSubstr(count));
+  }
+  EXPECT_THAT(all, HasSubstr("ETA 1h02m"));
+  // Run lines: ids 9, 10, 11 in one column (padded to the sweep's widest id, 20), each with
+  // its seed; only the cell is cut.
+  std::vector<std::string> runs;
+  for (const auto& l : frame) {
+    if (absl::StrContains(l, " running ")) runs.push_back(l);
+  }
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_TRUE(absl::StartsWith(runs[0], "   9 running ")) << runs[0];
+  EXPECT_TRUE(absl::StartsWith(runs[1], "  10 running ")) << runs[1];
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_THAT(runs[i], HasSubstr(absl::StrCat(" seed=", 40 + i, " "))) << runs[i];
+    // Every column starts where the first line's does.
+    EXPECT_EQ(runs[i].find(" loss "), runs[0].find(" loss ")) << runs[i];
+    EXPECT_EQ(runs[i].find(" seed="), runs[0].find(" seed=")) << runs[i];
+  }
+  for (const auto& l : frame) {
+    if (absl::EndsWith(l, "~")) {
+      EXPECT_THAT(l, HasSubstr(" seed=")) << "only run lines are cut";
+    }
+  }
+  // Colour takes no column.
+  const auto colored = WatchFrame(AnUpdate(9, 12), "ETA 1h02m", 80, 24, /*color=*/true);
+  ASSERT_EQ(colored.size(), frame.size());
+  for (const auto& l : colored) EXPECT_LE(VisibleWidth(l), 79) << l;
+  // Wide enough: one summary line, nothing cut.
+  const auto wide = WatchFrame(AnUpdate(9, 12), "ETA 1h02m", 250, 24, /*color=*/false);
+  for (const auto& l : wide) EXPECT_THAT(l, Not(testing::EndsWith("~"))) << l;
+  EXPECT_LT(wide.size(), frame.size());
+}
+
+TEST(WatchFrame, NeverTallerThanTheScreen) {
+  const auto frame = WatchFrame(AnUpdate(1, 3), "", 80, 6, /*color=*/false);
+  EXPECT_LE(frame.size(), 6u);
+  EXPECT_THAT(absl::StrJoin(frame, "\n"), HasSubstr("more"));
+}
+
+}  // namespace
+}  // namespace ablate::cli
