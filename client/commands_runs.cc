@@ -78,6 +78,9 @@ absl::StatusOr<v1::RunState> ParseRunState(const std::string& name) {
 // Losses are positive; 0 means "not measured yet".
 std::string Loss(double v) { return v > 0 ? Num(v) : "-"; }
 
+// The server's cap on one ListRuns page: more (--all, a large --limit) takes several calls.
+constexpr int kRunsPerPage = 10000;
+
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states,
          int limit) {
   v1::ListRunsRequest req;
@@ -87,16 +90,32 @@ int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>&
     if (!st.ok()) return Fail(st.status());
     req.add_states(*st);
   }
-  req.set_limit(limit);
-  auto resp = ctx.Call("list runs", &v1::SweepService::Stub::ListRuns, req);
-  if (!resp.ok()) return Fail(resp.status());
+  // limit <= 0 (--all): every matching run, page by page, newest first as the server orders.
+  std::vector<v1::Run> runs;
+  int64_t total = 0;
+  while (limit <= 0 || static_cast<int64_t>(runs.size()) < limit) {
+    const int64_t want = limit <= 0 ? kRunsPerPage : limit - static_cast<int64_t>(runs.size());
+    req.set_limit(static_cast<int>(std::min<int64_t>(want, kRunsPerPage)));
+    req.set_offset(static_cast<int>(runs.size()));
+    auto resp = ctx.Call("list runs", &v1::SweepService::Stub::ListRuns, req);
+    if (!resp.ok()) return Fail(resp.status());
+    total = resp->total();
+    for (auto& r : *resp->mutable_runs()) runs.push_back(std::move(r));
+    // A server from before paging sends no total and ignores the offset: one page only.
+    if (resp->runs().empty() || total == 0 || static_cast<int64_t>(runs.size()) >= total) break;
+  }
+  // On stderr, so that JSON on stdout stays one run a line.
+  if (total > static_cast<int64_t>(runs.size())) {
+    std::cerr << runs.size() << " of " << total << " runs shown (newest first); --all or --limit N"
+              << " for more\n";
+  }
   if (ctx.json) {
-    for (const auto& r : resp->runs()) std::cout << ToJson(r) << "\n";
+    for (const auto& r : runs) std::cout << ToJson(r) << "\n";
     return 0;
   }
   Table t({"RUN", "SWEEP", "CELL", "SEED", "STATE", "TRY", "STEP", "TRAIN", "VAL", "WORKER"});
   TryColumn tries(ctx);
-  for (const auto& r : resp->runs()) {
+  for (const auto& r : runs) {
     const bool done = util::HasOutcome(r.state());
     t.Add({std::to_string(r.id()), std::to_string(r.sweep_id()), r.cell(), std::to_string(r.seed()),
            StateName(r.state()) + (r.state() == v1::DIVERGED && r.result().diverged_step() > 0

@@ -49,7 +49,9 @@ int main(int argc, char** argv) {
   auto* c_runs = app.add_subcommand("runs", "List runs");
   c_runs->add_option("sweep", sweep, "Sweep id or name (default: all sweeps)");
   c_runs->add_option("--state", states, "Only runs in these states")->delimiter(',');
-  c_runs->add_option("--limit", limit, "At most this many");
+  c_runs->add_option("--limit", limit, "At most this many, newest first (default 50)");
+  bool all_runs = false;
+  c_runs->add_flag("--all", all_runs, "Every matching run");
 
   int64_t run = 0;
   std::vector<std::string> names;
@@ -228,7 +230,7 @@ int main(int argc, char** argv) {
   if (*c_ls) return ListSweeps(ctx, active_only, limit);
   if (*c_status) return Status(ctx, sweep);
   if (*c_watch) return Watch(ctx, sweep, interval);
-  if (*c_runs) return Runs(ctx, sweep, states, limit);
+  if (*c_runs) return Runs(ctx, sweep, states, all_runs ? 0 : limit);
   if (*c_metrics) return Metrics(ctx, run, names, follow);
   if (*c_logs) return Logs(ctx, run, follow);
   if (*c_artifacts_get) return ArtifactsGet(ctx, run, artifacts_out);

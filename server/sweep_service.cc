@@ -154,7 +154,7 @@ grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetS
     ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
     ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
     if (req->include_runs()) {
-      ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}, 0));
+      ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}));
       for (auto& r : runs) *resp->add_runs() = std::move(r);
     }
     return absl::OkStatus();
@@ -216,7 +216,7 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
           // counts, so a 100,000-run sweep does not stream 40 MB a second.
           std::vector<v1::RunState> states;
           if (sweep->counts().total() > kWatchAllRunsUpTo) states = {v1::LEASED, v1::RUNNING};
-          auto runs = d_.sweep_reads->ListRuns(sweep_id, states, 0);
+          auto runs = d_.sweep_reads->ListRuns(sweep_id, states);
           if (!runs.ok()) return runs.status();
           v1::SweepUpdate update;
           *update.mutable_sweep() = *std::move(sweep);
@@ -244,8 +244,10 @@ grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::List
     }
     // Unbounded, one call over every sweep would serialise the whole runs table into one reply.
     const int limit = req->limit() <= 0 ? kDefaultListRuns : std::min(req->limit(), kMaxListRuns);
-    ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(sweep_id, States(req->states()), limit));
-    for (auto& r : runs) *resp->add_runs() = std::move(r);
+    ASSIGN_OR_RETURN(
+        auto page, d_.sweep_reads->RunsPage(sweep_id, States(req->states()), limit, req->offset()));
+    for (auto& r : page.runs) *resp->add_runs() = std::move(r);
+    resp->set_total(page.total);
     return absl::OkStatus();
   });
 }

@@ -8,13 +8,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/util/run_state.h"
+#include "common/util/status_macros.h"
 #include "server/store/pg_codec.h"
 
 namespace ablate::server {
 namespace {
 
-// ListRuns(limit <= 0) for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
+// ListRuns, for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
 constexpr int kAllRuns = 1000000;
+
+absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
+                                          const std::vector<v1::RunState>& states, int limit,
+                                          int offset) {
+  pqxx::result r =
+      pg::Exec(tx, "runs_page", sweep_id, pg::TextArray(pg::StateNames(states)), limit, offset);
+  std::vector<v1::Run> out;
+  out.reserve(r.size());
+  for (const auto& row : r) {
+    auto run = pg::RunFromRow(row);
+    if (!run.ok()) return run.status();
+    out.push_back(*std::move(run));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -53,19 +69,23 @@ absl::StatusOr<std::vector<v1::Sweep>> SweepReads::List(int limit, bool active_o
 }
 
 absl::StatusOr<std::vector<v1::Run>> SweepReads::ListRuns(int64_t sweep_id,
-                                                          const std::vector<v1::RunState>& states,
-                                                          int limit) {
+                                                          const std::vector<v1::RunState>& states) {
   using Out = std::vector<v1::Run>;
   return db_->Tx<Out>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = pg::Exec(tx, "runs_list", sweep_id, pg::TextArray(pg::StateNames(states)),
-                              limit > 0 ? limit : kAllRuns);
-    Out out;
-    out.reserve(r.size());
-    for (const auto& row : r) {
-      auto run = pg::RunFromRow(row);
-      if (!run.ok()) return run.status();
-      out.push_back(*std::move(run));
-    }
+    ASSIGN_OR_RETURN(Out out, Page(tx, sweep_id, states, kAllRuns, 0));
+    std::reverse(out.begin(), out.end());  // the page is newest first
+    return out;
+  });
+}
+
+absl::StatusOr<RunPage> SweepReads::RunsPage(int64_t sweep_id,
+                                             const std::vector<v1::RunState>& states, int limit,
+                                             int offset) {
+  return db_->Tx<RunPage>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<RunPage> {
+    RunPage out;
+    ASSIGN_OR_RETURN(out.runs, Page(tx, sweep_id, states, limit, std::max(offset, 0)));
+    out.total = pg::Exec1(tx, "runs_count", sweep_id, pg::TextArray(pg::StateNames(states)))[0]
+                    .as<int64_t>();
     return out;
   });
 }

@@ -21,6 +21,12 @@ struct RunLogPage {
   int64_t max_seq = 0;  // the cursor for the next page (the given one when there is nothing new)
 };
 
+// A page of ListRuns and how many runs match in all.
+struct RunPage {
+  std::vector<v1::Run> runs;
+  int64_t total = 0;
+};
+
 class SweepReads {
  public:
   // `lease_seconds` is the server's lease period, which says when a silent worker is offline.
@@ -30,8 +36,12 @@ class SweepReads {
   absl::StatusOr<int64_t> Resolve(const v1::SweepRef& ref);
   absl::StatusOr<v1::Sweep> Get(int64_t sweep_id);
   absl::StatusOr<std::vector<v1::Sweep>> List(int limit, bool active_only);
+  // Every run, in queue order (sweep, then order_index).
   absl::StatusOr<std::vector<v1::Run>> ListRuns(int64_t sweep_id,  // 0: every sweep
-                                                const std::vector<v1::RunState>& states, int limit);
+                                                const std::vector<v1::RunState>& states);
+  // What the CLI lists: newest first (as List orders sweeps), `limit` runs after `offset`.
+  absl::StatusOr<RunPage> RunsPage(int64_t sweep_id, const std::vector<v1::RunState>& states,
+                                   int limit, int offset);
 
   // Points with step > after_step and, when after_seq > 0, changed since after_seq (ordered by
   // step). *max_seq receives the newest change seen: the next call's after_seq.

@@ -944,6 +944,41 @@ class NoSilentNoOps(E2E):
         self.assertEqual(expect(0, "report", "--from", out, "--format", "json").stdout, report)
 
 
+class RunsPages(E2E):
+    """Issue #24: `ablate runs` shows a page, newest first as `ablate ls`, and says on stderr what
+    it left out (--all or --limit N for more), so JSON on stdout stays one run a line."""
+
+    def test_runs_says_what_it_did_not_show_and_all_shows_everything(self):
+        s = self.stack
+        s.start_server()  # no worker: the runs stay queued
+        older = s.submit(sweep_file(s, "e2e-older", {"seed": "[0, 1]"}))
+        sid = s.submit(sweep_file(s, "e2e-pages", {"seed": "[" + ", ".join(map(str, range(58))) + "]"}))
+        p = s.cli("runs", str(sid))
+        rows = p.stdout.splitlines()[1:]
+        self.assertEqual(len(rows), 50, p.stdout)
+        self.assertEqual(p.stderr, "50 of 58 runs shown (newest first); --all or --limit N for more\n")
+        ids = [int(l.split()[0]) for l in rows]
+        self.assertEqual(ids, sorted(ids, reverse=True), "newest first")
+        everything = s.cli("-o", "json", "runs", str(sid), "--all")
+        self.assertEqual(everything.stderr, "")
+        all_ids = [int(json.loads(l)["id"]) for l in everything.stdout.splitlines()]
+        self.assertEqual(len(all_ids), 58)
+        self.assertEqual(all_ids[:50], ids)
+        # JSON: the runs on stdout, the note on stderr.
+        p = s.cli("-o", "json", "runs", str(sid), "--limit", "5")
+        self.assertEqual([int(json.loads(l)["id"]) for l in p.stdout.splitlines()], ids[:5])
+        self.assertIn("5 of 58 runs shown", p.stderr)
+        # Filters count what matches: nothing failed, so nothing is hidden.
+        p = s.cli("runs", str(sid), "--state", "failed")
+        self.assertEqual((p.stdout.count("\n"), p.stderr), (1, ""))
+        # Every sweep: the newest sweep's runs first, as `ablate ls` lists sweeps.
+        p = s.cli("-o", "json", "runs", "--limit", "60")
+        sweeps = [int(json.loads(l)["sweep_id"]) for l in p.stdout.splitlines()]
+        self.assertEqual(sweeps, [sid] * 58 + [older] * 2)
+        self.assertEqual(p.stderr, "")
+        self.assertEqual(s.cli_json("ls")[0]["id"], str(sid))
+
+
 class CleanStop(E2E):
     # Offline by silence would take two lease periods (120 s): "offline" at once is the worker's word.
     lease_seconds = 60
