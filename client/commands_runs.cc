@@ -211,6 +211,9 @@ int Logs(Context& ctx, int64_t run, bool follow) {
 
 namespace {
 
+// How long `ablate workers` keeps listing a worker after it went offline.
+constexpr double kRecentOfflineSeconds = 600;
+
 // The runs a worker holds: "12", "12,13" with --slots, "-" when idle. A server from before
 // held_run_ids sends only current_run_id.
 std::string HeldRuns(const v1::Worker& w) {
@@ -223,6 +226,9 @@ std::string HeldRuns(const v1::Worker& w) {
 int Workers(Context& ctx, bool include_offline) {
   v1::ListWorkersRequest req;
   req.set_include_offline(include_offline);
+  // A worker that stopped or went silent lately is listed as offline (SEEN says since when), so
+  // a clean stop does not look like the worker vanished; --all lists every one ever registered.
+  req.set_recent_offline_seconds(kRecentOfflineSeconds);
   auto resp = ctx.Call("list workers", &v1::SweepService::Stub::ListWorkers, req);
   if (!resp.ok()) return Fail(resp.status());
   if (ctx.json) {

@@ -328,7 +328,8 @@ grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext* ctx,
                                            const v1::ListWorkersRequest* req,
                                            v1::ListWorkersResponse* resp) {
   return guard_.Run(*ctx, "ListWorkers", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(auto workers, d_.sweep_reads->Workers(req->include_offline()));
+    ASSIGN_OR_RETURN(auto workers, d_.sweep_reads->Workers(req->include_offline(),
+                                                           req->recent_offline_seconds()));
     for (auto& w : workers) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
   });

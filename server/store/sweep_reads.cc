@@ -137,7 +137,8 @@ absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id) {
   });
 }
 
-absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline) {
+absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline,
+                                                            double recent_offline_seconds) {
   using Out = std::vector<v1::Worker>;
   return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // Offline = stopped cleanly (Deregister), or not seen for two lease periods: a worker
@@ -145,7 +146,8 @@ absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline
     // the runs held come from the runs' leases, not workers.current_run_id: a worker with --slots
     // holds several at once, and current_run_id only says which it last leased or heartbeated. The
     // held runs are few and the runs_leases partial index covers exactly them.
-    pqxx::result r = pg::Exec(tx, "workers_list", 2 * lease_seconds_, include_offline);
+    pqxx::result r = pg::Exec(tx, "workers_list", 2 * lease_seconds_, include_offline,
+                              std::max(recent_offline_seconds, 0.0));
     Out out;
     for (const auto& row : r) {
       v1::Worker w;

@@ -50,7 +50,10 @@ class SweepReads {
                                                     int64_t after_step, int64_t after_seq,
                                                     int64_t* max_seq);
   absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id);
-  absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline);
+  // Live workers, every one with include_offline, else also those gone offline within the last
+  // recent_offline_seconds.
+  absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline,
+                                                  double recent_offline_seconds = 0);
 
   // The run's progress lines with seq > after_seq, and its state (NOT_FOUND if no such run).
   absl::StatusOr<RunLogPage> RunLogs(int64_t run_id, int64_t after_seq);

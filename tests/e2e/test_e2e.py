@@ -992,7 +992,10 @@ class CleanStop(E2E):
         run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
         self.assertEqual([w["state"] for w in s.cli_json("workers")], ["busy"])
         self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
-        self.assertEqual(s.cli_json("workers"), [], "a cleanly stopped worker is not listed as online")
+        # Listed as offline (not dropped) for the next 10 minutes, SEEN saying since when.
+        listed = s.cli_json("workers")
+        self.assertEqual([(w["info"]["name"], w["state"]) for w in listed], [("w1", "offline")])
+        self.assertRegex(s.cli("workers").stdout, r"\bw1 +offline .* \d+s ago\n")
         everyone = s.cli_json("workers", "--all")
         self.assertEqual([(w["info"]["name"], w["state"]) for w in everyone], [("w1", "offline")])
         _, r = self.run_step(run_id)
@@ -1008,7 +1011,12 @@ class CleanStop(E2E):
         s.cli("cancel", str(self.sweep_id))
         wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["idle"], 60, "w1 to be idle")
         self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
+        self.assertEqual([w["state"] for w in s.cli_json("workers")], ["offline"])
+        # Ten minutes on, only --all lists it.
+        s.sql("UPDATE workers SET stopped_at = now() - interval '11 minutes', "
+              "last_seen_at = now() - interval '11 minutes'")
         self.assertEqual(s.cli_json("workers"), [])
+        self.assertIn("no workers online", s.cli("workers").stdout)
         self.assertEqual([w["state"] for w in s.cli_json("workers", "--all")], ["offline"])
 
 
