@@ -1,5 +1,6 @@
 // runs, metrics, logs, workers.
 #include <algorithm>
+#include <ctime>
 #include <iostream>
 #include <map>
 
@@ -159,23 +160,28 @@ int Metrics(Context& ctx, int64_t run, const std::vector<std::string>& names, bo
   return s.ok() ? 0 : Fail(s);
 }
 
+namespace {
+
+// "-- 12:03:04 leased  try 1  w1  lease until ...": a lifecycle event among the progress lines,
+// at its UTC time of day (the lines carry none).
+std::string EventLine(const v1::RunEvent& e) {
+  const auto t = static_cast<std::time_t>(e.time());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char when[16];
+  std::strftime(when, sizeof when, "%H:%M:%S", &tm);
+  std::string out = absl::StrCat("-- ", when, " ", e.kind(), "  try ", e.attempt());
+  if (!e.worker().empty()) absl::StrAppend(&out, "  ", e.worker());
+  if (!e.message().empty()) absl::StrAppend(&out, "  ", e.message());
+  return out;
+}
+
+}  // namespace
+
 int Logs(Context& ctx, int64_t run, bool follow) {
-  v1::ListRunEventsRequest req;
-  req.set_run_id(run);
-  auto resp = ctx.Call("run events", &v1::SweepService::Stub::ListRunEvents, req);
-  if (!resp.ok()) return Fail(resp.status());
-  if (ctx.json) {
-    for (const auto& e : resp->events()) std::cout << ToJson(e) << "\n";
-  } else {
-    Table t({"WHEN", "EVENT", "TRY", "WORKER", "MESSAGE"});
-    for (const auto& e : resp->events()) {
-      t.Add({TimeAgo(e.time()), e.kind(), std::to_string(e.attempt()),
-             e.worker().empty() ? "-" : e.worker(), e.message()});
-    }
-    std::cout << t.Render();
-  }
-  std::cout.flush();
-  // The progress lines the worker printed, through the metrics stream (lines only).
+  // Events (leased, started, expired, fenced, completed, ...) and the progress lines the worker
+  // printed, from one stream: the server sends each message's events and lines so that merging
+  // them by time puts them in order.
   grpc::ClientContext gctx;
   ctx.Prepare(&gctx, follow ? -1 : 0);
   v1::GetRunMetricsRequest lreq;
@@ -183,23 +189,23 @@ int Logs(Context& ctx, int64_t run, bool follow) {
   lreq.set_after_step(-1);
   lreq.set_follow(follow);
   lreq.set_include_logs(true);
+  lreq.set_include_events(true);
   lreq.set_skip_points(true);
   auto reader = ctx.stub->GetRunMetrics(&gctx, lreq);
   v1::GetRunMetricsResponse chunk;
   v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
-  int32_t attempt = 0;
   while (reader->Read(&chunk)) {
     state = chunk.state();
-    for (const auto& l : chunk.log_lines()) {
+    int e = 0, l = 0;
+    const int ne = chunk.events_size(), nl = chunk.log_lines_size();
+    while (e < ne || l < nl) {
+      // At equal times the event first: "started" precedes the first line it caused.
+      const bool event = l >= nl || (e < ne && chunk.events(e).time() <= chunk.log_lines(l).time());
       if (ctx.json) {
-        std::cout << ToJson(l) << "\n";
-        continue;
+        std::cout << (event ? ToJson(chunk.events(e++)) : ToJson(chunk.log_lines(l++))) << "\n";
+      } else {
+        std::cout << (event ? EventLine(chunk.events(e++)) : chunk.log_lines(l++).text()) << "\n";
       }
-      if (l.attempt() != attempt) {
-        attempt = l.attempt();
-        std::cout << "-- attempt " << attempt << "\n";
-      }
-      std::cout << l.text() << "\n";
     }
     std::cout.flush();
   }

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   auto* c_logs = app.add_subcommand(
       "logs", "A run's events (leases, expiries, fencing, results) and training progress lines");
   c_logs->add_option("run", run, "Run id")->required();
-  c_logs->add_flag("-f,--follow", follow, "Keep streaming progress lines until the run ends");
+  c_logs->add_flag("-f,--follow", follow, "Keep streaming events and lines until the run ends");
 
   std::string artifacts_out;
   auto* c_artifacts = app.add_subcommand("artifacts", "A finished run's kept files");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/sweep/sweep.h"
@@ -266,11 +267,27 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
         // the values a resumed attempt rewrote at steps it had already seen.
         const int64_t after_step = req->after_step();
         const bool logs = req->include_logs(), points = !req->skip_points();
+        const bool events = req->include_events();
         auto seq = std::make_shared<int64_t>(0);
         auto log_seq = std::make_shared<int64_t>(0);
+        auto event_id = std::make_shared<int64_t>(0);
         auto first = std::make_shared<bool>(true);
-        Stream::Fetch fetch = [this, run_id, names, follow, after_step, seq, log_seq, first, logs,
-                               points]() -> absl::StatusOr<Stream::Batch> {
+        Stream::Fetch fetch = [this, run_id, names, follow, after_step, seq, log_seq, event_id,
+                               first, logs, points, events]() -> absl::StatusOr<Stream::Batch> {
+          // Events are read first and, once the run is seen finished, again: each message is a
+          // merge by time, so lines read after the events cannot be older than an event left
+          // for the next read, and a finished run's last event (completed, fenced) was stored
+          // before its state said so.
+          std::vector<v1::RunEvent> new_events;
+          int64_t newest_event = *event_id;
+          auto read_events = [&]() -> absl::Status {
+            if (!events) return absl::OkStatus();
+            auto read = d_.sweep_reads->Events(run_id, newest_event, &newest_event);
+            if (!read.ok()) return read.status();
+            for (auto& e : *read) new_events.push_back(std::move(e));
+            return absl::OkStatus();
+          };
+          if (absl::Status s = read_events(); !s.ok()) return s;
           int64_t newest = *seq;
           absl::StatusOr<v1::GetRunMetricsResponse> got = v1::GetRunMetricsResponse();
           if (points) got = d_.sweep_reads->Metrics(run_id, names, after_step, *seq, &newest);
@@ -278,14 +295,18 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
           // Progress lines are read after the points: a run seen finished above sent its last
           // lines before Complete, so they are all here.
           RunLogPage page;
-          if (logs) {
+          if (logs || (events && !points)) {  // without points, the state comes from here
             auto read = d_.sweep_reads->RunLogs(run_id, *log_seq);
             if (!read.ok()) return read.status();
             page = *std::move(read);
             if (!points) got->set_state(page.state);
+            if (!logs) page.lines.clear();
           }
           Stream::Batch batch;
           const bool done = !follow || util::IsTerminal(got->state());
+          if (done) {
+            if (absl::Status s = read_events(); !s.ok()) return s;
+          }
           const int n = got->points_size();
           // Always one message on the first read and the last (it carries the run's state).
           for (int i = 0; i < n || (i == 0 && (*first || done)); i += kPointsPerMessage) {
@@ -296,14 +317,30 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
             }
             batch.messages.push_back(std::move(msg));
           }
+          // Each message carries the events up to its last line's time, so a client that merges
+          // a message's lines and events by time prints them in order.
+          size_t next_event = 0;
+          auto add_events_until = [&](v1::GetRunMetricsResponse& msg, double until) {
+            for (; next_event < new_events.size() && new_events[next_event].time() <= until;
+                 ++next_event) {
+              *msg.add_events() = std::move(new_events[next_event]);
+            }
+          };
           for (size_t i = 0; i < page.lines.size(); i += kLogLinesPerMessage) {
             v1::GetRunMetricsResponse msg;
             msg.set_state(got->state());
-            for (size_t j = i; j < std::min(page.lines.size(), i + kLogLinesPerMessage); ++j) {
-              *msg.add_log_lines() = std::move(page.lines[j]);
-            }
+            const size_t end = std::min(page.lines.size(), i + kLogLinesPerMessage);
+            add_events_until(msg, page.lines[end - 1].time());
+            for (size_t j = i; j < end; ++j) *msg.add_log_lines() = std::move(page.lines[j]);
             batch.messages.push_back(std::move(msg));
           }
+          if (next_event < new_events.size()) {
+            v1::GetRunMetricsResponse msg;
+            msg.set_state(got->state());
+            add_events_until(msg, std::numeric_limits<double>::infinity());
+            batch.messages.push_back(std::move(msg));
+          }
+          *event_id = newest_event;
           *log_seq = page.max_seq;
           *seq = newest;
           *first = false;

@@ -115,22 +115,25 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepReads::Metrics(int64_t run_id,
   });
 }
 
-absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id) {
+absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id, int64_t after_id,
+                                                             int64_t* max_id) {
   using Out = std::vector<v1::RunEvent>;
   return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // An unknown run is an error, not an empty history (`ablate logs 999`).
     if (pg::Exec(tx, "run_exists", run_id).empty()) {
       return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     }
-    pqxx::result r = pg::Exec(tx, "run_events", run_id);
+    pqxx::result r = pg::Exec(tx, "run_events_after", run_id, after_id);
     Out out;
+    if (max_id != nullptr) *max_id = after_id;
     for (const auto& row : r) {
+      if (max_id != nullptr) *max_id = std::max(*max_id, row[0].as<int64_t>());
       v1::RunEvent e;
-      e.set_time(row[0].as<double>());
-      e.set_kind(row[1].as<std::string>());
-      e.set_attempt(row[2].as<int>());
-      e.set_worker(row[3].as<std::string>());
-      e.set_message(row[4].as<std::string>());
+      e.set_time(row[1].as<double>());
+      e.set_kind(row[2].as<std::string>());
+      e.set_attempt(row[3].as<int>());
+      e.set_worker(row[4].as<std::string>());
+      e.set_message(row[5].as<std::string>());
       out.push_back(std::move(e));
     }
     return out;

@@ -49,7 +49,10 @@ class SweepReads {
                                                     const std::vector<std::string>& names,
                                                     int64_t after_step, int64_t after_seq,
                                                     int64_t* max_seq);
-  absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id);
+  // The run's events with id > after_id, oldest first (NOT_FOUND if no such run); *max_id
+  // receives the newest id read (after_id when none): the next call's after_id.
+  absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id, int64_t after_id = 0,
+                                                   int64_t* max_id = nullptr);
   // Live workers, every one with include_offline, else also those gone offline within the last
   // recent_offline_seconds.
   absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline,

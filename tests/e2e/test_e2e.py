@@ -628,6 +628,43 @@ class LogsAndArtifacts(E2E):
         # The worker printed the same lines.
         self.assertRegex(s.log("w1"), rf"run {run_id}: step +999  loss ")
 
+    def test_logs_follow_streams_lifecycle_events_and_lines_in_order(self):
+        s = self.stack
+        s.start_server()
+        self.sweep_id = s.submit(sweep_file(s, "e2e-events", {"seed": "[0]"}, steps=200, ckpt=100,
+                                            eval_every=100))
+        run_id = int(s.runs(self.sweep_id)[0]["id"])
+        argv = [harness.CLI, "--server", s.server_addr, "--token", s.user_token, "logs", str(run_id),
+                "-f"]
+        # Followed from before it is leased: the first thing printed is its lease, no header.
+        follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            s.start_worker("w1")
+            out, err = follower.communicate(timeout=300)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+        self.assertEqual(follower.returncode, 0, err)
+        lines = out.splitlines()
+        self.assertRegex(lines[0], r"^-- \d\d:\d\d:\d\d leased  try 1  w1", out)
+
+        def where(pattern):
+            found = [i for i, l in enumerate(lines) if re.search(pattern, l)]
+            self.assertTrue(found, f"{pattern!r} not in:\n{out}")
+            return found[0]
+        first_step, last_step = where(r"^step +\d+  loss "), where(r"^step +200  loss ")
+        completed = where(r"^-- \d\d:\d\d:\d\d completed  try 1  w1")
+        self.assertLess(first_step, last_step)
+        self.assertLess(last_step, completed)
+        self.assertEqual(lines[-1], f"run {run_id}: succeeded")
+        stored = [e["kind"] for e in s.cli_json("logs", str(run_id)) if "kind" in e]
+        self.assertEqual([l.split()[2] for l in lines if l.startswith("-- ")], stored,
+                         "every event exactly once, in order")
+        # Not following: the same events and lines.
+        again = s.cli("logs", str(run_id)).stdout.splitlines()
+        self.assertEqual(sorted(again), sorted(lines[:-1]))
+        self.assertEqual((again[0], again[-1]), (lines[0], lines[-2]))
+
     def test_artifacts_get_downloads_the_verified_final_checkpoint(self):
         s = self.stack
         s.start_server()

@@ -182,6 +182,63 @@ TEST_F(ArtifactsTest, FollowingStreamsNewLinesUntilTheRunEnds) {
   EXPECT_EQ(last, v1::SUCCEEDED);
 }
 
+// `ablate logs -f`: the lifecycle events come in the same stream as the lines, each once, until
+// the run ends.
+TEST_F(ArtifactsTest, FollowingWithEventsSendsEachEventOnceAlongTheLines) {
+  auto sub = Submit(SweepYaml("events", 1, 1));
+  const int64_t w = Register("events-worker");
+  auto l = Lease(w);
+  const int64_t run = l.spec().run_id();
+  ASSERT_TRUE(ReportLogs(run, 1, l.lease().token(), {"step 0"}).ok());
+  v1::GetRunMetricsRequest req;
+  req.set_run_id(run);
+  req.set_after_step(-1);
+  req.set_include_logs(true);
+  req.set_include_events(true);
+  req.set_skip_points(true);
+  req.set_follow(true);
+  auto ctx = Ctx();
+  auto reader = SweepStub()->GetRunMetrics(ctx.get(), req);
+  std::vector<std::string> kinds, lines;
+  v1::GetRunMetricsResponse msg;
+  bool completed = false;
+  v1::RunState last{};
+  while (reader->Read(&msg)) {
+    last = msg.state();
+    for (const auto& e : msg.events()) kinds.push_back(e.kind());
+    for (const auto& line : msg.log_lines()) lines.push_back(line.text());
+    if (!completed && !kinds.empty() && !lines.empty()) {
+      ASSERT_TRUE(Complete(run, nullptr).ok());
+      completed = true;
+    }
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"leased", "completed"}));
+  EXPECT_EQ(lines, (std::vector<std::string>{"step 0"}));
+  EXPECT_EQ(last, v1::SUCCEEDED);
+
+  // Events alone (no lines, no points) still carry the run's state; an unknown run is NOT_FOUND.
+  req.set_include_logs(false);
+  req.set_follow(false);
+  auto ctx2 = Ctx();
+  reader = SweepStub()->GetRunMetrics(ctx2.get(), req);
+  kinds.clear();
+  while (reader->Read(&msg)) {
+    last = msg.state();
+    EXPECT_EQ(msg.log_lines_size(), 0);
+    for (const auto& e : msg.events()) kinds.push_back(e.kind());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"leased", "completed"}));
+  EXPECT_EQ(last, v1::SUCCEEDED);
+  req.set_run_id(run + 1000);
+  auto ctx3 = Ctx();
+  reader = SweepStub()->GetRunMetrics(ctx3.get(), req);
+  while (reader->Read(&msg)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(ArtifactsTest, AFinishedRunsFinalCheckpointIsServedVerbatim) {
   auto sub = Submit(SweepYaml("final", 2, 1));
   const int64_t w = Register("final-worker");
