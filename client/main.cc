@@ -75,6 +75,9 @@ int main(int argc, char** argv) {
   c_artifacts_get->add_option("run", run, "Run id")->required();
   c_artifacts_get->add_option("--out", artifacts_out, "Directory (file: run-RUN-final.pt)")
       ->required();
+  auto* c_artifacts_ls = c_artifacts->add_subcommand(
+      "ls", "What the server keeps for a run: checkpoints (step, size, SHA-256), final weights");
+  c_artifacts_ls->add_option("run", run, "Run id")->required();
 
   std::vector<int64_t> run_ids;
   auto* c_cancel =
@@ -234,6 +237,7 @@ int main(int argc, char** argv) {
   if (*c_metrics) return Metrics(ctx, run, names, follow);
   if (*c_logs) return Logs(ctx, run, follow);
   if (*c_artifacts_get) return ArtifactsGet(ctx, run, artifacts_out);
+  if (*c_artifacts_ls) return ArtifactsLs(ctx, run);
   if (*c_cancel) return Cancel(ctx, sweep, run_ids);
   if (*c_retry) return Retry(ctx, sweep, run_ids, states);
   if (*c_workers) return Workers(ctx, all_workers);

@@ -400,4 +400,13 @@ grpc::Status SweepServiceImpl::GetArtifact(grpc::ServerContext* ctx, const v1::A
   });
 }
 
+grpc::Status SweepServiceImpl::ListArtifacts(grpc::ServerContext* ctx,
+                                             const v1::ListArtifactsRequest* req,
+                                             v1::ListArtifactsResponse* resp) {
+  return guard_.Run(*ctx, "ListArtifacts", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(*resp, d_.sweep_reads->Artifacts(req->run_id()));
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace ablate::server

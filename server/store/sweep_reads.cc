@@ -222,4 +222,26 @@ absl::StatusOr<v1::CheckpointRef> SweepReads::FinalCheckpoint(int64_t run_id) {
   });
 }
 
+absl::StatusOr<v1::ListArtifactsResponse> SweepReads::Artifacts(int64_t run_id) {
+  using Out = v1::ListArtifactsResponse;
+  return db_->Tx<Out>("list artifacts", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "run_artifacts", run_id);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    Out out;
+    out.set_state(util::RunStateFromName(r[0][0].as<std::string>()));
+    for (const auto& row : r) {
+      if (row[1].is_null()) continue;  // no checkpoint kept
+      v1::Artifact* a = out.add_artifacts();
+      // Only a finished run's final checkpoint is served as "final" (FinalCheckpoint).
+      a->set_name(row[6].as<bool>() && util::HasOutcome(out.state()) ? "final" : "checkpoint");
+      a->mutable_ref()->set_step(row[1].as<int64_t>());
+      a->mutable_ref()->set_sha256(row[2].as<std::string>());
+      a->mutable_ref()->set_size_bytes(row[3].as<int64_t>());
+      a->set_attempt(row[4].as<int>());
+      a->set_created_at(row[5].as<double>());
+    }
+    return out;
+  });
+}
+
 }  // namespace ablate::server

@@ -63,6 +63,8 @@ class SweepReads {
   // The final checkpoint a finished run kept (RunResult.final_checkpoint), checked against the
   // run's recorded checkpoints; NOT_FOUND, saying why, when there is none.
   absl::StatusOr<v1::CheckpointRef> FinalCheckpoint(int64_t run_id);
+  // The run's state and the checkpoints kept for it, by step (NOT_FOUND if no such run).
+  absl::StatusOr<v1::ListArtifactsResponse> Artifacts(int64_t run_id);
 
  private:
   Db* db_;

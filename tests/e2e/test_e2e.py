@@ -665,6 +665,55 @@ class LogsAndArtifacts(E2E):
         self.assertEqual(sorted(again), sorted(lines[:-1]))
         self.assertEqual((again[0], again[-1]), (lines[0], lines[-2]))
 
+    def test_artifacts_ls_lists_checkpoints_and_the_documented_snippet_loads_the_weights(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        sid = s.submit(sweep_file(s, "e2e-weights", {"seed": "[0]"}, steps=30, ckpt=10))
+        run = s.wait_sweep_done(sid, 300)[0]
+        self.assertEqual(run["state"], "succeeded")
+        final = run["result"]["final_checkpoint"]
+        listed = s.cli_json("artifacts", "ls", run["id"])
+        self.assertEqual([(a["name"], int(a["ref"]["step"])) for a in listed],
+                         [("checkpoint", 10), ("checkpoint", 20), ("final", 30)])
+        self.assertEqual(listed[-1]["ref"]["sha256"], final["sha256"])
+        table = s.cli("artifacts", "ls", run["id"]).stdout
+        self.assertRegex(table, rf"final +30 +{final['size_bytes']} +{final['sha256']} +1 ")
+        self.assertIn(f"ablate artifacts get {run['id']} --out DIR", table)
+        self.assertEqual(s.cli("artifacts", "ls", "99999", check=False).returncode, 4)
+
+        out_dir = os.path.join(s.dir, "weights")
+        s.cli("artifacts", "get", run["id"], "--out", out_dir)
+        path = os.path.join(out_dir, f"run-{run['id']}-final.pt")
+        # The loader exactly as docs/trainer.md prints it, on the downloaded file.
+        with open(os.path.join(SRC, "docs", "trainer.md")) as f:
+            doc = f.read()
+        section = doc[doc.index("### Loading the weights in Python"):]
+        snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+        script = snippet + (
+            "\nimport json, sys\n"
+            "sd = load_ablate_weights(sys.argv[1], json.loads(sys.argv[2]))\n"
+            "print(json.dumps({k: [list(v.shape), float(v.float().abs().sum())] for k, v in sd.items()}))\n")
+        p = subprocess.run(["/usr/bin/python3", "-c", script, path, json.dumps(run["config"])],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        c, v = SMALLEST["n_embd"], 512
+        self.assertEqual({k: shape for k, (shape, _) in got.items()}, {
+            "wte.weight": [v, c], "wpe.weight": [SMALLEST["block_size"], c],
+            "h.0.ln_1.weight": [c], "h.0.attn.c_attn.weight": [3 * c, c],
+            "h.0.attn.c_proj.weight": [c, c], "h.0.ln_2.weight": [c],
+            "h.0.mlp.c_fc.weight": [4 * c, c], "h.0.mlp.c_proj.weight": [c, 4 * c],
+            "ln_f.weight": [c]})
+        # Trained weights, not the initial ones: the layer-norm gains moved off 1.
+        self.assertNotAlmostEqual(got["h.0.ln_1.weight"][1], float(c), places=3)
+        # A config naming another architecture is refused, not silently mis-mapped.
+        wrong = dict(run["config"], n_layer=2)
+        p = subprocess.run(["/usr/bin/python3", "-c", script, path, json.dumps(wrong)],
+                           capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("model tensors, but this config has", p.stderr)
+
     def test_artifacts_get_downloads_the_verified_final_checkpoint(self):
         s = self.stack
         s.start_server()

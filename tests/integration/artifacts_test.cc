@@ -239,6 +239,56 @@ TEST_F(ArtifactsTest, FollowingWithEventsSendsEachEventOnceAlongTheLines) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// `ablate artifacts ls`: every checkpoint kept for a run, by step; the one its result names final
+// is "final" once the run finished.
+TEST_F(ArtifactsTest, ListArtifactsShowsEveryKeptCheckpointAndWhichIsFinal) {
+  auto sub = Submit(SweepYaml("listed", 1, 1));
+  const int64_t w = Register("ls-worker");
+  auto l = Lease(w);
+  const int64_t run = l.spec().run_id();
+  auto list = [&](int64_t id, v1::ListArtifactsResponse* resp, const std::string& bearer = "") {
+    v1::ListArtifactsRequest req;
+    req.set_run_id(id);
+    return SweepStub()->ListArtifacts(Ctx(bearer.empty() ? admin_ : bearer).get(), req, resp);
+  };
+  v1::ListArtifactsResponse resp;
+  ASSERT_TRUE(list(run, &resp).ok());
+  EXPECT_EQ(resp.state(), v1::LEASED);
+  EXPECT_EQ(resp.artifacts_size(), 0);
+
+  const std::string mid = "weights at step 50", last = "weights at step 100";
+  ASSERT_TRUE(Upload(run, 1, 100, last).ok());
+  ASSERT_TRUE(Upload(run, 1, 50, mid).ok());
+  auto names = [&] {
+    v1::ListArtifactsResponse r;
+    EXPECT_TRUE(list(run, &r).ok());
+    std::vector<std::string> out;
+    for (const auto& a : r.artifacts()) out.push_back(absl::StrCat(a.name(), "@", a.ref().step()));
+    return out;
+  };
+  EXPECT_EQ(names(), (std::vector<std::string>{"checkpoint@50", "checkpoint@100"}));
+  v1::CheckpointRef final_ref;
+  final_ref.set_step(100);
+  final_ref.set_sha256(Sha256Hex(last));
+  final_ref.set_size_bytes(static_cast<int64_t>(last.size()));
+  ASSERT_TRUE(Complete(run, &final_ref).ok());
+  EXPECT_EQ(names(), (std::vector<std::string>{"checkpoint@50", "final@100"}));
+  resp.Clear();
+  ASSERT_TRUE(list(run, &resp, Token(server::Role::kUser, "reader")).ok());
+  EXPECT_EQ(resp.state(), v1::SUCCEEDED);
+  ASSERT_EQ(resp.artifacts_size(), 2);
+  const v1::Artifact& a = resp.artifacts(1);
+  EXPECT_EQ(a.ref().sha256(), Sha256Hex(last));
+  EXPECT_EQ(a.ref().size_bytes(), static_cast<int64_t>(last.size()));
+  EXPECT_EQ(a.attempt(), 1);
+  EXPECT_GT(a.created_at(), 1.7e9);
+  EXPECT_EQ(resp.artifacts(0).ref().sha256(), Sha256Hex(mid));
+
+  EXPECT_EQ(list(run + 1000, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(list(run, &resp, Token(server::Role::kWorker, "wk")).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
 TEST_F(ArtifactsTest, AFinishedRunsFinalCheckpointIsServedVerbatim) {
   auto sub = Submit(SweepYaml("final", 2, 1));
   const int64_t w = Register("final-worker");
