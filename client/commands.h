@@ -28,6 +28,7 @@ int Metrics(Context& ctx, int64_t run, const std::vector<std::string>& names, bo
 int Logs(Context& ctx, int64_t run, bool follow);
 // Downloads a finished run's final checkpoint to DIR/run-RUN-final.pt (verified, atomic).
 int ArtifactsGet(Context& ctx, int64_t run, const std::string& out_dir);
+int ArtifactsLs(Context& ctx, int64_t run);
 int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs);
 int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,
           const std::vector<std::string>& states);

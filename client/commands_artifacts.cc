@@ -1,4 +1,5 @@
-// artifacts get: a finished run's kept final checkpoint, downloaded and verified.
+// artifacts ls and get: what the server keeps for a run, and its final checkpoint downloaded and
+// verified.
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
+#include "client/render.h"
 #include "common/util/sha256.h"
 
 namespace ablate::cli {
@@ -112,6 +114,33 @@ int ArtifactsGet(Context& ctx, int64_t run, const std::string& out_dir) {
   } else {
     std::cout << path.string() << "  (run " << run << " final weights at step " << ref.step()
               << ", " << ref.size_bytes() << " bytes, sha256 " << ref.sha256() << ")\n";
+  }
+  return 0;
+}
+
+int ArtifactsLs(Context& ctx, int64_t run) {
+  v1::ListArtifactsRequest req;
+  req.set_run_id(run);
+  auto resp = ctx.Call("list artifacts", &v1::SweepService::Stub::ListArtifacts, req);
+  if (!resp.ok()) return Fail(resp.status());
+  if (ctx.json) {
+    for (const auto& a : resp->artifacts()) std::cout << ToJson(a) << "\n";
+    return 0;
+  }
+  if (resp->artifacts().empty()) {
+    std::cout << "run " << run << " (" << StateName(resp->state()) << ") keeps no checkpoints\n";
+    return 0;
+  }
+  Table t({"NAME", "STEP", "BYTES", "SHA256", "TRY", "STORED"});
+  bool final = false;
+  for (const auto& a : resp->artifacts()) {
+    final = final || a.name() == "final";
+    t.Add({a.name(), std::to_string(a.ref().step()), std::to_string(a.ref().size_bytes()),
+           a.ref().sha256(), std::to_string(a.attempt()), TimeAgo(a.created_at())});
+  }
+  std::cout << t.Render();
+  if (final) {
+    std::cout << "download the final weights: ablate artifacts get " << run << " --out DIR\n";
   }
   return 0;
 }

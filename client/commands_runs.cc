@@ -1,5 +1,6 @@
 // runs, metrics, logs, workers.
 #include <algorithm>
+#include <ctime>
 #include <iostream>
 #include <map>
 
@@ -78,6 +79,9 @@ absl::StatusOr<v1::RunState> ParseRunState(const std::string& name) {
 // Losses are positive; 0 means "not measured yet".
 std::string Loss(double v) { return v > 0 ? Num(v) : "-"; }
 
+// The server's cap on one ListRuns page: more (--all, a large --limit) takes several calls.
+constexpr int kRunsPerPage = 10000;
+
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states,
          int limit) {
   v1::ListRunsRequest req;
@@ -87,16 +91,32 @@ int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>&
     if (!st.ok()) return Fail(st.status());
     req.add_states(*st);
   }
-  req.set_limit(limit);
-  auto resp = ctx.Call("list runs", &v1::SweepService::Stub::ListRuns, req);
-  if (!resp.ok()) return Fail(resp.status());
+  // limit <= 0 (--all): every matching run, page by page, newest first as the server orders.
+  std::vector<v1::Run> runs;
+  int64_t total = 0;
+  while (limit <= 0 || static_cast<int64_t>(runs.size()) < limit) {
+    const int64_t want = limit <= 0 ? kRunsPerPage : limit - static_cast<int64_t>(runs.size());
+    req.set_limit(static_cast<int>(std::min<int64_t>(want, kRunsPerPage)));
+    req.set_offset(static_cast<int>(runs.size()));
+    auto resp = ctx.Call("list runs", &v1::SweepService::Stub::ListRuns, req);
+    if (!resp.ok()) return Fail(resp.status());
+    total = resp->total();
+    for (auto& r : *resp->mutable_runs()) runs.push_back(std::move(r));
+    // A server from before paging sends no total and ignores the offset: one page only.
+    if (resp->runs().empty() || total == 0 || static_cast<int64_t>(runs.size()) >= total) break;
+  }
+  // On stderr, so that JSON on stdout stays one run a line.
+  if (total > static_cast<int64_t>(runs.size())) {
+    std::cerr << runs.size() << " of " << total << " runs shown (newest first); --all or --limit N"
+              << " for more\n";
+  }
   if (ctx.json) {
-    for (const auto& r : resp->runs()) std::cout << ToJson(r) << "\n";
+    for (const auto& r : runs) std::cout << ToJson(r) << "\n";
     return 0;
   }
   Table t({"RUN", "SWEEP", "CELL", "SEED", "STATE", "TRY", "STEP", "TRAIN", "VAL", "WORKER"});
   TryColumn tries(ctx);
-  for (const auto& r : resp->runs()) {
+  for (const auto& r : runs) {
     const bool done = util::HasOutcome(r.state());
     t.Add({std::to_string(r.id()), std::to_string(r.sweep_id()), r.cell(), std::to_string(r.seed()),
            StateName(r.state()) + (r.state() == v1::DIVERGED && r.result().diverged_step() > 0
@@ -140,23 +160,28 @@ int Metrics(Context& ctx, int64_t run, const std::vector<std::string>& names, bo
   return s.ok() ? 0 : Fail(s);
 }
 
+namespace {
+
+// "-- 12:03:04 leased  try 1  w1  lease until ...": a lifecycle event among the progress lines,
+// at its UTC time of day (the lines carry none).
+std::string EventLine(const v1::RunEvent& e) {
+  const auto t = static_cast<std::time_t>(e.time());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char when[16];
+  std::strftime(when, sizeof when, "%H:%M:%S", &tm);
+  std::string out = absl::StrCat("-- ", when, " ", e.kind(), "  try ", e.attempt());
+  if (!e.worker().empty()) absl::StrAppend(&out, "  ", e.worker());
+  if (!e.message().empty()) absl::StrAppend(&out, "  ", e.message());
+  return out;
+}
+
+}  // namespace
+
 int Logs(Context& ctx, int64_t run, bool follow) {
-  v1::ListRunEventsRequest req;
-  req.set_run_id(run);
-  auto resp = ctx.Call("run events", &v1::SweepService::Stub::ListRunEvents, req);
-  if (!resp.ok()) return Fail(resp.status());
-  if (ctx.json) {
-    for (const auto& e : resp->events()) std::cout << ToJson(e) << "\n";
-  } else {
-    Table t({"WHEN", "EVENT", "TRY", "WORKER", "MESSAGE"});
-    for (const auto& e : resp->events()) {
-      t.Add({TimeAgo(e.time()), e.kind(), std::to_string(e.attempt()),
-             e.worker().empty() ? "-" : e.worker(), e.message()});
-    }
-    std::cout << t.Render();
-  }
-  std::cout.flush();
-  // The progress lines the worker printed, through the metrics stream (lines only).
+  // Events (leased, started, expired, fenced, completed, ...) and the progress lines the worker
+  // printed, from one stream: the server sends each message's events and lines so that merging
+  // them by time puts them in order.
   grpc::ClientContext gctx;
   ctx.Prepare(&gctx, follow ? -1 : 0);
   v1::GetRunMetricsRequest lreq;
@@ -164,23 +189,23 @@ int Logs(Context& ctx, int64_t run, bool follow) {
   lreq.set_after_step(-1);
   lreq.set_follow(follow);
   lreq.set_include_logs(true);
+  lreq.set_include_events(true);
   lreq.set_skip_points(true);
   auto reader = ctx.stub->GetRunMetrics(&gctx, lreq);
   v1::GetRunMetricsResponse chunk;
   v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
-  int32_t attempt = 0;
   while (reader->Read(&chunk)) {
     state = chunk.state();
-    for (const auto& l : chunk.log_lines()) {
+    int e = 0, l = 0;
+    const int ne = chunk.events_size(), nl = chunk.log_lines_size();
+    while (e < ne || l < nl) {
+      // At equal times the event first: "started" precedes the first line it caused.
+      const bool event = l >= nl || (e < ne && chunk.events(e).time() <= chunk.log_lines(l).time());
       if (ctx.json) {
-        std::cout << ToJson(l) << "\n";
-        continue;
+        std::cout << (event ? ToJson(chunk.events(e++)) : ToJson(chunk.log_lines(l++))) << "\n";
+      } else {
+        std::cout << (event ? EventLine(chunk.events(e++)) : chunk.log_lines(l++).text()) << "\n";
       }
-      if (l.attempt() != attempt) {
-        attempt = l.attempt();
-        std::cout << "-- attempt " << attempt << "\n";
-      }
-      std::cout << l.text() << "\n";
     }
     std::cout.flush();
   }
@@ -191,6 +216,9 @@ int Logs(Context& ctx, int64_t run, bool follow) {
 }
 
 namespace {
+
+// How long `ablate workers` keeps listing a worker after it went offline.
+constexpr double kRecentOfflineSeconds = 600;
 
 // The runs a worker holds: "12", "12,13" with --slots, "-" when idle. A server from before
 // held_run_ids sends only current_run_id.
@@ -204,6 +232,9 @@ std::string HeldRuns(const v1::Worker& w) {
 int Workers(Context& ctx, bool include_offline) {
   v1::ListWorkersRequest req;
   req.set_include_offline(include_offline);
+  // A worker that stopped or went silent lately is listed as offline (SEEN says since when), so
+  // a clean stop does not look like the worker vanished; --all lists every one ever registered.
+  req.set_recent_offline_seconds(kRecentOfflineSeconds);
   auto resp = ctx.Call("list workers", &v1::SweepService::Stub::ListWorkers, req);
   if (!resp.ok()) return Fail(resp.status());
   if (ctx.json) {

@@ -55,7 +55,9 @@ int main(int argc, char** argv) {
   auto* c_runs = app.add_subcommand("runs", "List runs");
   c_runs->add_option("sweep", sweep, "Sweep id or name (default: all sweeps)");
   c_runs->add_option("--state", states, "Only runs in these states")->delimiter(',');
-  c_runs->add_option("--limit", limit, "At most this many");
+  c_runs->add_option("--limit", limit, "At most this many, newest first (default 50)");
+  bool all_runs = false;
+  c_runs->add_flag("--all", all_runs, "Every matching run");
 
   int64_t run = 0;
   std::vector<std::string> names;
@@ -69,7 +71,7 @@ int main(int argc, char** argv) {
   auto* c_logs = app.add_subcommand(
       "logs", "A run's events (leases, expiries, fencing, results) and training progress lines");
   c_logs->add_option("run", run, "Run id")->required();
-  c_logs->add_flag("-f,--follow", follow, "Keep streaming progress lines until the run ends");
+  c_logs->add_flag("-f,--follow", follow, "Keep streaming events and lines until the run ends");
 
   std::string artifacts_out;
   auto* c_artifacts = app.add_subcommand("artifacts", "A finished run's kept files");
@@ -79,6 +81,9 @@ int main(int argc, char** argv) {
   c_artifacts_get->add_option("run", run, "Run id")->required();
   c_artifacts_get->add_option("--out", artifacts_out, "Directory (file: run-RUN-final.pt)")
       ->required();
+  auto* c_artifacts_ls = c_artifacts->add_subcommand(
+      "ls", "What the server keeps for a run: checkpoints (step, size, SHA-256), final weights");
+  c_artifacts_ls->add_option("run", run, "Run id")->required();
 
   std::vector<int64_t> run_ids;
   auto* c_cancel =
@@ -253,10 +258,11 @@ int main(int argc, char** argv) {
   if (*c_ls) return ListSweeps(ctx, active_only, limit, output == "wide");
   if (*c_status) return Status(ctx, sweep);
   if (*c_watch) return Watch(ctx, sweep, interval);
-  if (*c_runs) return Runs(ctx, sweep, states, limit);
+  if (*c_runs) return Runs(ctx, sweep, states, all_runs ? 0 : limit);
   if (*c_metrics) return Metrics(ctx, run, names, follow);
   if (*c_logs) return Logs(ctx, run, follow);
   if (*c_artifacts_get) return ArtifactsGet(ctx, run, artifacts_out);
+  if (*c_artifacts_ls) return ArtifactsLs(ctx, run);
   if (*c_cancel) return Cancel(ctx, sweep, run_ids);
   if (*c_retry) return Retry(ctx, sweep, run_ids, states);
   if (*c_workers) return Workers(ctx, all_workers);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "common/sweep/sweep.h"
@@ -154,7 +155,7 @@ grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetS
     ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
     ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
     if (req->include_runs()) {
-      ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}, 0));
+      ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}));
       for (auto& r : runs) *resp->add_runs() = std::move(r);
     }
     return absl::OkStatus();
@@ -216,7 +217,7 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
           // counts, so a 100,000-run sweep does not stream 40 MB a second.
           std::vector<v1::RunState> states;
           if (sweep->counts().total() > kWatchAllRunsUpTo) states = {v1::LEASED, v1::RUNNING};
-          auto runs = d_.sweep_reads->ListRuns(sweep_id, states, 0);
+          auto runs = d_.sweep_reads->ListRuns(sweep_id, states);
           if (!runs.ok()) return runs.status();
           v1::SweepUpdate update;
           *update.mutable_sweep() = *std::move(sweep);
@@ -244,8 +245,10 @@ grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::List
     }
     // Unbounded, one call over every sweep would serialise the whole runs table into one reply.
     const int limit = req->limit() <= 0 ? kDefaultListRuns : std::min(req->limit(), kMaxListRuns);
-    ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(sweep_id, States(req->states()), limit));
-    for (auto& r : runs) *resp->add_runs() = std::move(r);
+    ASSIGN_OR_RETURN(
+        auto page, d_.sweep_reads->RunsPage(sweep_id, States(req->states()), limit, req->offset()));
+    for (auto& r : page.runs) *resp->add_runs() = std::move(r);
+    resp->set_total(page.total);
     return absl::OkStatus();
   });
 }
@@ -264,11 +267,27 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
         // the values a resumed attempt rewrote at steps it had already seen.
         const int64_t after_step = req->after_step();
         const bool logs = req->include_logs(), points = !req->skip_points();
+        const bool events = req->include_events();
         auto seq = std::make_shared<int64_t>(0);
         auto log_seq = std::make_shared<int64_t>(0);
+        auto event_id = std::make_shared<int64_t>(0);
         auto first = std::make_shared<bool>(true);
-        Stream::Fetch fetch = [this, run_id, names, follow, after_step, seq, log_seq, first, logs,
-                               points]() -> absl::StatusOr<Stream::Batch> {
+        Stream::Fetch fetch = [this, run_id, names, follow, after_step, seq, log_seq, event_id,
+                               first, logs, points, events]() -> absl::StatusOr<Stream::Batch> {
+          // Events are read first and, once the run is seen finished, again: each message is a
+          // merge by time, so lines read after the events cannot be older than an event left
+          // for the next read, and a finished run's last event (completed, fenced) was stored
+          // before its state said so.
+          std::vector<v1::RunEvent> new_events;
+          int64_t newest_event = *event_id;
+          auto read_events = [&]() -> absl::Status {
+            if (!events) return absl::OkStatus();
+            auto read = d_.sweep_reads->Events(run_id, newest_event, &newest_event);
+            if (!read.ok()) return read.status();
+            for (auto& e : *read) new_events.push_back(std::move(e));
+            return absl::OkStatus();
+          };
+          if (absl::Status s = read_events(); !s.ok()) return s;
           int64_t newest = *seq;
           absl::StatusOr<v1::GetRunMetricsResponse> got = v1::GetRunMetricsResponse();
           if (points) got = d_.sweep_reads->Metrics(run_id, names, after_step, *seq, &newest);
@@ -276,14 +295,18 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
           // Progress lines are read after the points: a run seen finished above sent its last
           // lines before Complete, so they are all here.
           RunLogPage page;
-          if (logs) {
+          if (logs || (events && !points)) {  // without points, the state comes from here
             auto read = d_.sweep_reads->RunLogs(run_id, *log_seq);
             if (!read.ok()) return read.status();
             page = *std::move(read);
             if (!points) got->set_state(page.state);
+            if (!logs) page.lines.clear();
           }
           Stream::Batch batch;
           const bool done = !follow || util::IsTerminal(got->state());
+          if (done) {
+            if (absl::Status s = read_events(); !s.ok()) return s;
+          }
           const int n = got->points_size();
           // Always one message on the first read and the last (it carries the run's state).
           for (int i = 0; i < n || (i == 0 && (*first || done)); i += kPointsPerMessage) {
@@ -294,14 +317,30 @@ grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* SweepServiceImpl::GetRunMet
             }
             batch.messages.push_back(std::move(msg));
           }
+          // Each message carries the events up to its last line's time, so a client that merges
+          // a message's lines and events by time prints them in order.
+          size_t next_event = 0;
+          auto add_events_until = [&](v1::GetRunMetricsResponse& msg, double until) {
+            for (; next_event < new_events.size() && new_events[next_event].time() <= until;
+                 ++next_event) {
+              *msg.add_events() = std::move(new_events[next_event]);
+            }
+          };
           for (size_t i = 0; i < page.lines.size(); i += kLogLinesPerMessage) {
             v1::GetRunMetricsResponse msg;
             msg.set_state(got->state());
-            for (size_t j = i; j < std::min(page.lines.size(), i + kLogLinesPerMessage); ++j) {
-              *msg.add_log_lines() = std::move(page.lines[j]);
-            }
+            const size_t end = std::min(page.lines.size(), i + kLogLinesPerMessage);
+            add_events_until(msg, page.lines[end - 1].time());
+            for (size_t j = i; j < end; ++j) *msg.add_log_lines() = std::move(page.lines[j]);
             batch.messages.push_back(std::move(msg));
           }
+          if (next_event < new_events.size()) {
+            v1::GetRunMetricsResponse msg;
+            msg.set_state(got->state());
+            add_events_until(msg, std::numeric_limits<double>::infinity());
+            batch.messages.push_back(std::move(msg));
+          }
+          *event_id = newest_event;
           *log_seq = page.max_seq;
           *seq = newest;
           *first = false;
@@ -326,7 +365,8 @@ grpc::Status SweepServiceImpl::ListWorkers(grpc::ServerContext* ctx,
                                            const v1::ListWorkersRequest* req,
                                            v1::ListWorkersResponse* resp) {
   return guard_.Run(*ctx, "ListWorkers", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(auto workers, d_.sweep_reads->Workers(req->include_offline()));
+    ASSIGN_OR_RETURN(auto workers, d_.sweep_reads->Workers(req->include_offline(),
+                                                           req->recent_offline_seconds()));
     for (auto& w : workers) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
   });
@@ -357,6 +397,15 @@ grpc::Status SweepServiceImpl::GetArtifact(grpc::ServerContext* ctx, const v1::A
       chunk.set_data(std::move(data));
       return writer->Write(chunk);
     });
+  });
+}
+
+grpc::Status SweepServiceImpl::ListArtifacts(grpc::ServerContext* ctx,
+                                             const v1::ListArtifactsRequest* req,
+                                             v1::ListArtifactsResponse* resp) {
+  return guard_.Run(*ctx, "ListArtifacts", [&](const Caller&) -> absl::Status {
+    ASSIGN_OR_RETURN(*resp, d_.sweep_reads->Artifacts(req->run_id()));
+    return absl::OkStatus();
   });
 }
 

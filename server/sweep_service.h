@@ -59,6 +59,8 @@ class SweepServiceImpl final
                            v1::ListWorkersResponse* resp) override;
   grpc::Status GetArtifact(grpc::ServerContext* ctx, const v1::ArtifactRequest* req,
                            grpc::ServerWriter<v1::ArtifactChunk>* writer) override;
+  grpc::Status ListArtifacts(grpc::ServerContext* ctx, const v1::ListArtifactsRequest* req,
+                             v1::ListArtifactsResponse* resp) override;
 
  private:
   absl::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,

@@ -24,9 +24,9 @@ constexpr std::string_view RowShape(std::string_view sql) {
   }
   return sql.substr(0, sql.find("\nWHERE "));
 }
-static_assert(RowShape(sql::Name("runs_list").text()) ==
+static_assert(RowShape(sql::Name("runs_page").text()) ==
                   RowShape(sql::Name("refine_load_runs").text()),
-              "runs_list and refine_load_runs must select the columns RunFromRow reads");
+              "runs_page and refine_load_runs must select the columns RunFromRow reads");
 static_assert(RowShape(sql::Name("sweep_get").text()) == RowShape(sql::Name("sweep_list").text()),
               "sweep_get and sweep_list must select the columns SweepFromRow reads");
 

@@ -27,7 +27,7 @@ absl::Status FromJson(const std::string& json, google::protobuf::Message* messag
 // The runs.state names of `states`, for `state = ANY($n::text[])`.
 std::vector<std::string> StateNames(const std::vector<v1::RunState>& states);
 
-// A Run from a row of the columns runs_list (server/store/sql/runs_list.sql) selects.
+// A Run from a row of the columns runs_page (server/store/sql/runs_page.sql) selects.
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row);
 
 // A Sweep, counts and ETA included, from a row of the columns sweep_get

@@ -8,13 +8,29 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/util/run_state.h"
+#include "common/util/status_macros.h"
 #include "server/store/pg_codec.h"
 
 namespace ablate::server {
 namespace {
 
-// ListRuns(limit <= 0) for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
+// ListRuns, for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
 constexpr int kAllRuns = 1000000;
+
+absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
+                                          const std::vector<v1::RunState>& states, int limit,
+                                          int offset) {
+  pqxx::result r =
+      pg::Exec(tx, "runs_page", sweep_id, pg::TextArray(pg::StateNames(states)), limit, offset);
+  std::vector<v1::Run> out;
+  out.reserve(r.size());
+  for (const auto& row : r) {
+    auto run = pg::RunFromRow(row);
+    if (!run.ok()) return run.status();
+    out.push_back(*std::move(run));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -53,19 +69,23 @@ absl::StatusOr<std::vector<v1::Sweep>> SweepReads::List(int limit, bool active_o
 }
 
 absl::StatusOr<std::vector<v1::Run>> SweepReads::ListRuns(int64_t sweep_id,
-                                                          const std::vector<v1::RunState>& states,
-                                                          int limit) {
+                                                          const std::vector<v1::RunState>& states) {
   using Out = std::vector<v1::Run>;
   return db_->Tx<Out>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = pg::Exec(tx, "runs_list", sweep_id, pg::TextArray(pg::StateNames(states)),
-                              limit > 0 ? limit : kAllRuns);
-    Out out;
-    out.reserve(r.size());
-    for (const auto& row : r) {
-      auto run = pg::RunFromRow(row);
-      if (!run.ok()) return run.status();
-      out.push_back(*std::move(run));
-    }
+    ASSIGN_OR_RETURN(Out out, Page(tx, sweep_id, states, kAllRuns, 0));
+    std::reverse(out.begin(), out.end());  // the page is newest first
+    return out;
+  });
+}
+
+absl::StatusOr<RunPage> SweepReads::RunsPage(int64_t sweep_id,
+                                             const std::vector<v1::RunState>& states, int limit,
+                                             int offset) {
+  return db_->Tx<RunPage>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<RunPage> {
+    RunPage out;
+    ASSIGN_OR_RETURN(out.runs, Page(tx, sweep_id, states, limit, std::max(offset, 0)));
+    out.total = pg::Exec1(tx, "runs_count", sweep_id, pg::TextArray(pg::StateNames(states)))[0]
+                    .as<int64_t>();
     return out;
   });
 }
@@ -95,29 +115,33 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepReads::Metrics(int64_t run_id,
   });
 }
 
-absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id) {
+absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id, int64_t after_id,
+                                                             int64_t* max_id) {
   using Out = std::vector<v1::RunEvent>;
   return db_->Tx<Out>("list run events", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // An unknown run is an error, not an empty history (`ablate logs 999`).
     if (pg::Exec(tx, "run_exists", run_id).empty()) {
       return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     }
-    pqxx::result r = pg::Exec(tx, "run_events", run_id);
+    pqxx::result r = pg::Exec(tx, "run_events_after", run_id, after_id);
     Out out;
+    if (max_id != nullptr) *max_id = after_id;
     for (const auto& row : r) {
+      if (max_id != nullptr) *max_id = std::max(*max_id, row[0].as<int64_t>());
       v1::RunEvent e;
-      e.set_time(row[0].as<double>());
-      e.set_kind(row[1].as<std::string>());
-      e.set_attempt(row[2].as<int>());
-      e.set_worker(row[3].as<std::string>());
-      e.set_message(row[4].as<std::string>());
+      e.set_time(row[1].as<double>());
+      e.set_kind(row[2].as<std::string>());
+      e.set_attempt(row[3].as<int>());
+      e.set_worker(row[4].as<std::string>());
+      e.set_message(row[5].as<std::string>());
       out.push_back(std::move(e));
     }
     return out;
   });
 }
 
-absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline) {
+absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline,
+                                                            double recent_offline_seconds) {
   using Out = std::vector<v1::Worker>;
   return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // Offline = stopped cleanly (Deregister), or not seen for two lease periods: a worker
@@ -125,7 +149,8 @@ absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline
     // the runs held come from the runs' leases, not workers.current_run_id: a worker with --slots
     // holds several at once, and current_run_id only says which it last leased or heartbeated. The
     // held runs are few and the runs_leases partial index covers exactly them.
-    pqxx::result r = pg::Exec(tx, "workers_list", 2 * lease_seconds_, include_offline);
+    pqxx::result r = pg::Exec(tx, "workers_list", 2 * lease_seconds_, include_offline,
+                              std::max(recent_offline_seconds, 0.0));
     Out out;
     for (const auto& row : r) {
       v1::Worker w;
@@ -194,6 +219,28 @@ absl::StatusOr<v1::CheckpointRef> SweepReads::FinalCheckpoint(int64_t run_id) {
     ref.set_size_bytes(r[0][3].as<int64_t>());
     ref.set_sha256(r[0][4].as<std::string>());
     return ref;
+  });
+}
+
+absl::StatusOr<v1::ListArtifactsResponse> SweepReads::Artifacts(int64_t run_id) {
+  using Out = v1::ListArtifactsResponse;
+  return db_->Tx<Out>("list artifacts", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "run_artifacts", run_id);
+    if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    Out out;
+    out.set_state(util::RunStateFromName(r[0][0].as<std::string>()));
+    for (const auto& row : r) {
+      if (row[1].is_null()) continue;  // no checkpoint kept
+      v1::Artifact* a = out.add_artifacts();
+      // Only a finished run's final checkpoint is served as "final" (FinalCheckpoint).
+      a->set_name(row[6].as<bool>() && util::HasOutcome(out.state()) ? "final" : "checkpoint");
+      a->mutable_ref()->set_step(row[1].as<int64_t>());
+      a->mutable_ref()->set_sha256(row[2].as<std::string>());
+      a->mutable_ref()->set_size_bytes(row[3].as<int64_t>());
+      a->set_attempt(row[4].as<int>());
+      a->set_created_at(row[5].as<double>());
+    }
+    return out;
   });
 }
 

@@ -21,6 +21,12 @@ struct RunLogPage {
   int64_t max_seq = 0;  // the cursor for the next page (the given one when there is nothing new)
 };
 
+// A page of ListRuns and how many runs match in all.
+struct RunPage {
+  std::vector<v1::Run> runs;
+  int64_t total = 0;
+};
+
 class SweepReads {
  public:
   // `lease_seconds` is the server's lease period, which says when a silent worker is offline.
@@ -30,8 +36,12 @@ class SweepReads {
   absl::StatusOr<int64_t> Resolve(const v1::SweepRef& ref);
   absl::StatusOr<v1::Sweep> Get(int64_t sweep_id);
   absl::StatusOr<std::vector<v1::Sweep>> List(int limit, bool active_only);
+  // Every run, in queue order (sweep, then order_index).
   absl::StatusOr<std::vector<v1::Run>> ListRuns(int64_t sweep_id,  // 0: every sweep
-                                                const std::vector<v1::RunState>& states, int limit);
+                                                const std::vector<v1::RunState>& states);
+  // What the CLI lists: newest first (as List orders sweeps), `limit` runs after `offset`.
+  absl::StatusOr<RunPage> RunsPage(int64_t sweep_id, const std::vector<v1::RunState>& states,
+                                   int limit, int offset);
 
   // Points with step > after_step and, when after_seq > 0, changed since after_seq (ordered by
   // step). *max_seq receives the newest change seen: the next call's after_seq.
@@ -39,14 +49,22 @@ class SweepReads {
                                                     const std::vector<std::string>& names,
                                                     int64_t after_step, int64_t after_seq,
                                                     int64_t* max_seq);
-  absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id);
-  absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline);
+  // The run's events with id > after_id, oldest first (NOT_FOUND if no such run); *max_id
+  // receives the newest id read (after_id when none): the next call's after_id.
+  absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id, int64_t after_id = 0,
+                                                   int64_t* max_id = nullptr);
+  // Live workers, every one with include_offline, else also those gone offline within the last
+  // recent_offline_seconds.
+  absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline,
+                                                  double recent_offline_seconds = 0);
 
   // The run's progress lines with seq > after_seq, and its state (NOT_FOUND if no such run).
   absl::StatusOr<RunLogPage> RunLogs(int64_t run_id, int64_t after_seq);
   // The final checkpoint a finished run kept (RunResult.final_checkpoint), checked against the
   // run's recorded checkpoints; NOT_FOUND, saying why, when there is none.
   absl::StatusOr<v1::CheckpointRef> FinalCheckpoint(int64_t run_id);
+  // The run's state and the checkpoints kept for it, by step (NOT_FOUND if no such run).
+  absl::StatusOr<v1::ListArtifactsResponse> Artifacts(int64_t run_id);
 
  private:
   Db* db_;

@@ -628,6 +628,92 @@ class LogsAndArtifacts(E2E):
         # The worker printed the same lines.
         self.assertRegex(s.log("w1"), rf"run {run_id}: step +999  loss ")
 
+    def test_logs_follow_streams_lifecycle_events_and_lines_in_order(self):
+        s = self.stack
+        s.start_server()
+        self.sweep_id = s.submit(sweep_file(s, "e2e-events", {"seed": "[0]"}, steps=200, ckpt=100,
+                                            eval_every=100))
+        run_id = int(s.runs(self.sweep_id)[0]["id"])
+        argv = [harness.CLI, "--server", s.server_addr, "--token", s.user_token, "logs", str(run_id),
+                "-f"]
+        # Followed from before it is leased: the first thing printed is its lease, no header.
+        follower = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            s.start_worker("w1")
+            out, err = follower.communicate(timeout=300)
+        finally:
+            if follower.poll() is None:
+                follower.kill()
+        self.assertEqual(follower.returncode, 0, err)
+        lines = out.splitlines()
+        self.assertRegex(lines[0], r"^-- \d\d:\d\d:\d\d leased  try 1  w1", out)
+
+        def where(pattern):
+            found = [i for i, l in enumerate(lines) if re.search(pattern, l)]
+            self.assertTrue(found, f"{pattern!r} not in:\n{out}")
+            return found[0]
+        first_step, last_step = where(r"^step +\d+  loss "), where(r"^step +200  loss ")
+        completed = where(r"^-- \d\d:\d\d:\d\d completed  try 1  w1")
+        self.assertLess(first_step, last_step)
+        self.assertLess(last_step, completed)
+        self.assertEqual(lines[-1], f"run {run_id}: succeeded")
+        stored = [e["kind"] for e in s.cli_json("logs", str(run_id)) if "kind" in e]
+        self.assertEqual([l.split()[2] for l in lines if l.startswith("-- ")], stored,
+                         "every event exactly once, in order")
+        # Not following: the same events and lines.
+        again = s.cli("logs", str(run_id)).stdout.splitlines()
+        self.assertEqual(sorted(again), sorted(lines[:-1]))
+        self.assertEqual((again[0], again[-1]), (lines[0], lines[-2]))
+
+    def test_artifacts_ls_lists_checkpoints_and_the_documented_snippet_loads_the_weights(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        sid = s.submit(sweep_file(s, "e2e-weights", {"seed": "[0]"}, steps=30, ckpt=10))
+        run = s.wait_sweep_done(sid, 300)[0]
+        self.assertEqual(run["state"], "succeeded")
+        final = run["result"]["final_checkpoint"]
+        listed = s.cli_json("artifacts", "ls", run["id"])
+        self.assertEqual([(a["name"], int(a["ref"]["step"])) for a in listed],
+                         [("checkpoint", 10), ("checkpoint", 20), ("final", 30)])
+        self.assertEqual(listed[-1]["ref"]["sha256"], final["sha256"])
+        table = s.cli("artifacts", "ls", run["id"]).stdout
+        self.assertRegex(table, rf"final +30 +{final['size_bytes']} +{final['sha256']} +1 ")
+        self.assertIn(f"ablate artifacts get {run['id']} --out DIR", table)
+        self.assertEqual(s.cli("artifacts", "ls", "99999", check=False).returncode, 4)
+
+        out_dir = os.path.join(s.dir, "weights")
+        s.cli("artifacts", "get", run["id"], "--out", out_dir)
+        path = os.path.join(out_dir, f"run-{run['id']}-final.pt")
+        # The loader exactly as docs/trainer.md prints it, on the downloaded file.
+        with open(os.path.join(SRC, "docs", "trainer.md")) as f:
+            doc = f.read()
+        section = doc[doc.index("### Loading the weights in Python"):]
+        snippet = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+        script = snippet + (
+            "\nimport json, sys\n"
+            "sd = load_ablate_weights(sys.argv[1], json.loads(sys.argv[2]))\n"
+            "print(json.dumps({k: [list(v.shape), float(v.float().abs().sum())] for k, v in sd.items()}))\n")
+        p = subprocess.run(["/usr/bin/python3", "-c", script, path, json.dumps(run["config"])],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        got = json.loads(p.stdout)
+        c, v = SMALLEST["n_embd"], 512
+        self.assertEqual({k: shape for k, (shape, _) in got.items()}, {
+            "wte.weight": [v, c], "wpe.weight": [SMALLEST["block_size"], c],
+            "h.0.ln_1.weight": [c], "h.0.attn.c_attn.weight": [3 * c, c],
+            "h.0.attn.c_proj.weight": [c, c], "h.0.ln_2.weight": [c],
+            "h.0.mlp.c_fc.weight": [4 * c, c], "h.0.mlp.c_proj.weight": [c, 4 * c],
+            "ln_f.weight": [c]})
+        # Trained weights, not the initial ones: the layer-norm gains moved off 1.
+        self.assertNotAlmostEqual(got["h.0.ln_1.weight"][1], float(c), places=3)
+        # A config naming another architecture is refused, not silently mis-mapped.
+        wrong = dict(run["config"], n_layer=2)
+        p = subprocess.run(["/usr/bin/python3", "-c", script, path, json.dumps(wrong)],
+                           capture_output=True, text=True, timeout=120)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("model tensors, but this config has", p.stderr)
+
     def test_artifacts_get_downloads_the_verified_final_checkpoint(self):
         s = self.stack
         s.start_server()
@@ -1039,6 +1125,41 @@ class NoSilentNoOps(E2E):
         self.assertEqual(expect(0, "report", "--from", out, "--format", "json").stdout, report)
 
 
+class RunsPages(E2E):
+    """Issue #24: `ablate runs` shows a page, newest first as `ablate ls`, and says on stderr what
+    it left out (--all or --limit N for more), so JSON on stdout stays one run a line."""
+
+    def test_runs_says_what_it_did_not_show_and_all_shows_everything(self):
+        s = self.stack
+        s.start_server()  # no worker: the runs stay queued
+        older = s.submit(sweep_file(s, "e2e-older", {"seed": "[0, 1]"}))
+        sid = s.submit(sweep_file(s, "e2e-pages", {"seed": "[" + ", ".join(map(str, range(58))) + "]"}))
+        p = s.cli("runs", str(sid))
+        rows = p.stdout.splitlines()[1:]
+        self.assertEqual(len(rows), 50, p.stdout)
+        self.assertEqual(p.stderr, "50 of 58 runs shown (newest first); --all or --limit N for more\n")
+        ids = [int(l.split()[0]) for l in rows]
+        self.assertEqual(ids, sorted(ids, reverse=True), "newest first")
+        everything = s.cli("-o", "json", "runs", str(sid), "--all")
+        self.assertEqual(everything.stderr, "")
+        all_ids = [int(json.loads(l)["id"]) for l in everything.stdout.splitlines()]
+        self.assertEqual(len(all_ids), 58)
+        self.assertEqual(all_ids[:50], ids)
+        # JSON: the runs on stdout, the note on stderr.
+        p = s.cli("-o", "json", "runs", str(sid), "--limit", "5")
+        self.assertEqual([int(json.loads(l)["id"]) for l in p.stdout.splitlines()], ids[:5])
+        self.assertIn("5 of 58 runs shown", p.stderr)
+        # Filters count what matches: nothing failed, so nothing is hidden.
+        p = s.cli("runs", str(sid), "--state", "failed")
+        self.assertEqual((p.stdout.count("\n"), p.stderr), (1, ""))
+        # Every sweep: the newest sweep's runs first, as `ablate ls` lists sweeps.
+        p = s.cli("-o", "json", "runs", "--limit", "60")
+        sweeps = [int(json.loads(l)["sweep_id"]) for l in p.stdout.splitlines()]
+        self.assertEqual(sweeps, [sid] * 58 + [older] * 2)
+        self.assertEqual(p.stderr, "")
+        self.assertEqual(s.cli_json("ls")[0]["id"], str(sid))
+
+
 class CleanStop(E2E):
     # Offline by silence would take two lease periods (120 s): "offline" at once is the worker's word.
     lease_seconds = 60
@@ -1052,7 +1173,10 @@ class CleanStop(E2E):
         run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
         self.assertEqual([w["state"] for w in s.cli_json("workers")], ["busy"])
         self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
-        self.assertEqual(s.cli_json("workers"), [], "a cleanly stopped worker is not listed as online")
+        # Listed as offline (not dropped) for the next 10 minutes, SEEN saying since when.
+        listed = s.cli_json("workers")
+        self.assertEqual([(w["info"]["name"], w["state"]) for w in listed], [("w1", "offline")])
+        self.assertRegex(s.cli("workers").stdout, r"\bw1 +offline .* \d+s ago\n")
         everyone = s.cli_json("workers", "--all")
         self.assertEqual([(w["info"]["name"], w["state"]) for w in everyone], [("w1", "offline")])
         _, r = self.run_step(run_id)
@@ -1068,7 +1192,12 @@ class CleanStop(E2E):
         s.cli("cancel", str(self.sweep_id))
         wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["idle"], 60, "w1 to be idle")
         self.assertEqual(s.stop("w1", signal.SIGTERM), 0)
+        self.assertEqual([w["state"] for w in s.cli_json("workers")], ["offline"])
+        # Ten minutes on, only --all lists it.
+        s.sql("UPDATE workers SET stopped_at = now() - interval '11 minutes', "
+              "last_seen_at = now() - interval '11 minutes'")
         self.assertEqual(s.cli_json("workers"), [])
+        self.assertIn("no workers online", s.cli("workers").stdout)
         self.assertEqual([w["state"] for w in s.cli_json("workers", "--all")], ["offline"])
 
 

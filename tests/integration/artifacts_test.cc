@@ -182,6 +182,113 @@ TEST_F(ArtifactsTest, FollowingStreamsNewLinesUntilTheRunEnds) {
   EXPECT_EQ(last, v1::SUCCEEDED);
 }
 
+// `ablate logs -f`: the lifecycle events come in the same stream as the lines, each once, until
+// the run ends.
+TEST_F(ArtifactsTest, FollowingWithEventsSendsEachEventOnceAlongTheLines) {
+  auto sub = Submit(SweepYaml("events", 1, 1));
+  const int64_t w = Register("events-worker");
+  auto l = Lease(w);
+  const int64_t run = l.spec().run_id();
+  ASSERT_TRUE(ReportLogs(run, 1, l.lease().token(), {"step 0"}).ok());
+  v1::GetRunMetricsRequest req;
+  req.set_run_id(run);
+  req.set_after_step(-1);
+  req.set_include_logs(true);
+  req.set_include_events(true);
+  req.set_skip_points(true);
+  req.set_follow(true);
+  auto ctx = Ctx();
+  auto reader = SweepStub()->GetRunMetrics(ctx.get(), req);
+  std::vector<std::string> kinds, lines;
+  v1::GetRunMetricsResponse msg;
+  bool completed = false;
+  v1::RunState last{};
+  while (reader->Read(&msg)) {
+    last = msg.state();
+    for (const auto& e : msg.events()) kinds.push_back(e.kind());
+    for (const auto& line : msg.log_lines()) lines.push_back(line.text());
+    if (!completed && !kinds.empty() && !lines.empty()) {
+      ASSERT_TRUE(Complete(run, nullptr).ok());
+      completed = true;
+    }
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"leased", "completed"}));
+  EXPECT_EQ(lines, (std::vector<std::string>{"step 0"}));
+  EXPECT_EQ(last, v1::SUCCEEDED);
+
+  // Events alone (no lines, no points) still carry the run's state; an unknown run is NOT_FOUND.
+  req.set_include_logs(false);
+  req.set_follow(false);
+  auto ctx2 = Ctx();
+  reader = SweepStub()->GetRunMetrics(ctx2.get(), req);
+  kinds.clear();
+  while (reader->Read(&msg)) {
+    last = msg.state();
+    EXPECT_EQ(msg.log_lines_size(), 0);
+    for (const auto& e : msg.events()) kinds.push_back(e.kind());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(kinds, (std::vector<std::string>{"leased", "completed"}));
+  EXPECT_EQ(last, v1::SUCCEEDED);
+  req.set_run_id(run + 1000);
+  auto ctx3 = Ctx();
+  reader = SweepStub()->GetRunMetrics(ctx3.get(), req);
+  while (reader->Read(&msg)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// `ablate artifacts ls`: every checkpoint kept for a run, by step; the one its result names final
+// is "final" once the run finished.
+TEST_F(ArtifactsTest, ListArtifactsShowsEveryKeptCheckpointAndWhichIsFinal) {
+  auto sub = Submit(SweepYaml("listed", 1, 1));
+  const int64_t w = Register("ls-worker");
+  auto l = Lease(w);
+  const int64_t run = l.spec().run_id();
+  auto list = [&](int64_t id, v1::ListArtifactsResponse* resp, const std::string& bearer = "") {
+    v1::ListArtifactsRequest req;
+    req.set_run_id(id);
+    return SweepStub()->ListArtifacts(Ctx(bearer.empty() ? admin_ : bearer).get(), req, resp);
+  };
+  v1::ListArtifactsResponse resp;
+  ASSERT_TRUE(list(run, &resp).ok());
+  EXPECT_EQ(resp.state(), v1::LEASED);
+  EXPECT_EQ(resp.artifacts_size(), 0);
+
+  const std::string mid = "weights at step 50", last = "weights at step 100";
+  ASSERT_TRUE(Upload(run, 1, 100, last).ok());
+  ASSERT_TRUE(Upload(run, 1, 50, mid).ok());
+  auto names = [&] {
+    v1::ListArtifactsResponse r;
+    EXPECT_TRUE(list(run, &r).ok());
+    std::vector<std::string> out;
+    for (const auto& a : r.artifacts()) out.push_back(absl::StrCat(a.name(), "@", a.ref().step()));
+    return out;
+  };
+  EXPECT_EQ(names(), (std::vector<std::string>{"checkpoint@50", "checkpoint@100"}));
+  v1::CheckpointRef final_ref;
+  final_ref.set_step(100);
+  final_ref.set_sha256(Sha256Hex(last));
+  final_ref.set_size_bytes(static_cast<int64_t>(last.size()));
+  ASSERT_TRUE(Complete(run, &final_ref).ok());
+  EXPECT_EQ(names(), (std::vector<std::string>{"checkpoint@50", "final@100"}));
+  resp.Clear();
+  ASSERT_TRUE(list(run, &resp, Token(server::Role::kUser, "reader")).ok());
+  EXPECT_EQ(resp.state(), v1::SUCCEEDED);
+  ASSERT_EQ(resp.artifacts_size(), 2);
+  const v1::Artifact& a = resp.artifacts(1);
+  EXPECT_EQ(a.ref().sha256(), Sha256Hex(last));
+  EXPECT_EQ(a.ref().size_bytes(), static_cast<int64_t>(last.size()));
+  EXPECT_EQ(a.attempt(), 1);
+  EXPECT_GT(a.created_at(), 1.7e9);
+  EXPECT_EQ(resp.artifacts(0).ref().sha256(), Sha256Hex(mid));
+
+  EXPECT_EQ(list(run + 1000, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(list(run, &resp, Token(server::Role::kWorker, "wk")).error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+}
+
 TEST_F(ArtifactsTest, AFinishedRunsFinalCheckpointIsServedVerbatim) {
   auto sub = Submit(SweepYaml("final", 2, 1));
   const int64_t w = Register("final-worker");

@@ -3,6 +3,7 @@
 // are refused.
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "server/store/db.h"
 #include "tests/integration/harness.h"
 
@@ -144,6 +145,57 @@ TEST_F(AuthTest, DeregisterTakesAWorkerOfflineAtOnceForItsOwnTokenOnly) {
   ASSERT_TRUE(WorkerStub()->Register(Ctx(other).get(), reg, &again).ok());
   EXPECT_EQ(again.worker_id(), worker.worker_id());
   EXPECT_EQ(states(false)["stopper"], "idle");
+}
+
+// `ablate workers` asks for the workers gone offline lately too (recent_offline_seconds), so a
+// worker stopped with SIGTERM shows as offline rather than vanishing; older ones need --all.
+TEST_F(AuthTest, RecentlyOfflineWorkersAreListedOnlyWhenAskedAndOnlyForThatLong) {
+  const std::string token = Token(Role::kWorker, "box");
+  auto add = [&](const std::string& name) {
+    v1::RegisterRequest reg;
+    reg.mutable_info()->set_name(name);
+    reg.mutable_info()->set_device_kind("cpu");
+    v1::RegisterResponse resp;
+    EXPECT_TRUE(WorkerStub()->Register(Ctx(token).get(), reg, &resp).ok());
+    return resp.worker_id();
+  };
+  const int64_t stopped = add("stopped"), silent = add("silent"), old = add("old");
+  add("live");
+  for (int64_t id : {stopped, old}) {
+    v1::CliDeregisterRequest req;
+    req.set_worker_id(id);
+    v1::CliDeregisterResponse resp;
+    ASSERT_TRUE(WorkerStub()->Deregister(Ctx(token).get(), req, &resp).ok());
+  }
+  {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    // Silent for an hour but offline (two lease periods of silence) only 30 s ago; stopped 11
+    // minutes ago.
+    tx.exec(absl::StrCat("UPDATE workers SET last_seen_at = now() - make_interval(secs => ",
+                         2 * options_.lease_seconds, " + 30) WHERE id = ", silent));
+    tx.exec(absl::StrCat("UPDATE workers SET stopped_at = now() - interval '11 minutes', ",
+                         "last_seen_at = now() - interval '11 minutes' WHERE id = ", old));
+    tx.commit();
+  }
+  auto listed = [&](bool include_offline, double recent) {
+    v1::ListWorkersRequest req;
+    req.set_include_offline(include_offline);
+    req.set_recent_offline_seconds(recent);
+    v1::ListWorkersResponse resp;
+    EXPECT_TRUE(SweepStub()->ListWorkers(Ctx().get(), req, &resp).ok());
+    std::map<std::string, std::string> out;
+    for (const auto& w : resp.workers()) out[w.info().name()] = w.state();
+    return out;
+  };
+  using M = std::map<std::string, std::string>;
+  EXPECT_EQ(listed(false, 0), (M{{"live", "idle"}}));
+  EXPECT_EQ(listed(false, 600),
+            (M{{"live", "idle"}, {"silent", "offline"}, {"stopped", "offline"}}));
+  EXPECT_EQ(listed(false, 10), (M{{"live", "idle"}, {"stopped", "offline"}}));
+  EXPECT_EQ(
+      listed(true, 0),
+      (M{{"live", "idle"}, {"old", "offline"}, {"silent", "offline"}, {"stopped", "offline"}}));
 }
 
 }  // namespace

@@ -409,6 +409,37 @@ TEST_F(BigInputTest, ConcurrentParsesAreBounded) {
   EXPECT_EQ(ok + busy, 8);
 }
 
+// `ablate runs`: a page, newest first (as ListSweeps), with the count of every matching run.
+TEST_F(InputTest, ListRunsPagesNewestFirstWithTheTotal) {
+  v1::SubmitSweepResponse first, second;
+  ASSERT_TRUE(TrySubmit(SweepYaml("older", 1, 3), &first).ok());
+  ASSERT_TRUE(TrySubmit(SweepYaml("newer", 1, 2), &second).ok());
+  auto page = [&](int64_t sweep, int limit, int offset, std::vector<v1::RunState> states = {}) {
+    v1::ListRunsRequest req;
+    if (sweep != 0) req.mutable_sweep()->set_id(sweep);
+    req.set_limit(limit);
+    req.set_offset(offset);
+    for (auto st : states) req.add_states(st);
+    v1::ListRunsResponse resp;
+    auto st = SweepStub()->ListRuns(Ctx().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    std::vector<std::string> out;  // "sweep/order", then the total
+    for (const auto& r : resp.runs()) {
+      out.push_back(
+          absl::StrCat(r.sweep_id() == first.sweep().id() ? "old" : "new", "/", r.order_index()));
+    }
+    out.push_back(absl::StrCat("of ", resp.total()));
+    return out;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(page(0, 3, 0), (V{"new/1", "new/0", "old/2", "of 5"}));
+  EXPECT_EQ(page(0, 3, 3), (V{"old/1", "old/0", "of 5"}));
+  EXPECT_EQ(page(0, 3, 9), (V{"of 5"}));  // past the end: the count alone
+  EXPECT_EQ(page(first.sweep().id(), 2, 0), (V{"old/2", "old/1", "of 3"}));
+  EXPECT_EQ(page(first.sweep().id(), 0, 0, {v1::QUEUED}), (V{"old/2", "old/1", "old/0", "of 3"}));
+  EXPECT_EQ(page(0, 10, 0, {v1::FAILED}), (V{"of 0"}));
+}
+
 TEST_F(BigInputTest, ListRunsLimitIsDefaultedAndCapped) {
   v1::SubmitSweepResponse sub;
   auto s = TrySubmit(Seeds("many", 10500), &sub);

@@ -1,4 +1,4 @@
--- Every run of sweep $1 in id order, as runs_list returns them.
+-- Every run of sweep $1 in id order, as runs_page returns them.
 SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
   coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss,
   r.result::text, r.error, extract(epoch from r.created_at),

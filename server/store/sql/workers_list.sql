@@ -1,5 +1,6 @@
--- Workers (only live ones unless $2): offline when stopped or not seen for $1 seconds; busy and
--- the runs held come from the runs' leases (the runs_leases partial index covers exactly them).
+-- Workers (only live ones unless $2, and those gone offline within the last $3 seconds when
+-- $3 > 0): offline when stopped or not seen for $1 seconds; busy and the runs held come from the
+-- runs' leases (the runs_leases partial index covers exactly them).
 WITH held AS (SELECT worker_id, array_agg(id ORDER BY id) AS ids FROM runs
   WHERE state IN ('leased', 'running') GROUP BY worker_id)
 SELECT w.id, w.info::text, CASE WHEN w.stopped_at IS NOT NULL
@@ -12,5 +13,6 @@ SELECT w.id, w.info::text, CASE WHEN w.stopped_at IS NOT NULL
     AND p.state = 'preparing' AND p.claim_expires_at >= now())
 FROM workers w LEFT JOIN held ON held.worker_id = w.id
 WHERE $2 OR (w.stopped_at IS NULL AND w.last_seen_at >= now() -
-make_interval(secs => $1))
+make_interval(secs => $1)) OR ($3::float8 > 0 AND coalesce(w.stopped_at, w.last_seen_at +
+make_interval(secs => $1)) >= now() - make_interval(secs => $3::float8))
 ORDER BY w.name

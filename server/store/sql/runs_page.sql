@@ -1,5 +1,6 @@
--- Runs of sweep $1 (every sweep when 0) in states $2 (any when empty), at most $3, in queue
--- order: the columns pg::RunFromRow reads (refine_load_runs reads the same).
+-- Runs of sweep $1 (every sweep when 0) in states $2 (any when empty), newest first as
+-- sweep_list orders sweeps (the highest sweep id, then its last run first): $3 of them after
+-- skipping $4. The columns pg::RunFromRow reads (refine_load_runs reads the same).
 SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
   coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss,
   r.result::text, r.error, extract(epoch from r.created_at),
@@ -9,4 +10,4 @@ SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
 FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id
 WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR
-  r.state = ANY($2::text[])) ORDER BY r.sweep_id, r.order_index LIMIT $3
+  r.state = ANY($2::text[])) ORDER BY r.sweep_id DESC, r.order_index DESC LIMIT $3 OFFSET $4
