@@ -30,6 +30,28 @@ class ArtifactsTest : public ServerFixture {
     return WorkerStub()->ReportLogs(Ctx(bearer.empty() ? admin_ : bearer).get(), req, &resp);
   }
 
+  // A run of a fresh one-run sweep, leased, that has sent its first progress line ("step 0"),
+  // and the request `ablate logs -f` makes for it (lines, no points, following; with events
+  // when `events`).
+  struct Followed {
+    int64_t run = 0;
+    std::string token;
+    v1::GetRunMetricsRequest request;
+  };
+  Followed LeaseAndFollow(const std::string& name, bool events) {
+    Submit(SweepYaml(name, 1, 1));
+    auto l = Lease(Register(name + "-worker"));
+    Followed f{l.spec().run_id(), l.lease().token(), {}};
+    EXPECT_TRUE(ReportLogs(f.run, 1, f.token, {"step 0"}).ok());
+    f.request.set_run_id(f.run);
+    f.request.set_after_step(-1);
+    f.request.set_include_logs(true);
+    f.request.set_include_events(events);
+    f.request.set_skip_points(true);
+    f.request.set_follow(true);
+    return f;
+  }
+
   // Every progress line of the run (not following).
   std::vector<v1::LogLine> Lines(int64_t run, v1::RunState* state = nullptr) {
     v1::GetRunMetricsRequest req;
@@ -148,19 +170,10 @@ TEST_F(ArtifactsTest, ProgressLinesAreStoredInOrderFencedCappedAndStreamed) {
 }
 
 TEST_F(ArtifactsTest, FollowingStreamsNewLinesUntilTheRunEnds) {
-  auto sub = Submit(SweepYaml("follow", 1, 1));
-  const int64_t w = Register("follow-worker");
-  auto l = Lease(w);
-  const int64_t run = l.spec().run_id();
-  ASSERT_TRUE(ReportLogs(run, 1, l.lease().token(), {"step 0"}).ok());
-  v1::GetRunMetricsRequest req;
-  req.set_run_id(run);
-  req.set_after_step(-1);
-  req.set_include_logs(true);
-  req.set_skip_points(true);
-  req.set_follow(true);
+  const Followed f = LeaseAndFollow("follow", /*events=*/false);
+  const int64_t run = f.run;
   auto ctx = Ctx();
-  auto reader = SweepStub()->GetRunMetrics(ctx.get(), req);
+  auto reader = SweepStub()->GetRunMetrics(ctx.get(), f.request);
   std::vector<std::string> seen;
   v1::GetRunMetricsResponse msg;
   bool sent_more = false, completed = false;
@@ -170,7 +183,7 @@ TEST_F(ArtifactsTest, FollowingStreamsNewLinesUntilTheRunEnds) {
     for (const auto& line : msg.log_lines()) seen.push_back(line.text());
     if (!sent_more && !seen.empty()) {
       // The follower has the first line; the next ones arrive while it waits.
-      ASSERT_TRUE(ReportLogs(run, 1, l.lease().token(), {"step 1", "step 2"}, 1).ok());
+      ASSERT_TRUE(ReportLogs(run, 1, f.token, {"step 1", "step 2"}, 1).ok());
       sent_more = true;
     } else if (sent_more && !completed && seen.size() == 3) {
       ASSERT_TRUE(Complete(run, nullptr).ok());
@@ -185,18 +198,9 @@ TEST_F(ArtifactsTest, FollowingStreamsNewLinesUntilTheRunEnds) {
 // `ablate logs -f`: the lifecycle events come in the same stream as the lines, each once, until
 // the run ends.
 TEST_F(ArtifactsTest, FollowingWithEventsSendsEachEventOnceAlongTheLines) {
-  auto sub = Submit(SweepYaml("events", 1, 1));
-  const int64_t w = Register("events-worker");
-  auto l = Lease(w);
-  const int64_t run = l.spec().run_id();
-  ASSERT_TRUE(ReportLogs(run, 1, l.lease().token(), {"step 0"}).ok());
-  v1::GetRunMetricsRequest req;
-  req.set_run_id(run);
-  req.set_after_step(-1);
-  req.set_include_logs(true);
-  req.set_include_events(true);
-  req.set_skip_points(true);
-  req.set_follow(true);
+  Followed f = LeaseAndFollow("events", /*events=*/true);
+  const int64_t run = f.run;
+  v1::GetRunMetricsRequest& req = f.request;
   auto ctx = Ctx();
   auto reader = SweepStub()->GetRunMetrics(ctx.get(), req);
   std::vector<std::string> kinds, lines;
