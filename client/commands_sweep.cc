@@ -369,9 +369,31 @@ absl::Status CheckRuns(const v1::GetSweepResponse& sweep, const std::vector<int6
   return absl::OkStatus();
 }
 
+// Sends a cancel; nothing cancelled is an error (exit 6), as an empty retry is.
+int SendCancel(Context& ctx, const v1::CancelSweepRequest& req) {
+  auto resp = ctx.Call("cancel", &v1::SweepService::Stub::CancelSweep, req);
+  if (!resp.ok()) return Fail(resp.status());
+  if (resp->cancelled() == 0) {
+    return Fail(absl::FailedPreconditionError(
+        req.has_sweep()
+            ? "nothing was cancelled: the runs finished before the cancel reached the server"
+            : "nothing was cancelled: the runs have finished"));
+  }
+  if (ctx.json) {
+    std::cout << ToJson(*resp) << "\n";
+  } else {
+    std::cout << "cancelled " << resp->cancelled()
+              << " run(s); running ones stop at their next heartbeat\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs) {
+  v1::CancelSweepRequest req;
+  for (auto r : runs) req.add_run_ids(r);
+  if (sweep.empty()) return SendCancel(ctx, req);  // the server finds each run's sweep
   auto current = FetchSweep(ctx, sweep);
   if (!current.ok()) return Fail(current.status());
   auto refusal = [](const v1::Run& r) -> std::string {
@@ -386,22 +408,8 @@ int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& r
                        "): nothing to cancel")));
     }
   }
-  v1::CancelSweepRequest req;
   req.mutable_sweep()->set_id(current->sweep().id());
-  for (auto r : runs) req.add_run_ids(r);
-  auto resp = ctx.Call("cancel", &v1::SweepService::Stub::CancelSweep, req);
-  if (!resp.ok()) return Fail(resp.status());
-  if (resp->cancelled() == 0) {
-    return Fail(absl::FailedPreconditionError(
-        "nothing was cancelled: the runs finished before the cancel reached the server"));
-  }
-  if (ctx.json) {
-    std::cout << ToJson(*resp) << "\n";
-  } else {
-    std::cout << "cancelled " << resp->cancelled()
-              << " run(s); running ones stop at their next heartbeat\n";
-  }
-  return 0;
+  return SendCancel(ctx, req);
 }
 
 int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,

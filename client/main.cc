@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   std::vector<int64_t> run_ids;
   auto* c_cancel =
       app.add_subcommand("cancel", "Cancel a sweep's unfinished runs (or some of them)");
-  c_cancel->add_option("sweep", sweep, "Sweep id or name")->required();
+  c_cancel->add_option("sweep", sweep,
+                       "Sweep id or name (optional with --run: run ids are global)");
   c_cancel->add_option("--run", run_ids, "Only these run ids")->delimiter(',');
 
   auto* c_retry = app.add_subcommand("retry", "Requeue failed or cancelled runs");
@@ -263,7 +264,12 @@ int main(int argc, char** argv) {
   if (*c_logs) return Logs(ctx, run, follow);
   if (*c_artifacts_get) return ArtifactsGet(ctx, run, artifacts_out);
   if (*c_artifacts_ls) return ArtifactsLs(ctx, run);
-  if (*c_cancel) return Cancel(ctx, sweep, run_ids);
+  if (*c_cancel) {
+    if (sweep.empty() && run_ids.empty()) {
+      return ablate::cli_edge::UsageError(*c_cancel, "give a sweep, or --run RUN[,RUN...]");
+    }
+    return Cancel(ctx, sweep, run_ids);
+  }
   if (*c_retry) return Retry(ctx, sweep, run_ids, states);
   if (*c_workers) return Workers(ctx, all_workers);
   if (*c_export) return Export(ctx, sweep, out_dir, with_metrics);

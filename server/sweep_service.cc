@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/sweep/sweep.h"
@@ -176,11 +178,23 @@ grpc::Status SweepServiceImpl::CancelSweep(grpc::ServerContext* ctx,
                                            const v1::CancelSweepRequest* req,
                                            v1::CancelSweepResponse* resp) {
   return guard_.Run(*ctx, "CancelSweep", [&](const Caller& caller) -> absl::Status {
-    ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
-    ASSIGN_OR_RETURN(const int n,
-                     d_.runs->Cancel(id, {req->run_ids().begin(), req->run_ids().end()}));
-    resp->set_cancelled(n);
-    spdlog::info("sweep cancel id={} runs_cancelled={} by={}", id, n, util::LogQuote(caller.name));
+    const std::vector<int64_t> run_ids(req->run_ids().begin(), req->run_ids().end());
+    std::map<int64_t, std::vector<int64_t>> by_sweep;
+    if (req->sweep().id() == 0 && req->sweep().name().empty() && !run_ids.empty()) {
+      // Run ids are global: without a sweep, each run's own (`ablate cancel --run ID`).
+      ASSIGN_OR_RETURN(by_sweep, d_.sweep_reads->SweepsOfRuns(run_ids));
+    } else {
+      ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
+      by_sweep[id] = run_ids;
+    }
+    int cancelled = 0;
+    for (const auto& [id, ids] : by_sweep) {
+      ASSIGN_OR_RETURN(const int n, d_.runs->Cancel(id, ids));
+      cancelled += n;
+      spdlog::info("sweep cancel id={} runs_cancelled={} by={}", id, n,
+                   util::LogQuote(caller.name));
+    }
+    resp->set_cancelled(cancelled);
     return absl::OkStatus();
   });
 }

@@ -2,6 +2,7 @@
 #include "server/store/sweep_reads.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -47,6 +48,24 @@ absl::StatusOr<int64_t> SweepReads::Resolve(const v1::SweepRef& ref) {
                                      : absl::StrCat("no sweep named \"", ref.name(), "\""));
     }
     return r[0][0].as<int64_t>();
+  });
+}
+
+absl::StatusOr<std::map<int64_t, std::vector<int64_t>>> SweepReads::SweepsOfRuns(
+    const std::vector<int64_t>& run_ids) {
+  using BySweep = std::map<int64_t, std::vector<int64_t>>;
+  return db_->Tx<BySweep>("find runs' sweeps", [&](pqxx::work& tx) -> absl::StatusOr<BySweep> {
+    pqxx::result r = pg::Exec(tx, "runs_sweeps", pg::Int64Array(run_ids));
+    BySweep by_sweep;
+    std::set<int64_t> found;
+    for (const auto& row : r) {
+      found.insert(row[0].as<int64_t>());
+      by_sweep[row[1].as<int64_t>()].push_back(row[0].as<int64_t>());
+    }
+    for (int64_t id : run_ids) {
+      if (!found.contains(id)) return absl::NotFoundError(absl::StrCat("no run with id ", id));
+    }
+    return by_sweep;
   });
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,10 @@ class SweepReads {
 
   // NOT_FOUND names the reference when no sweep matches.
   absl::StatusOr<int64_t> Resolve(const v1::SweepRef& ref);
+  // The given runs grouped by their sweep (run ids are global); NOT_FOUND naming the first id
+  // that is no run.
+  absl::StatusOr<std::map<int64_t, std::vector<int64_t>>> SweepsOfRuns(
+      const std::vector<int64_t>& run_ids);
   absl::StatusOr<v1::Sweep> Get(int64_t sweep_id);
   absl::StatusOr<std::vector<v1::Sweep>> List(int limit, bool active_only);
   // Every run, in queue order (sweep, then order_index).

@@ -1073,6 +1073,10 @@ class NoSilentNoOps(E2E):
         expect(6, "cancel", sid, "--run", str(done), needles=["finished"])
         expect(6, "cancel", sid, needles=["no unfinished runs"])
         expect(4, "cancel", "no-such-sweep")
+        # Run ids are global: --run needs no sweep; with neither it is a usage error.
+        expect(6, "cancel", "--run", str(done), needles=["nothing was cancelled"])
+        expect(4, "cancel", "--run", "999", needles=["no run with id 999"])
+        expect(2, "cancel", needles=["give a sweep, or --run"])
         expect(4, "logs", "999", needles=["run 999"])
         expect(2, "report", sid, "--variant", "seeds", needles=["no axis 'seeds'", "did you mean 'seed'?"])
         expect(2, "report", sid, "--by", "foo", needles=["no axis 'foo'"])
@@ -1288,7 +1292,7 @@ class WatchTerminal(E2E):
                                             steps=100000, ckpt=1000, eval_every=1000))
         wait_for(self.first_running, 120, "a run to start")
         queued = [int(r["id"]) for r in s.runs(self.sweep_id) if r["state"] == "queued"]
-        s.cli("cancel", str(self.sweep_id), "--run", str(max(queued)))
+        s.cli("cancel", "--run", str(max(queued)))  # run ids are global: no sweep needed
         sid = str(self.sweep_id)
         # ls while the sweep runs: 80 columns, the name cut; -o wide: every count, the whole name.
         ls = s.cli("ls").stdout

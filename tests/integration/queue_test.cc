@@ -376,6 +376,37 @@ TEST_F(QueueTest, ResumedAttemptLeavesNoDuplicateOrMissingSteps) {
   }
 }
 
+// `ablate cancel --run ID` with no sweep: run ids are global, so the server finds each run's
+// sweep, cancels only the runs named (across sweeps), and names an id that is no run.
+TEST_F(QueueTest, CancelByRunIdsAloneFindsEachRunsSweep) {
+  auto a = Submit(SweepYaml("cancel-a", 2, 1));
+  auto b = Submit(SweepYaml("cancel-b", 2, 1));
+  const int64_t a_run = GetSweep(a.sweep().id()).runs(1).id();
+  const int64_t b_run = GetSweep(b.sweep().id()).runs(0).id();
+  v1::CancelSweepRequest req;
+  req.add_run_ids(a_run);
+  req.add_run_ids(b_run);
+  v1::CancelSweepResponse resp;
+  ASSERT_TRUE(SweepStub()->CancelSweep(Ctx().get(), req, &resp).ok());
+  EXPECT_EQ(resp.cancelled(), 2);
+  for (const auto& sweep : {GetSweep(a.sweep().id()), GetSweep(b.sweep().id())}) {
+    EXPECT_EQ(sweep.sweep().counts().cancelled(), 1);
+    EXPECT_EQ(sweep.sweep().counts().queued(), 1);
+    EXPECT_EQ(sweep.sweep().state(), "active");
+  }
+  v1::CancelSweepRequest unknown;
+  unknown.add_run_ids(a_run);
+  unknown.add_run_ids(b_run + 1000);
+  auto st = SweepStub()->CancelSweep(Ctx().get(), unknown, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(st.error_message().find(absl::StrCat("no run with id ", b_run + 1000)),
+            std::string::npos)
+      << st.error_message();
+  // Neither a sweep nor runs: still an error, not "cancel everything".
+  EXPECT_EQ(SweepStub()->CancelSweep(Ctx().get(), v1::CancelSweepRequest{}, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(QueueTest, CancelReachesTheWorkerAndRefusesItsWrites) {
   auto sub = Submit(SweepYaml("cancel", 3, 1));
   const int64_t w = Register("busy");
