@@ -111,5 +111,9 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (*train_cmd) return ablate::train::RunTrainCommand(train);
   if (*prep_cmd) return ablate::train::RunDataPrepareCommand(prep);
+  // A flag out of range is a usage error, as CLI11's own are: the reason and the usage line.
+  if (auto s = ablate::worker::CheckDaemonOptions(daemon); !s.ok()) {
+    return ablate::cli_edge::UsageError(app, std::string(s.message()));
+  }
   return ablate::worker::RunDaemon(daemon);
 }

@@ -535,7 +535,10 @@ class CliErrors(E2E):
                                 "--work-dir", os.path.join(s.dir, "flags"), *extra],
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
-            self.assertIn(needle, p.stdout + p.stderr)
+            # A usage error, as CLI11's own: the reason, then the usage line (issue #24, item 7).
+            self.assertTrue(p.stderr.startswith("ablate-worker: "), p.stderr)
+            self.assertIn(needle, p.stderr)
+            self.assertIn("Usage: ablate-worker", p.stderr)
 
     def test_worker_without_a_gpu_refuses_cuda_and_says_auto_means_cpu(self):
         s = self.stack
