@@ -358,7 +358,11 @@ class WorkerKilled(CrashFaults):
 
 
 class NetworkCut(E2E):
-    lease_seconds = 15  # longer than the cut: the worker keeps its lease and replays its spool
+    # Far longer than the cut: the worker keeps its lease and replays its spool. The lease must
+    # cover the time since the last renewal (up to a heartbeat period, a quarter lease), the 5 s
+    # cut and the reconnect; at 15 s one run in ~7 with tests side by side lost the lease (no
+    # renewal got through in the ~7 s after the restore; the cause is not yet understood).
+    lease_seconds = 30
 
     def test_worker_cut_off_replays_its_spool(self):
         s = self.stack
