@@ -10,6 +10,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/auth.h"
 #include "server/blob_store.h"
+#include "server/costs.h"
 #include "server/dataset_resolver.h"
 #include "server/executor.h"
 #include "server/lease_broker.h"
@@ -46,6 +47,8 @@ struct Server::Impl {
   std::unique_ptr<TokenStore> tokens;
   std::unique_ptr<StatsStore> stats;
   std::unique_ptr<PreparedStore> prepared;
+  std::unique_ptr<CostStore> cost_store;
+  std::unique_ptr<Costs> costs;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<LeaseBroker> broker;
   std::unique_ptr<WatchHub> hub;
@@ -63,6 +66,10 @@ struct Server::Impl {
 };
 
 namespace {
+
+// How often each replica re-prices its budgeted sweeps: Lease starts at most the runs the last
+// round allowed, so this bounds how long a freed budget (a raise, a run that ended early) waits.
+constexpr std::chrono::milliseconds kBudgetKeeperInterval(1000);
 
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
   auto text = util::ReadFile(path);
@@ -157,6 +164,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->tokens = std::make_unique<TokenStore>(impl->db.get());
   impl->stats = std::make_unique<StatsStore>(impl->db.get(), o.lease_seconds);
   impl->prepared = std::make_unique<PreparedStore>(impl->db.get(), o.prepare_claim_seconds);
+  impl->cost_store = std::make_unique<CostStore>(impl->db.get(), o.lease_seconds);
+  impl->costs = std::make_unique<Costs>(impl->cost_store.get());
   impl->executor = std::make_unique<Executor>(o.executor_threads);
   impl->broker = std::make_unique<LeaseBroker>(impl->runs.get(), impl->executor.get(),
                                                o.max_long_poll_seconds);
@@ -183,6 +192,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   deps.datasets = impl->datasets.get();
   deps.metrics = impl->metrics.get();
   deps.prepared = impl->prepared.get();
+  deps.costs = impl->costs.get();
   impl->worker_service = std::make_unique<WorkerServiceImpl>(deps);
   impl->sweep_service = std::make_unique<SweepServiceImpl>(deps);
 
@@ -232,6 +242,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       std::make_unique<Reaper>(impl->runs.get(), impl->metrics.get(),
                                std::chrono::milliseconds(static_cast<int64_t>(reap * 1000)));
   impl->reaper->Start();
+  impl->costs->StartKeeper(kBudgetKeeperInterval);
   impl->metrics->StartRefresh(
       impl->sweep_reads.get(), impl->stats.get(),
       std::chrono::milliseconds(static_cast<int64_t>(o.stats_interval_seconds * 1000)));
@@ -258,6 +269,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   impl_->grpc_server->Shutdown(std::chrono::system_clock::now() + grace);
   impl_->grpc_server->Wait();
   impl_->reaper->Stop();
+  impl_->costs->Stop();
   impl_->metrics->Stop();
   impl_->notifier->Stop();
   impl_->executor->Shutdown();

@@ -3,6 +3,7 @@
 
 #include "server/auth.h"
 #include "server/blob_store.h"
+#include "server/costs.h"
 #include "server/dataset_resolver.h"
 #include "server/executor.h"
 #include "server/lease_broker.h"
@@ -33,6 +34,7 @@ struct ServiceDeps {
   DatasetResolver* datasets = nullptr;
   ServerMetrics* metrics = nullptr;
   PreparedStore* prepared = nullptr;
+  Costs* costs = nullptr;
 };
 
 }  // namespace ablate::server

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/cost/flops.h"
 #include "common/sweep/sweep.h"
 #include "common/util/fields.h"
 #include "common/util/run_state.h"
@@ -99,6 +101,7 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   for (const auto& axis : parsed->grid) s.axes.push_back(axis.name);
   s.refine = parsed->refine;
   s.prune_above_divergence = parsed->prune_above_divergence;
+  s.budget = parsed->budget;
   // ParseSweep has validated every run, so the walks below cannot fail on a run; they only
   // fill in what the sweep file leaves to the server.
   auto finish = [&](v1::RunSpec* run) {
@@ -109,7 +112,9 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
     // A dry run answers with the count, the axes and the first rows: the whole expansion of a
     // 256-byte file can be 100,000 runs (~150 MB built, ~40 MB sent) per request.
     int64_t count = 0;
+    std::vector<cost::WorkShape> shapes;  // the grid's distinct run sizes, for the estimate
     auto walk = sweep::ForEachRun(*parsed, limits, [&](v1::RunSpec&& run) {
+      cost::AddRun(run.config(), cost::VocabOf(data), &shapes);
       if (++count <= kDryRunRows) {
         finish(&run);
         *resp->add_expanded() = std::move(run);
@@ -128,6 +133,10 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
     if (s.refine) *out->mutable_refine() = *s.refine;
     out->set_prune_above_divergence(s.prune_above_divergence);
     out->mutable_counts()->set_total(static_cast<int>(count));
+    if (s.budget) *out->mutable_budget() = *s.budget;
+    ASSIGN_OR_RETURN(*resp->mutable_estimate(),
+                     d_.costs->Estimate(shapes, count, s.refine ? s.refine->max_new_runs() : 0));
+    if (s.budget) *resp->mutable_estimate()->mutable_budget() = *s.budget;
     return absl::OkStatus();
   }
   auto count = sweep::CountRuns(*parsed, limits);
@@ -145,6 +154,12 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   auto stored = d_.sweeps->Insert(s, *datasets);
   if (!stored.ok()) return stored.status();
   *resp->mutable_sweep() = *std::move(stored);
+  if (s.budget) {
+    // Its runs wait for the keeper's first round (budget_runs_left starts at 0): have it now.
+    if (auto kept = d_.costs->KeepBudget(resp->sweep().id()); !kept.ok()) {
+      spdlog::warn("budget keeper: sweep {}: {}", resp->sweep().id(), kept.ToString());
+    }
+  }
   spdlog::info("sweep submitted id={} name={} file={} runs={} by={}", resp->sweep().id(),
                util::LogQuote(s.name), util::LogQuote(file_name), resp->runs(),
                util::LogQuote(caller.name));
@@ -156,6 +171,7 @@ grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetS
   return guard_.Run(*ctx, "GetSweep", [&](const Caller&) -> absl::Status {
     ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
     ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
+    RETURN_IF_ERROR(d_.costs->Annotate(resp->mutable_sweep()));
     if (req->include_runs()) {
       ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}));
       for (auto& r : runs) *resp->add_runs() = std::move(r);
@@ -226,6 +242,7 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
         Stream::Fetch fetch = [this, sweep_id, previous]() -> absl::StatusOr<Stream::Batch> {
           auto sweep = d_.sweep_reads->Get(sweep_id);
           if (!sweep.ok()) return sweep.status();
+          if (auto a = d_.costs->Annotate(&*sweep); !a.ok()) return a;
           // Every run, re-sent at up to min_interval, is fine for thousands of runs; beyond
           // that an update carries only the runs in flight (what a live view shows) and the
           // counts, so a 100,000-run sweep does not stream 40 MB a second.
@@ -420,6 +437,22 @@ grpc::Status SweepServiceImpl::ListArtifacts(grpc::ServerContext* ctx,
   return guard_.Run(*ctx, "ListArtifacts", [&](const Caller&) -> absl::Status {
     ASSIGN_OR_RETURN(*resp, d_.sweep_reads->Artifacts(req->run_id()));
     return absl::OkStatus();
+  });
+}
+
+grpc::Status SweepServiceImpl::SetBudget(grpc::ServerContext* ctx, const v1::SetBudgetRequest* req,
+                                         v1::SetBudgetResponse* resp) {
+  return guard_.Run(*ctx, "SetBudget", [&](const Caller& caller) -> absl::Status {
+    if (!(req->raise() > 0) || !std::isfinite(req->raise())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "raise: must be a finite number above 0 (in the budget's unit), not ", req->raise()));
+    }
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
+    RETURN_IF_ERROR(d_.costs->Raise(id, req->raise()));
+    spdlog::info("sweep budget raised id={} by={} amount={}", id, util::LogQuote(caller.name),
+                 req->raise());
+    ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
+    return d_.costs->Annotate(resp->mutable_sweep());
   });
 }
 

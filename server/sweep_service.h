@@ -61,6 +61,8 @@ class SweepServiceImpl final
                            grpc::ServerWriter<v1::ArtifactChunk>* writer) override;
   grpc::Status ListArtifacts(grpc::ServerContext* ctx, const v1::ListArtifactsRequest* req,
                              v1::ListArtifactsResponse* resp) override;
+  grpc::Status SetBudget(grpc::ServerContext* ctx, const v1::SetBudgetRequest* req,
+                         v1::SetBudgetResponse* resp) override;
 
  private:
   absl::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,

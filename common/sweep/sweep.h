@@ -64,6 +64,8 @@ struct SweepSpec {
   std::optional<ablate::v1::RefineStatus> refine;
   bool prune_above_divergence = false;  // `prune: {above_divergence: true}`
   AnalysisSettings analysis;            // `analysis:`
+  // `budget:` (docs/sweep-file.md#budgets): gpu_hours or usd set, the figures left 0.
+  std::optional<ablate::v1::Budget> budget;
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)

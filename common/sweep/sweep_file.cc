@@ -28,8 +28,9 @@ using ablate::v1::RunSpec;
 using ablate::v1::ThresholdSpec;
 
 const std::vector<std::string> kSweepKeys = {
-    "name",      "description",  "data",     "fixed",      "grid",   "order", "divergence",
-    "threshold", "max_attempts", "priority", "keep_final", "refine", "prune", "analysis"};
+    "name",       "description", "data",      "fixed",        "grid",
+    "order",      "divergence",  "threshold", "max_attempts", "priority",
+    "keep_final", "refine",      "prune",     "analysis",     "budget"};
 absl::Status UnknownKey(const YamlSource& source, const YAML::Node& key, const std::string& field,
                         const std::vector<std::string>& candidates);
 
@@ -180,6 +181,45 @@ absl::StatusOr<bool> ParsePrune(const YamlSource& source, const YAML::Node& node
   }
   return above;
 }
+const std::vector<std::string> kBudgetKeys = {"gpu_hours", "usd"};
+
+// `budget: {gpu_hours: N}` or `{usd: N}`: one limit, a finite number above 0. Device-hours count
+// every device kind (a CPU hour is a "GPU-hour" here); dollars are what workers declare with
+// --price-per-hour.
+absl::StatusOr<ablate::v1::Budget> ParseBudget(const YamlSource& source, const YAML::Node& node) {
+  RETURN_IF_ERROR(source.Mapping(node, "budget"));
+  ablate::v1::Budget b;
+  std::string first;
+  for (const auto& entry : node) {
+    const auto key = entry.first.Scalar();
+    const auto field = absl::StrCat("budget.", key);
+    if (key != "gpu_hours" && key != "usd") {
+      return source.Error(
+          entry.first, field,
+          absl::StrCat("unknown key; a budget is gpu_hours (device-hours) or usd (US dollars, "
+                       "the unit of ablate-worker --price-per-hour)",
+                       util::DidYouMean(key, kBudgetKeys)));
+    }
+    if (!first.empty()) {
+      return source.Error(entry.first, field,
+                          absl::StrCat("a budget has one limit: budget.", first,
+                                       " is already set (give gpu_hours or usd, not both)"));
+    }
+    first = key;
+    ASSIGN_OR_RETURN(const double limit, source.Double(entry.second, field));
+    if (!(limit > 0) || !std::isfinite(limit)) {
+      return source.Error(entry.second, field,
+                          absl::StrCat("must be a finite number above 0, not ",
+                                       source.Scalar(entry.second, field).value_or("?")));
+    }
+    (key == "usd" ? b.set_usd(limit) : b.set_gpu_hours(limit));
+  }
+  if (first.empty()) {
+    return source.Error(node, "budget", "empty; give {gpu_hours: N} or {usd: N}");
+  }
+  return b;
+}
+
 const std::vector<std::string> kAnalysisKeys = {"tau", "delta", "lr_range", "variant", "by"};
 
 // Where each `analysis:` field was written: the axes and the LR range are checked against the
@@ -532,6 +572,8 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
       prune_line = YamlSource::Line(entry.first);
     } else if (key == "analysis") {
       ASSIGN_OR_RETURN(sweep->analysis, ParseAnalysis(source, value, &analysis_lines));
+    } else if (key == "budget") {
+      ASSIGN_OR_RETURN(sweep->budget, ParseBudget(source, value));
     } else if (FindSetting(key) != nullptr) {
       return source.Error(
           entry.first, key,

@@ -143,6 +143,13 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
     if (!s.ok()) return s;
   }
   run.set_refine_round(row[21].as<int>());
+  if (!row[22].is_null()) {  // charged attempts (run_usage)
+    auto* u = run.mutable_usage();
+    u->set_device_seconds(row[22].as<double>());
+    u->set_usd(OrZero(row[23]));
+    u->set_priced(!row[24].is_null() && row[24].as<bool>());
+    u->set_device_class(row[25].is_null() ? std::string() : row[25].as<std::string>());
+  }
   return run;
 }
 
@@ -181,6 +188,15 @@ v1::Sweep SweepFromRow(const pqxx::row& row) {
     }
   }
   s.set_prune_above_divergence(row[23].as<bool>());
+  if (!row[24].is_null() || !row[25].is_null()) {
+    // The keeper's last figures (budget_state), then the limits from their columns, which a
+    // raise updates at once.
+    if (row[26].is_null() || !FromJson(row[26].as<std::string>(), s.mutable_budget()).ok()) {
+      s.mutable_budget()->Clear();
+    }
+    s.mutable_budget()->set_gpu_hours(OrZero(row[24]));
+    s.mutable_budget()->set_usd(OrZero(row[25]));
+  }
   // ETA: runs left times the mean duration of finished runs, divided by the runs in flight
   // (a proxy for the workers on this sweep). Crude while few runs have finished; -1 until one has.
   const int remaining = c->queued() + c->leased() + c->running();

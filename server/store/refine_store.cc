@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/analysis/refine.h"
+#include "common/cost/flops.h"
 #include "common/sweep/sweep.h"
 #include "common/util/log.h"
 #include "server/store/channels.h"
@@ -134,10 +135,12 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
       continue;
     }
     const std::string device = spec.config().device().empty() ? "auto" : spec.config().device();
-    pqxx::result ins =
-        pg::Exec(tx, "refine_insert_run", sweep_id, add.cell, add.seed, priority, device,
-                 max_attempts, spec.config().steps(), add.round, pg::ToJson(spec),
-                 absl::StrCat("added by refinement round ", add.round, ": ", add.boundary));
+    pqxx::result ins = pg::Exec(
+        tx, "refine_insert_run", sweep_id, add.cell, add.seed, priority, device, max_attempts,
+        spec.config().steps(), add.round, pg::ToJson(spec),
+        absl::StrCat("added by refinement round ", add.round, ": ", add.boundary),
+        cost::RunFlops(spec.config(), cost::VocabOf(spec.data())),
+        cost::FlopsPerToken(spec.config(), cost::VocabOf(spec.data())), spec.config().dtype());
     if (ins.empty()) continue;  // already there (the unique key): nothing to add
     ++added;
     devices[device] = true;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/cost/flops.h"
 #include "server/store/notify_batcher.h"
 #include "server/store/pg_codec.h"
 
@@ -21,8 +22,9 @@ constexpr int kRunsPerInsert = 5000;
 // is the bulk (~1 KB a run): it goes straight into its literal rather than into a vector of
 // strings joined afterwards (two copies at the peak).
 struct RunChunk {
-  std::vector<std::string> cells, devices;
+  std::vector<std::string> cells, devices, dtypes;
   std::vector<int64_t> seeds, orders, steps;
+  std::vector<double> flops, flops_per_token;
   std::string specs = "{";
   int size = 0;
 
@@ -33,6 +35,10 @@ struct RunChunk {
     devices.push_back(device);
     pg::AppendTextArrayElement(&specs, pg::ToJson(run));
     steps.push_back(run.config().steps());
+    const int64_t vocab = cost::VocabOf(run.data());
+    flops.push_back(cost::RunFlops(run.config(), vocab));
+    flops_per_token.push_back(cost::FlopsPerToken(run.config(), vocab));
+    dtypes.push_back(run.config().dtype());
     ++size;
   }
   void Clear() {
@@ -41,6 +47,9 @@ struct RunChunk {
     seeds.clear();
     orders.clear();
     steps.clear();
+    flops.clear();
+    flops_per_token.clear();
+    dtypes.clear();
     // clear() keeps the buffer for the next chunk (assigning "{" trips GCC 12's -Wrestrict).
     specs.clear();
     specs.push_back('{');
@@ -55,7 +64,9 @@ void InsertRunChunk(pqxx::work& tx, int64_t sweep_id, const NewSweep& sweep, Run
   chunk->specs += '}';
   pg::Exec(tx, "sweep_insert_runs", sweep_id, sweep.priority, sweep.max_attempts,
            pg::TextArray(chunk->cells), pg::Int64Array(chunk->seeds), pg::Int64Array(chunk->orders),
-           pg::TextArray(chunk->devices), chunk->specs, pg::Int64Array(chunk->steps));
+           pg::TextArray(chunk->devices), chunk->specs, pg::Int64Array(chunk->steps),
+           pg::DoubleArray(chunk->flops), pg::DoubleArray(chunk->flops_per_token),
+           pg::TextArray(chunk->dtypes));
   chunk->Clear();
 }
 
@@ -67,7 +78,8 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     pqxx::row s = pg::Exec1(
         tx, "sweep_insert", sweep.name, sweep.spec_yaml, sweep.file_name, sweep.priority,
         sweep.max_attempts, pg::TextArray(sweep.axes), sweep.submitted_by,
-        sweep.refine ? pg::ToJson(*sweep.refine) : std::string(), sweep.prune_above_divergence);
+        sweep.refine ? pg::ToJson(*sweep.refine) : std::string(), sweep.prune_above_divergence,
+        sweep.budget ? sweep.budget->gpu_hours() : 0.0, sweep.budget ? sweep.budget->usd() : 0.0);
     const int64_t id = s[0].as<int64_t>();
     RunChunk chunk;
     int64_t count = 0;

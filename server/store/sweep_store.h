@@ -26,6 +26,7 @@ struct NewSweep {
   std::vector<std::string> axes;
   std::optional<v1::RefineStatus> refine;  // the sweep file's `refine:`
   bool prune_above_divergence = false;
+  std::optional<v1::Budget> budget;  // the sweep file's `budget:` (limits only)
   // The runs are walked rather than held: a 256-byte file can expand to 100,000 runs (~150 MB
   // of RunSpecs). `for_each_run` calls its visitor with each run in queue order and stops at the
   // first error the visitor returns. Insert may call it more than once (Db::Tx retries a

@@ -1,6 +1,7 @@
 -- Lease, after lease_worker: the next queued run for worker $1 if it holds fewer than $4 leases,
 -- leased for $2 seconds under the token digest $3. Without a checkpoint the attempt starts over
 -- and every earlier point goes (step > -1); with one, the points after its step go.
+-- A sweep with a budget leases only while its budget_runs_left is above 0 (migration 0009).
 -- Returns one row: device kind, then run id, sweep id, attempt, expiry, spec, checkpoint step,
 -- sha256 and size (NULL when no run was leased), and the leases the worker held before, as a
 -- count and a list.
@@ -8,19 +9,28 @@ WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1),
 held AS (SELECT array_agg(id ORDER BY id) AS ids, count(*) AS n FROM runs
   WHERE worker_id = $1 AND state IN ('leased', 'running')),
 next AS (
-  SELECT id FROM runs WHERE state = 'queued'
-  AND device IN ('auto', (SELECT device_kind FROM w))
+  SELECT r.id, r.sweep_id FROM runs r WHERE r.state = 'queued'
+  AND r.device IN ('auto', (SELECT device_kind FROM w))
   AND (SELECT n FROM held) < $4
-  ORDER BY priority DESC, sweep_id, order_index LIMIT 1 FOR UPDATE SKIP LOCKED),
+  AND NOT EXISTS (SELECT 1 FROM sweeps s WHERE s.id = r.sweep_id AND s.budget_runs_left <= 0)
+  ORDER BY r.priority DESC, r.sweep_id, r.order_index LIMIT 1 FOR UPDATE SKIP LOCKED),
+-- A sweep with a budget: take one of the runs its budget keeper allows, under the sweep's row
+-- lock (a concurrent Lease that finds none left leases nothing this time).
+bud AS (
+  UPDATE sweeps s SET budget_runs_left = s.budget_runs_left - 1 FROM next
+  WHERE s.id = next.sweep_id AND s.budget_runs_left > 0 RETURNING s.id),
+ok AS (
+  SELECT next.id FROM next WHERE EXISTS (SELECT 1 FROM bud) OR NOT EXISTS (
+    SELECT 1 FROM sweeps s WHERE s.id = next.sweep_id AND s.budget_runs_left IS NOT NULL)),
 ck AS (
-  SELECT c.step, c.sha256, c.size_bytes FROM checkpoints c, next
-  WHERE c.run_id = next.id ORDER BY c.step DESC LIMIT 1),
+  SELECT c.step, c.sha256, c.size_bytes FROM checkpoints c, ok
+  WHERE c.run_id = ok.id ORDER BY c.step DESC LIMIT 1),
 upd AS (
   UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1,
     lease_expires_at = now() + make_interval(secs => $2),
     started_at = coalesce(r.started_at, now()), error = '',
     step = coalesce((SELECT step FROM ck), 0), lease_token_sha256 = $3
-  FROM next WHERE r.id = next.id
+  FROM ok WHERE r.id = ok.id
   RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at),
 d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd)
   AND step > coalesce((SELECT step FROM ck), -1)),

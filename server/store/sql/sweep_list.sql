@@ -2,7 +2,8 @@
 SELECT s.id, s.name, s.state, s.spec_yaml, s.file_name, extract(epoch from s.created_at),
   extract(epoch from s.finished_at), s.priority, array_to_json(s.axes)::text, s.submitted_by,
   c.queued, c.leased, c.running, c.succeeded, c.diverged, c.failed, c.cancelled, c.total,
-  c.avg_seconds, c.skipped, c.refined, c.rounds, s.refine::text, s.prune_above_divergence
+  c.avg_seconds, c.skipped, c.refined, c.rounds, s.refine::text, s.prune_above_divergence,
+  s.budget_gpu_hours, s.budget_usd, s.budget_state::text
 FROM sweeps s, LATERAL (SELECT
   count(*) FILTER (WHERE state = 'queued') AS queued,
   count(*) FILTER (WHERE state = 'leased') AS leased,
