@@ -16,7 +16,12 @@ struct SubmitArgs {
   bool watch = false;
   int priority = 0;
 };
-int Submit(Context& ctx, const SubmitArgs& args);  // --dry-run works without a server
+// --dry-run works without a server; with one reachable it also prints the estimate.
+int Submit(Context& ctx, const SubmitArgs& args);
+// `ablate estimate FILE`: what the sweep would cost on the fleet now (the server's dry run).
+int Estimate(Context& ctx, const std::string& file);
+// `ablate budget SWEEP [--raise N]`: shows the budget, or raises it (in its unit).
+int Budget(Context& ctx, const std::string& sweep, double raise);
 // `wide` (-o wide): every count and the whole name; else a table that fits 80 columns.
 int ListSweeps(Context& ctx, bool active_only, int limit, bool wide);
 int Status(Context& ctx, const std::string& sweep);

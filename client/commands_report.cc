@@ -182,10 +182,10 @@ int Report(Context& ctx, const ReportArgs& args) {
     // as a whole, not streamed line by line like a listing's.
     std::cout << report::FormatJson(*result);
   } else if (args.format == "md") {
-    std::cout << report::FormatMarkdown(*result, ropts);
+    std::cout << report::FormatMarkdown(*result, ropts) << report::CostTable(runs, true);
   } else {
     std::cout << ropts.title << ": " << CountsLine(sweep.counts()) << "\n\n"
-              << report::FormatTable(*result);
+              << report::FormatTable(*result) << report::CostTable(runs, false);
   }
   if (!args.out_dir.empty()) {
     auto written = report::WriteReport(*result, runs, ropts, args.out_dir);

@@ -243,7 +243,9 @@ int Workers(Context& ctx, bool include_offline) {
   }
   // SLOTS: runs held / runs it may hold (the --slots it declared); PREP: data-preparation
   // claims it holds open.
-  Table t({"ID", "NAME", "STATE", "DEVICE", "CORES", "RUNS", "SLOTS", "PREP", "DONE", "SEEN"});
+  // $/H: the price it declared (--price-per-hour), "-" when none.
+  Table t(
+      {"ID", "NAME", "STATE", "DEVICE", "CORES", "RUNS", "SLOTS", "PREP", "DONE", "$/H", "SEEN"});
   for (const auto& w : resp->workers()) {
     const auto& i = w.info();
     const int held = w.held_run_ids_size() > 0 ? w.held_run_ids_size() : w.current_run_id() > 0;
@@ -252,7 +254,8 @@ int Workers(Context& ctx, bool include_offline) {
          absl::StrCat(i.device_kind(), i.device_name().empty() ? "" : " (" + i.device_name() + ")"),
          std::to_string(i.cpu_cores()), HeldRuns(w),
          absl::StrCat(held, "/", std::max(i.slots(), 1)), std::to_string(w.open_data_claims()),
-         std::to_string(w.runs_completed()), TimeAgo(w.last_seen_at())});
+         std::to_string(w.runs_completed()), i.price_per_hour() > 0 ? Usd(i.price_per_hour()) : "-",
+         TimeAgo(w.last_seen_at())});
   }
   if (t.empty()) {
     std::cout << "no workers" << (include_offline ? "" : " online") << "; start one with "

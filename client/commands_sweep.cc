@@ -111,6 +111,22 @@ int Submit(Context& ctx, const SubmitArgs& args) {
       t.Add(row);
     }
     std::cout << t.Render();
+    // The grid is local; the estimate needs the fleet, so it follows when a server answers.
+    if (ctx.stub == nullptr) {
+      std::cout << "\n(no server configured: `ablate estimate " << args.file
+                << "` prices the sweep on the fleet)\n";
+      return 0;
+    }
+    v1::SubmitSweepRequest req;
+    req.set_spec_yaml(*text);
+    req.set_file_name(args.file);
+    req.set_dry_run(true);
+    auto resp = ctx.Call("estimate", &v1::SweepService::Stub::SubmitSweep, req);
+    if (resp.ok()) {
+      std::cout << "\n" << EstimateText(resp->sweep().name(), resp->estimate());
+    } else {
+      std::cout << "\n(no estimate: " << resp.status().message() << ")\n";
+    }
     return 0;
   }
   v1::SubmitSweepRequest req;
@@ -128,6 +144,64 @@ int Submit(Context& ctx, const SubmitArgs& args) {
               << "  report: ablate report " << resp->sweep().id() << " --out report/\n";
   }
   if (args.watch) return Watch(ctx, std::to_string(resp->sweep().id()), 1);
+  return 0;
+}
+
+int Estimate(Context& ctx, const std::string& file) {
+  auto text = util::ReadFile(file);
+  if (!text.ok()) {
+    return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open sweep file")));
+  }
+  // The same local check as submit, so a bad file fails with its line before any call.
+  auto parsed = sweep::ParseSweep(*text, file);
+  if (!parsed.ok()) return Fail(parsed.status());
+  v1::SubmitSweepRequest req;
+  req.set_spec_yaml(*text);
+  req.set_file_name(file);
+  req.set_dry_run(true);
+  auto resp = ctx.Call("estimate", &v1::SweepService::Stub::SubmitSweep, req);
+  if (!resp.ok()) return Fail(resp.status());
+  if (ctx.json) {
+    std::cout << ToJson(resp->estimate()) << "\n";
+  } else {
+    std::cout << EstimateText(resp->sweep().name(), resp->estimate());
+  }
+  return 0;
+}
+
+int Budget(Context& ctx, const std::string& sweep_ref, double raise) {
+  v1::Sweep sweep;
+  if (raise != 0) {
+    if (!(raise > 0) || !std::isfinite(raise)) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "--raise: must be a finite number above 0 (in the budget's unit), not ", raise)));
+    }
+    v1::SetBudgetRequest req;
+    *req.mutable_sweep() = ParseSweepRef(sweep_ref);
+    req.set_raise(raise);
+    auto resp = ctx.Call("raise budget", &v1::SweepService::Stub::SetBudget, req);
+    if (!resp.ok()) return Fail(resp.status());
+    sweep = resp->sweep();
+  } else {
+    v1::GetSweepRequest req;
+    *req.mutable_sweep() = ParseSweepRef(sweep_ref);
+    auto resp = ctx.Call("get sweep", &v1::SweepService::Stub::GetSweep, req);
+    if (!resp.ok()) return Fail(resp.status());
+    sweep = resp->sweep();
+  }
+  if (ctx.json) {
+    std::cout << ToJson(sweep.budget()) << "\n";
+    return 0;
+  }
+  if (!sweep.has_budget()) {
+    std::cout << "sweep " << sweep.id() << " '" << sweep.name()
+              << "' has no budget (set one in the sweep file: budget: {gpu_hours: N} or "
+                 "{usd: N})\n";
+  } else {
+    std::cout << "sweep " << sweep.id() << " '" << sweep.name()
+              << "': " << BudgetLine(sweep.budget(), std::to_string(sweep.id())) << "\n";
+  }
+  for (const auto& line : CostLines(sweep.cost(), true)) std::cout << line << "\n";
   return 0;
 }
 
@@ -182,10 +256,14 @@ int Status(Context& ctx, const std::string& sweep_ref) {
   const auto& s = resp->sweep();
   std::cout << "sweep " << s.id() << " '" << s.name() << "' (" << s.state()
             << "): " << CountsLine(s.counts());
-  if (s.state() == "active" && s.eta_seconds() >= 0)
-    std::cout << ", ETA " << Duration(s.eta_seconds());
+  if (s.state() == "active" && s.eta_seconds() >= 0) {
+    std::cout << ", ETA " << Duration(s.eta_seconds())
+              << (s.eta_basis() == "throughput" ? " (fleet speed)" : "");
+  }
   std::cout << "\n";
   if (s.has_refine()) std::cout << RefineLine(s.refine()) << "\n";
+  if (s.has_budget()) std::cout << BudgetLine(s.budget(), std::to_string(s.id())) << "\n";
+  for (const auto& line : CostLines(s.cost(), true)) std::cout << line << "\n";
   std::cout << "\n";
   // One row per cell; seeds folded into state counts and a mean loss.
   struct Cell {
@@ -310,7 +388,8 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
     const std::string eta_text = eta >= 0 ? "ETA " + Duration(eta) : "";
     if (!tty) {
       // Logs and CI: a line when something changed or every 10 s, never a redraw.
-      const std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c));
+      const std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),
+                                            s.budget().reached() ? ", budget reached" : "");
       if (finished || line != last_plain_line || Now() - last_plain >= 10) {
         std::cout << line << (eta_text.empty() ? "" : ", " + eta_text) << std::endl;
         last_plain = Now();

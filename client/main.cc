@@ -32,6 +32,11 @@ int main(int argc, char** argv) {
   c_submit->add_flag("--watch", submit.watch, "Watch the sweep after submitting");
   c_submit->add_option("--priority", submit.priority, "Higher runs first (default 0)");
 
+  std::string estimate_file;
+  auto* c_estimate = app.add_subcommand(
+      "estimate", "What a sweep file would cost on the fleet now: GPU-hours, wall time, money");
+  c_estimate->add_option("file", estimate_file, "Sweep file (YAML)")->required();
+
   bool active_only = false;
   int limit = 50;
   auto* c_ls = app.add_subcommand("ls", "List sweeps");
@@ -50,6 +55,12 @@ int main(int argc, char** argv) {
   auto* c_watch = app.add_subcommand("watch", "Live progress of a sweep; exits when it ends");
   c_watch->add_option("sweep", sweep, "Sweep id or name")->required();
   c_watch->add_option("--interval", interval, "Seconds between updates");
+
+  double raise = 0;
+  auto* c_budget =
+      app.add_subcommand("budget", "A sweep's budget and spend; --raise lets it continue");
+  c_budget->add_option("sweep", sweep, "Sweep id or name")->required();
+  c_budget->add_option("--raise", raise, "Add this much (GPU-hours or US dollars, as set)");
 
   std::vector<std::string> states;
   auto* c_runs = app.add_subcommand("runs", "List runs");
@@ -248,7 +259,9 @@ int main(int argc, char** argv) {
         "  ablate --server HOST:PORT ...  or  export ABLATE_SERVER=HOST:PORT   for this shell\n"));
   }
   // Offline commands need no channel; everything else dials lazily (gRPC connects on first call).
-  const bool offline = (*c_submit && submit.dry_run) || (*c_report && !report.from.empty());
+  // submit --dry-run asks a configured server for the estimate too, and works without one.
+  const bool offline = (*c_submit && submit.dry_run && ServerUnconfigured(conn)) ||
+                       (*c_report && !report.from.empty());
   if (!offline) {
     auto channel = ablate::rpc::MakeChannel(ctx.conn);
     if (!channel.ok()) return Fail(channel.status());
@@ -256,6 +269,8 @@ int main(int argc, char** argv) {
   }
 
   if (*c_submit) return Submit(ctx, submit);
+  if (*c_estimate) return Estimate(ctx, estimate_file);
+  if (*c_budget) return Budget(ctx, sweep, raise);
   if (*c_ls) return ListSweeps(ctx, active_only, limit, output == "wide");
   if (*c_status) return Status(ctx, sweep);
   if (*c_watch) return Watch(ctx, sweep, interval);

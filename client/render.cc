@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
@@ -193,6 +194,14 @@ std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::st
   if (!eta_text.empty()) absl::StrAppend(&head, "  ", eta_text);
   for (auto& l : Wrap(head, parts, fit, 2)) lines.push_back(FitWidth(l, fit));
   if (s.has_refine()) lines.push_back(FitWidth("  " + RefineLine(s.refine()), fit));
+  // What it cost so far, and the budget: wrapped like the summary, never cut.
+  std::vector<std::string> spend = CostLines(s.cost(), false);
+  if (s.has_budget()) spend.push_back(BudgetLine(s.budget(), std::to_string(s.id())));
+  for (const auto& text : spend) {
+    std::vector<std::string> words =
+        absl::StrSplit(absl::StrReplaceAll(text, {{"; ", ", "}}), ", ");
+    for (auto& l : Wrap("", words, fit, 2)) lines.push_back(FitWidth(l, fit));
+  }
   std::vector<const v1::Run*> active;
   size_t id_width = 1, total_width = 1;
   for (const auto& r : update.runs()) {

@@ -56,6 +56,18 @@ std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide);
 // padded to the sweep's widest, the seed before the worker and the cell, which take the cut).
 std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::string& eta_text,
                                     int width, int height, bool color);
+// Cost (client/render_cost.cc; docs/architecture.md#cost).
+std::string GpuHours(double device_seconds);  // "0.52 GPU-h", "12.3 GPU-h", "-" when negative
+std::string Usd(double usd);                  // "$0.43", "$12.30", "$1,234", "-" when negative
+// What a sweep's runs were charged: "spent 1.23 GPU-h, $0.43" then one line per device class
+// ("  cuda NVIDIA GeForce RTX 4090  3 runs (1 running)  1.00 GPU-h  $0.35"). Empty before any.
+std::vector<std::string> CostLines(const v1::SweepCost& cost, bool per_class);
+// "budget 40 GPU-h: spent 1.23, running runs ~0.30 more; next run ~0.05, 25 may start now" or
+// "budget reached: ..." naming the command that raises it.
+std::string BudgetLine(const v1::Budget& budget, const std::string& sweep_ref);
+// `ablate estimate`: the per-class table, the fleet's wall time and cost, the budget's fit, notes.
+std::string EstimateText(const std::string& name, const v1::SweepEstimate& estimate);
+
 // Proto -> one-line JSON (field names as in the proto). Run states are lower case, as in the
 // tables and as sweep states are ("succeeded", "active"); a run id of 0 ("no run", e.g. an idle
 // worker's current_run_id) is left out rather than printed as "0".

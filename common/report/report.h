@@ -49,6 +49,11 @@ std::string FormatJson(const analysis::Analysis& analysis);
 // step, steps-to-threshold, each final probe.
 std::string RunsCsv(const std::vector<ablate::v1::Run>& runs);
 
+// The study's cost per device class, from the runs' charged usage (Run.usage): a Markdown
+// section ("## Cost") or a terminal table; empty when no run was charged (an export from before
+// cost was recorded).
+std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown);
+
 // One row per context x variant x moderator x LR.
 std::string CellsCsv(const analysis::Analysis& analysis);
 

@@ -80,7 +80,8 @@ absl::StatusOr<WrittenReport> WriteReport(const analysis::Analysis& analysis,
       captions.push_back(f.caption);
     }
   }
-  RETURN_IF_ERROR(write("report.md", FormatMarkdown(analysis, options, images, captions)));
+  RETURN_IF_ERROR(write("report.md", FormatMarkdown(analysis, options, images, captions) +
+                                         CostTable(runs, /*markdown=*/true)));
   return written;
 }
 
