@@ -47,6 +47,18 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   refined_ = gauge("ablate_sweep_refined_runs", "Runs a sweep's refinement added (any state)");
   run_refine_round_ = gauge("ablate_run_refine_round",
                             "Refinement round that added a run (only runs refinement added)");
+  auto counter = [&](const char* name, const char* help) {
+    return std::make_unique<CounterSet>(
+        &prometheus::BuildCounter().Name(name).Help(help).Register(r));
+  };
+  device_seconds_ = counter("ablate_sweep_device_seconds_total",
+                            "Device time charged to an active sweep's runs, by device class "
+                            "(running attempts up to now; a slot's share of its worker)");
+  cost_usd_ = counter("ablate_sweep_cost_usd_total",
+                      "US dollars charged to an active sweep's runs on priced workers, by "
+                      "device class");
+  budget_used_ = gauge("ablate_sweep_budget_used_ratio",
+                       "A budgeted sweep's spend over its limit (1: reached or passed)");
 }
 
 ServerMetrics::~ServerMetrics() { Stop(); }
@@ -112,24 +124,6 @@ ServerMetrics::Labels ServerMetrics::RunLabels(const std::string& sweep, const R
   return labels;
 }
 
-void ServerMetrics::GaugeSet::Set(const Labels& labels, double value) {
-  auto it = series_.find(labels);
-  if (it == series_.end()) it = series_.emplace(labels, &family_->Add(labels)).first;
-  it->second->Set(value);
-  seen_[labels] = true;
-}
-
-void ServerMetrics::GaugeSet::End() {
-  for (auto it = series_.begin(); it != series_.end();) {
-    if (seen_.count(it->first) == 0) {
-      family_->Remove(it->second);
-      it = series_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
 absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   auto active = sweeps->List(100000, /*active_only=*/true);
   if (!active.ok()) return active.status();
@@ -137,6 +131,8 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   if (!runs.ok()) return runs.status();
   auto workers = stats->Workers();
   if (!workers.ok()) return workers.status();
+  auto usage = stats->Usage();
+  if (!usage.ok()) return usage.status();
   // The sweep label is the sweep's name (what dashboards let you pick); a sweep submitted while
   // a live one holds its name is told apart by its id, and neither label changes until its
   // sweep ends (StatsStore::SweepLabels).
@@ -147,9 +143,11 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   std::lock_guard<std::mutex> lock(refresh_mu_);
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
-                  run_probe_.get(), refined_.get(), run_refine_round_.get()}) {
+                  run_probe_.get(), refined_.get(), run_refine_round_.get(), budget_used_.get()}) {
     g->Begin();
   }
+  device_seconds_->Begin();
+  cost_usd_->Begin();
   for (const auto& s : *active) {
     auto label = label_of.find(s.id());
     if (label == label_of.end()) continue;  // became active between the two queries
@@ -164,6 +162,18 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
     if (s.has_refine()) refined_->Set({{"sweep", sweep}}, c.refined());
     progress_->Set({{"sweep", sweep}}, c.total() > 0 ? static_cast<double>(done) / c.total() : 0);
     eta_->Set({{"sweep", sweep}}, s.eta_seconds());
+    if (s.has_budget()) {
+      const double limit = s.budget().usd() > 0 ? s.budget().usd() : s.budget().gpu_hours();
+      if (limit > 0) budget_used_->Set({{"sweep", sweep}}, s.budget().spent() / limit);
+    }
+  }
+  // Cardinality: active sweeps x the device classes that ran them (docs/server.md#metrics).
+  for (const auto& u : *usage) {
+    auto label = label_of.find(u.sweep_id);
+    if (label == label_of.end()) continue;
+    const Labels labels = {{"sweep", label->second}, {"device_class", u.device_class}};
+    device_seconds_->Reach(labels, u.device_seconds);
+    if (u.priced) cost_usd_->Reach(labels, u.usd);
   }
   for (const auto& w : *workers) {
     workers_->Set({{"state", w.state}, {"device", w.device}}, w.count);
@@ -186,9 +196,11 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   }
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
-                  run_probe_.get(), refined_.get(), run_refine_round_.get()}) {
+                  run_probe_.get(), refined_.get(), run_refine_round_.get(), budget_used_.get()}) {
     g->End();
   }
+  device_seconds_->End();
+  cost_usd_->End();
   return absl::OkStatus();
 }
 

@@ -54,18 +54,49 @@ class ServerMetrics {
   using Labels = std::map<std::string, std::string>;
   // The labels of a run's series: see docs/server.md#metrics-metrics (cardinality too).
   static Labels RunLabels(const std::string& sweep, const RunStats& run);
-  // A gauge family whose series set is replaced wholesale on each refresh.
-  class GaugeSet {
+  // A family whose series set is replaced wholesale on each refresh: Begin, then Series for
+  // each one still there, then End removes the rest (their sweep ended).
+  template <typename M>
+  class SeriesSet {
    public:
-    explicit GaugeSet(prometheus::Family<prometheus::Gauge>* family) : family_(family) {}
+    explicit SeriesSet(prometheus::Family<M>* family) : family_(family) {}
     void Begin() { seen_.clear(); }
-    void Set(const Labels& labels, double value);
-    void End();  // removes series not Set since Begin
+    M& Series(const Labels& labels) {
+      auto it = series_.find(labels);
+      if (it == series_.end()) it = series_.emplace(labels, &family_->Add(labels)).first;
+      seen_[labels] = true;
+      return *it->second;
+    }
+    void End() {
+      for (auto it = series_.begin(); it != series_.end();) {
+        if (seen_.count(it->first) == 0) {
+          family_->Remove(it->second);
+          it = series_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
 
    private:
-    prometheus::Family<prometheus::Gauge>* family_;
-    std::map<Labels, prometheus::Gauge*> series_;
+    prometheus::Family<M>* family_;
+    std::map<Labels, M*> series_;
     std::map<Labels, bool> seen_;
+  };
+  class GaugeSet : public SeriesSet<prometheus::Gauge> {
+   public:
+    using SeriesSet::SeriesSet;
+    void Set(const Labels& labels, double value) { Series(labels).Set(value); }
+  };
+  // Issue #25: counters whose totals are read from the database (what a sweep was charged, which
+  // only grows): each refresh increments a series up to the stored total.
+  class CounterSet : public SeriesSet<prometheus::Counter> {
+   public:
+    using SeriesSet::SeriesSet;
+    void Reach(const Labels& labels, double total) {
+      prometheus::Counter& c = Series(labels);
+      if (total > c.Value()) c.Increment(total - c.Value());
+    }
   };
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -84,6 +115,8 @@ class ServerMetrics {
   // Issue #11: runs a sweep's refinement added, and per added run the round that added it.
   std::unique_ptr<GaugeSet> refined_;
   std::unique_ptr<GaugeSet> run_refine_round_;
+  std::unique_ptr<CounterSet> device_seconds_, cost_usd_;
+  std::unique_ptr<GaugeSet> budget_used_;
 
   Periodic refresher_;
 };

@@ -84,6 +84,18 @@ absl::StatusOr<std::map<int64_t, std::string>> StatsStore::SweepLabels() {
   });
 }
 
+absl::StatusOr<std::vector<UsageStats>> StatsStore::Usage() {
+  using Out = std::vector<UsageStats>;
+  return db_->Tx<Out>("usage stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    Out out;
+    for (const auto& row : pg::Exec(tx, "stats_usage")) {
+      out.push_back({row[0].as<int64_t>(), row[1].as<std::string>(), row[2].as<double>(),
+                     row[3].as<double>(), row[4].as<bool>()});
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<std::vector<WorkerCount>> StatsStore::Workers() {
   using Out = std::vector<WorkerCount>;
   return db_->Tx<Out>("worker stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {

@@ -32,6 +32,15 @@ struct RunStats {
   int refine_round = 0;                  // 0: a base-grid run; k: added by refinement round k
 };
 
+// What an active sweep's runs were charged on one device class (docs/architecture.md#cost).
+struct UsageStats {
+  int64_t sweep_id = 0;
+  std::string device_class;
+  double device_seconds = 0;
+  double usd = 0;
+  bool priced = false;  // some attempt was priced (else no money series)
+};
+
 struct WorkerCount {
   std::string state;  // idle | busy | offline
   std::string device;
@@ -45,6 +54,7 @@ class StatsStore {
   // Every run of an active sweep that has started (queued runs have nothing to show yet).
   absl::StatusOr<std::vector<RunStats>> ActiveRuns();
   absl::StatusOr<std::vector<WorkerCount>> Workers();
+  absl::StatusOr<std::vector<UsageStats>> Usage();
   // The `sweep` label of every active sweep (sweeps.metric_label, migration 0006). A sweep gets
   // its label the first time it is seen active and keeps it until it ends: its name, or name#id
   // when an active sweep already holds that name. So a second sweep submitted with a live

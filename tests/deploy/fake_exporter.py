@@ -94,6 +94,18 @@ def render():
         # No run of this sweep has finished yet: the server exports -1 (unknown).
         gauge("ablate_sweep_progress_ratio", 0, sweep=AXES_SWEEP)
         gauge("ablate_sweep_eta_seconds", -1, sweep=AXES_SWEEP)
+    if sweep_active:
+        # What the sweep was charged (issue #25): counters per device class, and its budget.
+        out.append("# TYPE ablate_sweep_device_seconds_total counter")
+        out.append("# TYPE ablate_sweep_cost_usd_total counter")
+        out.append("# TYPE ablate_sweep_budget_used_ratio gauge")
+        for sweep in SWEEP_RUNS:
+            for cls, rate in (("cuda NVIDIA GeForce RTX 4090", 4.0), ("cpu fake", 1.0)):
+                gauge("ablate_sweep_device_seconds_total", round(rate * t, 3), sweep=sweep,
+                      device_class=cls)
+                gauge("ablate_sweep_cost_usd_total", round(rate * t * 0.35 / 3600, 6),
+                      sweep=sweep, device_class=cls)
+            gauge("ablate_sweep_budget_used_ratio", round(min(1.0, t / 900), 4), sweep=sweep)
     for name, value in (("ablate_leases_granted_total", 14 + step // 10),
                         ("ablate_leases_expired_total", 0),
                         ("ablate_metric_points_total", step * 24)):
