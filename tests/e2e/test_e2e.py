@@ -420,10 +420,13 @@ class Observability(E2E):
         s = self.stack
         s.start_server()
         worker_metrics = harness_free_port()
-        s.start_worker("w1", extra=["--metrics-listen", f"127.0.0.1:{worker_metrics}"])
+        # A price and a budget, so the cost panels have data too.
+        s.start_worker("w1", extra=["--metrics-listen", f"127.0.0.1:{worker_metrics}",
+                                    "--price-per-hour", "0.35"])
         self.sweep_id = s.submit(sweep_file(s, "e2e-obs", {"qk_norm": "[none, layernorm]",
                                                            "lr": "[1.0e-3, 1.0e-2]"},
-                                            steps=1500, ckpt=500, eval_every=100))
+                                            steps=1500, ckpt=500, eval_every=100,
+                                            extra="budget: {gpu_hours: 100}\n"))
         run = wait_for(self.first_running, 120, "a run to start")
         # Some validation loss and a probe must exist before the panels can show them.
         wait_for(lambda: self.run_step(int(run["id"]))[0] >= 250, 300, "the first run to pass step 250")
@@ -488,6 +491,116 @@ class Slots(E2E):
         states = {int(r["id"]): r["state"] for r in s.runs(self.sweep_id)}
         self.assertEqual(states, {i: "queued" for i in ids},
                          "both runs are queued at once, not after their leases expire")
+
+
+class CostAndBudgets(E2E):
+    """Issue #25: two CPU workers declaring different prices; an estimate before submitting; a
+    dollar budget that stops the sweep part way; what was spent against the runs' own lease
+    times x prices; a raise that lets it finish."""
+
+    # US dollars an hour: a paced run holds its lease for over a second, so the 12 runs cost more
+    # than $0.12 even if all went to the cheap worker: the budget must stop the sweep.
+    PRICES = {"cheap": 36.0, "dear": 72.0}
+    BUDGET = 0.12
+
+    def budget(self):
+        return self.stack.cli_json("budget", str(self.sweep_id))[0]
+
+    def stopped_by_budget(self):
+        runs = self.stack.runs(self.sweep_id)
+        states = collections.Counter(r["state"] for r in runs)
+        if states["leased"] or states["running"] or not states["queued"]:
+            return None
+        b = self.budget()
+        return (runs, b) if b.get("reached") else None
+
+    def charged(self, runs):
+        """Per attempt, from the run's own events: (completed or ended) - leased, at the price of
+        the worker that held it (one slot each, so its whole price)."""
+        usd = seconds = 0.0
+        for r in runs:
+            if int(r.get("attempt", 0)) == 0:
+                continue
+            events = [e for e in self.stack.cli_json("logs", str(r["id"])) if "kind" in e]
+            start = None
+            for e in events:
+                if e["kind"] == "leased":
+                    start = (float(e["time"]), e["worker"])
+                elif start and e["kind"] in ("completed", "released", "expired", "cancelled"):
+                    dt = float(e["time"]) - start[0]
+                    seconds += dt
+                    usd += dt * self.PRICES[start[1]] / 3600
+                    start = None
+        return seconds, usd
+
+    def test_a_budget_stops_the_sweep_part_way_and_a_raise_lets_it_finish(self):
+        s = self.stack
+        s.start_server()
+        for name, price in self.PRICES.items():
+            s.start_worker(name, extra=("--price-per-hour", str(price)))
+        wait_for(lambda: len(s.cli_json("workers")) == 2, 60, "both workers to register")
+        path = sweep_file(s, "e2e-budget", {"seed": "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]"},
+                          steps=100, ckpt=50, eval_every=50,
+                          extra=f"budget: {{usd: {self.BUDGET}}}\n")
+        # Before: the estimate prices the grid on the fleet from the workers' startup benchmark.
+        est = s.cli_json("estimate", path)[0]
+        self.assertEqual(int(est["base_runs"]), 12)
+        [line] = est["classes"]
+        self.assertTrue(line["device_class"].startswith("cpu"), line)
+        self.assertEqual(line["workers"], 2)
+        self.assertEqual(line["source"], "startup benchmark")
+        self.assertGreater(float(line["device_hours_base"]), 0)
+        self.assertAlmostEqual(float(line["usd_per_hour"]), 54.0)
+        text = s.cli("estimate", path).stdout
+        self.assertIn("startup benchmark", text)
+        self.assertIn("budget $0.12", text)
+        estimated_seconds = float(est["wall_seconds_base"])
+
+        self.sweep_id = s.submit(path)
+        started = time.time()
+        runs, b = wait_for(self.stopped_by_budget, 180, "the budget to stop the sweep")
+        states = collections.Counter(r["state"] for r in runs)
+        self.assertGreaterEqual(states["succeeded"], 2, states)
+        self.assertGreaterEqual(states["queued"], 1, states)
+        # No run starts once the budget is reached: the leased set stays put past several keeper
+        # rounds and lease long-polls.
+        leased = {r["id"] for r in runs if int(r.get("attempt", 0)) > 0}
+        time.sleep(4)
+        runs = s.runs(self.sweep_id)
+        self.assertEqual({r["id"] for r in runs if int(r.get("attempt", 0)) > 0}, leased)
+        self.assertTrue(self.budget()["reached"])
+        # What the server charged is the runs' own lease times x their workers' prices.
+        sweep = s.sweep(self.sweep_id)["sweep"]
+        cost = sweep["cost"]
+        seconds, usd = self.charged(runs)
+        self.assertAlmostEqual(float(cost["usd"]), usd, delta=0.01 * usd)
+        self.assertAlmostEqual(float(cost["device_seconds"]), seconds, delta=0.01 * seconds)
+        self.assertTrue(cost["priced"])
+        # Spending stops near the limit: at most what the runs in flight when it was reached cost.
+        dearest_run = max(float(r["usage"]["usd"]) for r in runs if "usage" in r)
+        self.assertLessEqual(float(cost["usd"]), self.BUDGET + 2 * dearest_run)
+        out = s.cli("status", str(self.sweep_id)).stdout
+        self.assertIn("budget reached ($0.12)", out)
+        self.assertIn("spent", out)
+        self.assertIn("ablate budget", out)
+        # A raise lets it finish.
+        raised = s.cli_json("budget", str(self.sweep_id), "--raise", "10")[0]
+        self.assertAlmostEqual(float(raised["usd"]), self.BUDGET + 10)
+        runs = s.wait_sweep_done(self.sweep_id, 300)
+        self.assertEqual({r["state"] for r in runs}, {"succeeded"})
+        seconds, usd = self.charged(runs)
+        cost = s.sweep(self.sweep_id)["sweep"]["cost"]
+        self.assertAlmostEqual(float(cost["usd"]), usd, delta=0.01 * usd)
+        self.assertEqual({r["worker"] for r in runs}, set(self.PRICES))
+        # Each run's own charge adds up to the sweep's.
+        self.assertAlmostEqual(sum(float(r["usage"]["usd"]) for r in runs), float(cost["usd"]),
+                               delta=0.01 * usd)
+        # The report ends with the cost table.
+        report = s.cli("report", str(self.sweep_id), "--format", "md").stdout
+        self.assertIn("## Cost", report)
+        print(f"estimate {estimated_seconds:.1f} s before submitting (startup benchmark); "
+              f"actual {time.time() - started:.1f} s with a budget stop in between",
+              file=sys.stderr)
 
 
 class CliErrors(E2E):
