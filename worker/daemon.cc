@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/util/backoff.h"
 #include "common/util/fields.h"
 #include "common/util/log.h"
@@ -23,6 +25,7 @@
 #include "worker/fleet_data.h"
 #include "worker/run_session.h"
 #include "worker/slots.h"
+#include "worker/train/device_benchmark.h"
 #include "worker/train/trainer.h"
 #include "worker/worker_metrics.h"
 
@@ -80,6 +83,11 @@ absl::Status CheckDaemonOptions(const DaemonOptions& o) {
   if (!(o.min_step_seconds >= 0 && o.min_step_seconds <= 60)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--test-min-step-ms must be between 0 and 60000 (got ", o.min_step_seconds * 1000, ")"));
+  }
+  if (!(o.price_per_hour >= 0 && std::isfinite(o.price_per_hour))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--price-per-hour must be a finite number of US dollars >= 0 (0: not declared; got ",
+        o.price_per_hour, ")"));
   }
   if (o.max_runs < 0) {
     return absl::InvalidArgumentError(
@@ -140,6 +148,7 @@ std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
   info.set_version(ABLATE_VERSION);
   // The server leases at most this many runs at once to this worker.
   info.set_slots(options.slots);
+  info.set_price_per_hour(options.price_per_hour);
 
   std::error_code ec;
   std::filesystem::create_directories(options.work_dir, ec);
@@ -171,6 +180,33 @@ std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
     w->metrics = *std::move(m);
   }
   return std::nullopt;
+}
+
+// The startup benchmark (device_benchmark.h) into info.benchmarks, on the thread count a slot
+// trains with, before any slot trains. It never stops the worker: on failure the worker
+// registers without figures and the server estimates from finished runs alone.
+void BenchmarkDevice(const DaemonOptions& options, Worker* w) {
+  train::DeviceBenchmarkOptions bench;
+  bench.device = options.device;
+  bench.threads = w->threads_per_slot;
+  bench.cache_file = (std::filesystem::path(options.work_dir) / "device-benchmark.json").string();
+  bench.ablate_version = ABLATE_VERSION;
+  auto result = train::RunDeviceBenchmark(bench);
+  if (!result.ok()) {
+    spdlog::warn("{}; registering without a benchmark", result.status().message());
+    return;
+  }
+  for (const auto& b : result->benchmarks) *w->info.add_benchmarks() = b;
+  spdlog::info("startup benchmark: {}", train::DescribeBenchmarks(*result));
+}
+
+std::string DescribePrice(const DaemonOptions& options) {
+  if (options.price_per_hour == 0) {
+    return "price not declared (--price-per-hour): the server counts hours, not money";
+  }
+  return absl::StrFormat(
+      "price $%g/h%s", options.price_per_hour,
+      options.slots > 1 ? absl::StrCat(", split over ", options.slots, " slots") : "");
 }
 
 // Ends a long-poll as soon as a signal arrives rather than at its deadline. Its end (RunDaemon
@@ -374,6 +410,8 @@ int RunDaemon(const DaemonOptions& options) {
 
   spdlog::info("ablate-worker {} on {} ({}), server {}", util::LogQuote(w.info.name()),
                w.info.device_name(), w.info.device_kind(), options.client.server);
+  spdlog::info("{}", DescribePrice(options));
+  BenchmarkDevice(options, &w);
   auto reg = RegisterWithRetry(w.coordinator.get(), w.info);
   if (!reg.ok()) {
     if (absl::IsCancelled(reg.status())) return 0;

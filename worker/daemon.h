@@ -22,12 +22,15 @@ struct DaemonOptions {
   double lease_wait_seconds = 30;
   int max_runs = 0;             // stop after this many runs (0: never); for scripts and benches
   bool exit_when_idle = false;  // stop when a long-poll returns no run
+  // What the machine costs an hour in US dollars (--price-per-hour, env ABLATE_PRICE_PER_HOUR),
+  // sent at Register for the server's estimates and budgets; 0: not declared.
+  double price_per_hour = 0;
   // Hidden --test-min-step-ms: every training step lasts at least this long (the e2e fault tests'
   // long-in-wall-time, cheap-in-CPU runs; train::TrainOptions::min_step_seconds). 0: off.
   double min_step_seconds = 0;
 };
 
-// INVALID_ARGUMENT naming the flag for any option out of range (NaN included), and
+// INVALID_ARGUMENT naming the flag for any option out of range (NaN and infinity included), and
 // FAILED_PRECONDITION for --metrics-listen beyond loopback without --metrics-insecure.
 absl::Status CheckDaemonOptions(const DaemonOptions& options);
 

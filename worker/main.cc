@@ -1,12 +1,15 @@
 // ablate-worker: trains runs. `ablate-worker --server ...` is the daemon; `train` and
 // `data prepare` work with no server at all.
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "common/cli/edge.h"
 #include "common/cli/server_flags.h"
+#include "common/util/fields.h"
 #include "spdlog/spdlog.h"
 #include "worker/daemon.h"
 #include "worker/train/commands.h"
@@ -52,6 +55,10 @@ int main(int argc, char** argv) {
   app.add_option("--lease-wait", daemon.lease_wait_seconds, "Long-poll seconds per Lease call");
   app.add_option("--max-runs", daemon.max_runs, "Exit after this many runs (0: never)");
   app.add_flag("--exit-when-idle", daemon.exit_when_idle, "Exit when no run is left to lease");
+  auto* price = app.add_option(
+      "--price-per-hour", daemon.price_per_hour,
+      "What this machine costs an hour in US dollars, for the server's estimates and budgets "
+      "(env ABLATE_PRICE_PER_HOUR; 0: not declared)");
   // Hidden (no help group): a test option, never a way to run a fleet.
   double test_min_step_ms = 0;
   app.add_option("--test-min-step-ms", test_min_step_ms,
@@ -111,6 +118,18 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
   if (*train_cmd) return ablate::train::RunTrainCommand(train);
   if (*prep_cmd) return ablate::train::RunDataPrepareCommand(prep);
+  // The flag, else the environment: the worker's env file (systemd EnvironmentFile, docker
+  // --env-file) is where a box's price is configured.
+  if (price->count() == 0) {
+    if (const std::string env = Env("ABLATE_PRICE_PER_HOUR"); !env.empty()) {
+      if (!absl::SimpleAtod(env, &daemon.price_per_hour) ||
+          !(daemon.price_per_hour >= 0 && std::isfinite(daemon.price_per_hour))) {
+        return ablate::cli_edge::UsageError(
+            app, "ABLATE_PRICE_PER_HOUR must be a finite number of US dollars >= 0 (got " +
+                     ablate::util::LogQuote(env) + ")");
+      }
+    }
+  }
   // A flag out of range is a usage error, as CLI11's own are: the reason and the usage line.
   if (auto s = ablate::worker::CheckDaemonOptions(daemon); !s.ok()) {
     return ablate::cli_edge::UsageError(app, std::string(s.message()));

@@ -21,6 +21,8 @@
 #   --device cuda|cpu    what the worker trains on (default cuda)
 #   --image REF          docker mode: pull REF instead of building the image on the box
 #   --name NAME          worker name shown by `ablate workers` (default: the box's hostname)
+#   --price-per-hour USD what the box costs an hour in US dollars (e.g. 0.35): the server's
+#                        sweep estimates and budgets use it (default: not declared)
 #   --ssh-port N, --identity FILE   passed to ssh
 #   --dry-run            print the commands, token redacted, and run nothing
 #
@@ -39,12 +41,12 @@ prog=attach.sh
 # shellcheck source-path=SCRIPTDIR source=ssh-lib.sh
 . "$here/ssh-lib.sh"
 usage() {
-  sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
 host="" server="" token="${ABLATE_TOKEN:-}" token_file="" tls_ca="" insecure=0 mode=docker
-image="" name="" ssh_port="" identity="" dry_run=0 worker_bin="" device=cuda
+image="" name="" price="" ssh_port="" identity="" dry_run=0 worker_bin="" device=cuda
 while [[ $# -gt 0 ]]; do
   case $1 in
     --server) need_value "$@"; server=$2; shift 2 ;;
@@ -55,6 +57,7 @@ while [[ $# -gt 0 ]]; do
     --mode) need_value "$@"; mode=$2; shift 2 ;;
     --image) need_value "$@"; image=$2; shift 2 ;;
     --name) need_value "$@"; name=$2; shift 2 ;;
+    --price-per-hour) need_value "$@"; price=$2; shift 2 ;;
     --worker-bin) need_value "$@"; worker_bin=$2; shift 2 ;;
     --device) need_value "$@"; device=$2; shift 2 ;;
     *) common_arg "$@"; [[ $consumed -gt 0 ]] || die_usage "unknown option $1"; shift "$consumed" ;;
@@ -85,6 +88,8 @@ fi
 [[ -z $image || $mode == docker ]] || die_usage "--image applies to --mode docker only"
 [[ -z $image || $image =~ ^[A-Za-z0-9._/:@-]+$ ]] || die_usage "--image '$image' is not an image reference"
 [[ -z $name || $name =~ ^[A-Za-z0-9._-]+$ ]] || die_usage "--name may hold letters, digits, . _ - only"
+[[ -z $price || $price =~ ^([0-9]+(\.[0-9]*)?|\.[0-9]+)$ ]] ||
+  die_usage "--price-per-hour must be a number of US dollars such as 0.35, not '$price'"
 if [[ -n $tls_ca ]]; then
   [[ $insecure == 0 ]] || die_usage "--tls-ca and --insecure contradict each other"
   [[ -r $tls_ca ]] || die_usage "--tls-ca $tls_ca is not readable"
@@ -144,6 +149,7 @@ upload_bundle() {
 
 worker_args=()
 [[ -n $name ]] && worker_args+=(--name "$name")
+[[ -n $price ]] && worker_args+=(--price-per-hour "$price")
 
 if [[ $mode == binary ]]; then
   bundle=$(mktemp -d)

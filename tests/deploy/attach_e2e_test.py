@@ -175,7 +175,8 @@ SetEnv HOME={self.home}
         mode_args = ("--mode", "binary", "--worker-bin", WORKER) if MODE == "binary" else ("--mode", "build")
         started = time.monotonic()
         attach = self.script(ATTACH, box, *ssh_args, "--server", s.server_addr, "--token-file", token_file,
-                             "--tls-ca", self.ca, "--device", "cpu", "--name", "box-1", *mode_args,
+                             "--tls-ca", self.ca, "--device", "cpu", "--name", "box-1",
+                             "--price-per-hour", "0.35", *mode_args,
                              timeout=ATTACH_TIMEOUT)
         print(f"attach.sh --mode {MODE} took {time.monotonic() - started:.0f} s", file=sys.stderr)
         self.assertIn("running (restart loop", attach.stdout)
@@ -192,10 +193,14 @@ SetEnv HOME={self.home}
                 argv = f.read().decode(errors="replace")
             self.assertNotIn(s.worker_token, argv)
             self.assertIn("--device\0cpu", argv)
+            self.assertIn("--price-per-hour\x000.35", argv)
 
         # Registered over TLS: the server knows it by the name attach.sh gave it.
-        wait_for(lambda: any(w.get("info", {}).get("name") == "box-1" for w in s.cli_json("workers")), 60,
-                 "box-1 in `ablate workers`")
+        box1 = wait_for(lambda: [w for w in s.cli_json("workers") if w.get("info", {}).get("name") == "box-1"],
+                        60, "box-1 in `ablate workers`")[0]
+        # The price attach.sh was given, and the startup benchmark, reached the server.
+        self.assertEqual(box1["info"]["price_per_hour"], 0.35)
+        self.assertEqual([b["dtype"] for b in box1["info"]["benchmarks"]], ["float32"])
         self.sweep_id = s.submit(sweep_file(s, "attach-e2e", {"n_layer": "[1]"}, steps=30, ckpt=10,
                                             eval_every=10))
         runs = s.wait_sweep_done(self.sweep_id, 600)

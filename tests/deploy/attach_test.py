@@ -141,6 +141,11 @@ class AttachArgumentsTest(unittest.TestCase):
             self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN,
                                         "--tls-ca", f.name, "--insecure"), "contradict")
 
+    def test_price_must_be_a_number(self):
+        for bad in ["abc", "-1", "1e3", "0.35$", "1.2.3"]:
+            self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN,
+                                        "--price-per-hour", bad), "--price-per-hour must be a number")
+
     def test_image_only_with_docker_mode(self):
         self.assert_usage_error(run(ATTACH, HOST, "--server", SERVER, "--token", TOKEN,
                                     "--mode", "build", "--image", "ghcr.io/x/ablate:1"),
@@ -168,7 +173,7 @@ class AttachDryRunTest(unittest.TestCase):
         return shlex.split(runs[0])
 
     def test_docker_run_has_gpus_restart_env_file_and_ca(self):
-        result = self.dry("--tls-ca", self.ca, "--name", "rtx-1")
+        result = self.dry("--tls-ca", self.ca, "--name", "rtx-1", "--price-per-hour", "0.35")
         argv = self.docker_run(result.stdout)
         joined = " ".join(argv)
         self.assertIn("--gpus all", joined)
@@ -179,6 +184,7 @@ class AttachDryRunTest(unittest.TestCase):
         self.assertIn(f"--server {SERVER}", joined)
         self.assertIn("--device cuda", joined)
         self.assertIn("--name rtx-1", joined)
+        self.assertIn("--price-per-hour 0.35", joined)
         self.assertNotIn("--token", joined)
         self.assertNotIn("ABLATE_TOKEN", joined)
 
@@ -236,11 +242,11 @@ class AttachDryRunTest(unittest.TestCase):
         self.assertIn("docker logs", remote_cmds[-1])
 
     def test_build_mode(self):
-        result = self.dry("--mode", "build", "--tls-ca", self.ca, "--name", "a100")
+        result = self.dry("--mode", "build", "--tls-ca", self.ca, "--name", "a100", "--price-per-hour", "1.2")
         commands, bodies = dry_commands(result.stdout)
         remote_cmds = [ssh_part(c)[-1] for c in commands]
         self.assertFalse(any("docker" in c for c in remote_cmds), remote_cmds)
-        self.assertEqual(bodies, [f'ABLATE_SERVER={SERVER}\nABLATE_WORKER_ARGS="--device cuda --name a100"\n'
+        self.assertEqual(bodies, [f'ABLATE_SERVER={SERVER}\nABLATE_WORKER_ARGS="--device cuda --name a100 --price-per-hour 1.2"\n'
                                   "ABLATE_TOKEN=<redacted>"])
         self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-build.sh" --device cuda', remote_cmds)
         self.assertIn('bash "$HOME/.ablate/src/deploy/gpu/remote-service.sh" start', remote_cmds)
@@ -251,10 +257,11 @@ class AttachDryRunTest(unittest.TestCase):
 
     @unittest.skipUnless(shutil.which("dpkg"), "binary mode names the binary's packages with dpkg")
     def test_binary_mode(self):
-        result = self.dry("--mode", "binary", "--worker-bin", "/bin/true", "--device", "cpu", "--tls-ca", self.ca)
+        result = self.dry("--mode", "binary", "--worker-bin", "/bin/true", "--device", "cpu", "--tls-ca", self.ca,
+                          "--price-per-hour", ".5")
         commands, bodies = dry_commands(result.stdout)
         remote_cmds = [ssh_part(c)[-1] for c in commands]
-        self.assertEqual(bodies, [f'ABLATE_SERVER={SERVER}\nABLATE_WORKER_ARGS="--device cpu"\n'
+        self.assertEqual(bodies, [f'ABLATE_SERVER={SERVER}\nABLATE_WORKER_ARGS="--device cpu --price-per-hour .5"\n'
                                   "ABLATE_TOKEN=<redacted>"])
         # Only the scripts travel as source; nothing is built or run in docker on the box.
         self.assertIn("archive --format=tar HEAD deploy/gpu deploy/systemd | ssh", result.stdout)

@@ -453,7 +453,7 @@ class Slots(E2E):
     def start_two_slots(self, name, steps, ckpt):
         s = self.stack
         s.start_server()
-        s.start_worker("w1", threads=2, extra=("--slots", "2"))
+        s.start_worker("w1", threads=2, extra=("--slots", "2", "--price-per-hour", "0.35"))
         self.sweep_id = s.submit(sweep_file(s, name, {"seed": "[0, 1]"}, steps=steps, ckpt=ckpt,
                                             eval_every=100))
         both = wait_for(lambda: self.both_running_on("w1"), 180, "both runs to train on w1 at once")
@@ -471,6 +471,14 @@ class Slots(E2E):
         self.assertEqual(w["state"], "busy")
         self.assertEqual([int(i) for i in w["held_run_ids"]], ids)
         self.assertIn(",".join(map(str, ids)), s.cli("workers").stdout)
+        # What the server's estimates and budgets start from: the declared price, and the startup
+        # benchmark measured on one slot's thread before the worker registered.
+        self.assertEqual(w["info"]["price_per_hour"], 0.35)
+        bench = w["info"]["benchmarks"]
+        self.assertEqual([b["dtype"] for b in bench], ["float32"], bench)
+        self.assertGreater(bench[0]["flops_per_second"], 0)
+        self.assertGreater(bench[0]["tokens_per_second"], 0)
+        self.assertIn("n_layer 2", bench[0]["model"])
         runs = s.wait_sweep_done(self.sweep_id, 600)
         self.assertEqual([r["state"] for r in runs], ["succeeded", "succeeded"])
         for r in runs:
@@ -479,6 +487,8 @@ class Slots(E2E):
             assert_series_whole(self, s, int(r["id"]), first=1, last=600)
         log = s.log("w1")
         self.assertIn("2 slots of 1 thread(s)", log)
+        self.assertIn("price $0.35/h, split over 2 slots", log)
+        self.assertRegex(log, r"startup benchmark: [0-9.]+ [GMT]FLOP/s fp32 \(n_layer 2, .*\), [0-9.]+ s\n")
         self.assertIn("[slot 0]", log)
         self.assertIn("[slot 1]", log)
         self.assertEqual(s.cli_json("workers")[0].get("held_run_ids", []), [])
@@ -647,10 +657,16 @@ class CliErrors(E2E):
                               (["--threads", "-1"], "--threads must be between"),
                               (["--slots", "0"], "--slots must be between 1 and 64"),
                               (["--slots", "3", "--threads", "2"],
-                               "--threads 2 cannot give each of --slots 3 a thread")]:
+                               "--threads 2 cannot give each of --slots 3 a thread"),
+                              (["--price-per-hour", "-0.5"], "--price-per-hour must be a finite number"),
+                              (["--price-per-hour", "inf"], "--price-per-hour must be a finite number"),
+                              ({"ABLATE_PRICE_PER_HOUR": "cheap"},
+                               "ABLATE_PRICE_PER_HOUR must be a finite number of US dollars >= 0 (got \"cheap\")")]:
+            env = dict(os.environ, **extra) if isinstance(extra, dict) else None
+            flags = [] if isinstance(extra, dict) else extra
             p = subprocess.run([WORKER, "--server", "127.0.0.1:9", "--device", "cpu",
-                                "--work-dir", os.path.join(s.dir, "flags"), *extra],
-                               capture_output=True, text=True, timeout=60)
+                                "--work-dir", os.path.join(s.dir, "flags"), *flags],
+                               capture_output=True, text=True, timeout=60, env=env)
             self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
             # A usage error, as CLI11's own: the reason, then the usage line (issue #24, item 7).
             self.assertTrue(p.stderr.startswith("ablate-worker: "), p.stderr)
@@ -1313,6 +1329,10 @@ class CleanStop(E2E):
         # so too.
         s.start_worker("w1")
         wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["busy"], 60, "w1 to be busy again")
+        # The restarted daemon read its startup benchmark from the work dir instead of measuring.
+        self.assertEqual(s.log("w1").count("startup benchmark:"), 2, s.log("w1"))
+        self.assertEqual(s.log("w1").count(" (cached)"), 1, s.log("w1"))
+        self.assertIn("price not declared", s.log("w1"))
         s.cli("cancel", str(self.sweep_id))
         wait_for(lambda: [w["state"] for w in s.cli_json("workers")] == ["idle"], 60, "w1 to be idle")
         self.assertEqual(s.stop("w1", signal.SIGTERM), 0)

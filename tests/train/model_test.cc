@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "common/cost/flops.h"
 #include "common/sweep/run_config.h"
 #include "worker/train/adamw.h"
 #include "worker/train/probes.h"
@@ -196,6 +197,38 @@ TEST(ModelTest, TiedEmbeddingIsOneTensor) {
   EXPECT_EQ(std::count(tied_names.begin(), tied_names.end(), "lm_head.weight"), 0);
   EXPECT_EQ(std::count(untied_names.begin(), untied_names.end(), "lm_head.weight"), 1);
   EXPECT_EQ(untied_names.size(), tied_names.size() + 1);
+}
+
+// The server prices and budgets runs with cost::ParamCount (common/cost/flops.h), and the startup
+// benchmark's FLOP/s are in its unit: it must count exactly what the model registers, less the
+// learned position embedding (nanoGPT's non-embedding N), under every switch that adds or
+// removes a tensor.
+TEST(ModelTest, CostParamCountIsTheModelsWithoutPositions) {
+  int checked = 0;
+  for (const char* qk_norm : {"none", "layernorm", "rmsnorm"}) {
+    for (bool bias : {false, true}) {
+      for (bool tie : {true, false}) {
+        for (const char* pos : {"learned", "rope", "none"}) {
+          auto c = TinyConfig();
+          c.set_qk_norm(qk_norm);
+          c.set_bias(bias);
+          c.set_tie_embeddings(tie);
+          c.set_pos(pos);
+          const int64_t vocab = 40;
+          GPT model(c, vocab);
+          int64_t numel = 0;
+          for (const auto& [name, t] : model->NamedTensors()) {
+            if (name != "wpe.weight") numel += t.numel();
+          }
+          EXPECT_EQ(cost::ParamCount(c, vocab), numel)
+              << "qk_norm " << qk_norm << ", bias " << bias << ", tie_embeddings " << tie
+              << ", pos " << pos;
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 36);
 }
 
 }  // namespace
