@@ -80,12 +80,12 @@ std::vector<std::string> CostLines(const v1::SweepCost& cost, bool per_class) {
   out.push_back(head);
   if (!per_class) return out;
   for (const auto& c : cost.classes()) {
-    std::string line = absl::StrCat("  ", c.device_class(), "  ", c.runs(),
-                                    c.runs() == 1 ? " run" : " runs");
+    std::string line =
+        absl::StrCat("  ", c.device_class(), "  ", c.runs(), c.runs() == 1 ? " run" : " runs");
     if (c.running() > 0) absl::StrAppend(&line, " (", c.running(), " running)");
-    absl::StrAppend(&line, "  ", GpuHours(c.device_seconds()), "  ",
-                    c.priced() ? Usd(c.usd())
-                               : (c.usd() > 0 ? Usd(c.usd()) + " (partly priced)" : "unpriced"));
+    absl::StrAppend(
+        &line, "  ", GpuHours(c.device_seconds()), "  ",
+        c.priced() ? Usd(c.usd()) : (c.usd() > 0 ? Usd(c.usd()) + " (partly priced)" : "unpriced"));
     out.push_back(line);
   }
   return out;
@@ -104,9 +104,9 @@ std::string BudgetLine(const v1::Budget& b, const std::string& sweep_ref) {
                         "; no new run starts. Continue with: ablate budget ", sweep_ref,
                         " --raise N");
   }
-  return absl::StrCat("budget ", limit, ": ", figures,
-                      b.runs_left() > 0 ? absl::StrCat("; ", b.runs_left(), " may start now")
-                                        : std::string());
+  return absl::StrCat(
+      "budget ", limit, ": ", figures,
+      b.runs_left() > 0 ? absl::StrCat("; ", b.runs_left(), " may start now") : std::string());
 }
 
 std::string EstimateText(const std::string& name, const v1::SweepEstimate& e) {
@@ -117,8 +117,8 @@ std::string EstimateText(const std::string& name, const v1::SweepEstimate& e) {
   absl::StrAppend(&out, "\nper run: ", Tokens(e.tokens_per_run()), " tokens, ",
                   Flops(e.flops_per_run()));
   if (e.flops_per_run_max() > e.flops_per_run_min() * 1.001) {
-    absl::StrAppend(&out, " (", Flops(e.flops_per_run_min()), " to ",
-                    Flops(e.flops_per_run_max()), " across the grid)");
+    absl::StrAppend(&out, " (", Flops(e.flops_per_run_min()), " to ", Flops(e.flops_per_run_max()),
+                    " across the grid)");
   }
   absl::StrAppend(&out, ", 6N + attention per token\n\n");
   const bool range = e.max_runs() > e.base_runs();
@@ -144,8 +144,9 @@ std::string EstimateText(const std::string& name, const v1::SweepEstimate& e) {
   } else {
     absl::StrAppend(&out, t.Render());
   }
-  absl::StrAppend(&out, "\nthe grid alone on one class: GPU-H and COST above; on the fleet as it "
-                        "is now (every class sharing the work): ");
+  absl::StrAppend(&out,
+                  "\nthe grid alone on one class: GPU-H and COST above; on the fleet as it "
+                  "is now (every class sharing the work): ");
   if (e.wall_seconds_base() < 0) {
     absl::StrAppend(&out, "unknown (no live worker with a known speed can run it)\n");
   } else {
@@ -167,17 +168,19 @@ std::string EstimateText(const std::string& name, const v1::SweepEstimate& e) {
     const std::string limit_text =
         b.usd() > 0 ? Usd(limit) : absl::StrCat(HoursNumber(limit), " GPU-h");
     if (need_lo < 0 || e.wall_seconds_base() < 0) {
-      absl::StrAppend(&out, "budget ", limit_text, ": the fleet's cost is unknown, so whether it "
-                                                   "fits is too\n");
+      absl::StrAppend(&out, "budget ", limit_text,
+                      ": the fleet's cost is unknown, so whether it "
+                      "fits is too\n");
     } else if (need_hi <= limit) {
       absl::StrAppend(&out, "budget ", limit_text, ": the whole sweep fits, refinement included\n");
     } else if (need_lo <= limit) {
       absl::StrAppend(&out, "budget ", limit_text,
                       ": the grid fits; refinement stops where the budget runs out\n");
     } else {
-      absl::StrAppend(&out, "budget ", limit_text, ": stops after about ",
-                      static_cast<int>(std::floor(100 * limit / need_lo)),
-                      "% of the grid (no refinement); raise it with ablate budget SWEEP --raise N\n");
+      absl::StrAppend(
+          &out, "budget ", limit_text, ": stops after about ",
+          static_cast<int>(std::floor(100 * limit / need_lo)),
+          "% of the grid (no refinement); raise it with ablate budget SWEEP --raise N\n");
     }
   }
   for (const auto& n : e.notes()) absl::StrAppend(&out, "note: ", n, "\n");

@@ -60,7 +60,8 @@ absl::StatusOr<v1::SweepEstimate> Costs::Estimate(const std::vector<cost::WorkSh
 absl::Status Costs::KeepBudget(int64_t sweep_id) {
   auto model = Model();
   if (!model.ok()) return model.status();
-  auto kept = store_->KeepBudget(sweep_id, [&](BudgetRound* round) { cost::DecideBudget(**model, round); });
+  auto kept =
+      store_->KeepBudget(sweep_id, [&](BudgetRound* round) { cost::DecideBudget(**model, round); });
   return kept.status();
 }
 

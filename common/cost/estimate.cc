@@ -143,8 +143,8 @@ SpeedModel::FleetTime SpeedModel::OnFleet(const std::vector<WorkShape>& work) co
     std::vector<std::pair<const Class*, double>> sharing;  // class, its devices' rate
     for (const auto& c : classes_) {
       if (!CanRun(shape.device, c.device_kind)) continue;
-      const double f = For(c.device_class, shape.dtype, shape.flops_per_token)
-                           .flops_per_device_second;
+      const double f =
+          For(c.device_class, shape.dtype, shape.flops_per_token).flops_per_device_second;
       if (!(f > 0)) continue;
       rate += f * c.workers;
       sharing.emplace_back(&c, f * c.workers);
@@ -153,8 +153,8 @@ SpeedModel::FleetTime SpeedModel::OnFleet(const std::vector<WorkShape>& work) co
     if (!(rate > 0)) return out;
     const double flops = shape.flops_per_run * shape.runs;
     seconds += flops / rate;
-    longest_run = std::max(longest_run, shape.flops_per_run * std::min(1.0, shape.runs) /
-                                            best_slot);
+    longest_run =
+        std::max(longest_run, shape.flops_per_run * std::min(1.0, shape.runs) / best_slot);
     for (const auto& [c, r] : sharing) {
       // The class does r / rate of the work at r / workers per device.
       const double device_seconds = flops * (r / rate) / (r / c->workers);
@@ -304,9 +304,8 @@ SpeedModel::RunCost Remainder(const RunningRun& run, const SpeedModel& model) {
   if (run.tokens_per_second > 0) {
     wall = run.remaining_tokens / run.tokens_per_second;
   } else {
-    const double f =
-        model.For(run.device_class, run.shape.dtype, run.shape.flops_per_token)
-            .flops_per_device_second;
+    const double f = model.For(run.device_class, run.shape.dtype, run.shape.flops_per_token)
+                         .flops_per_device_second;
     // Device-seconds at the class's speed, spread over this slot's share of the device.
     if (f > 0) wall = run.shape.flops_per_run * run.remaining_fraction / f / run.share;
   }
@@ -338,8 +337,7 @@ int RunsThatFit(const std::vector<WorkShape>& queued, double room, BudgetUnit un
 void DecideBudget(const SpeedModel& model, BudgetRound* round) {
   v1::Budget& b = round->budget;
   const BudgetUnit unit = UnitOf(b);
-  const double spent =
-      InUnit(unit, round->spent.device_seconds(), round->spent.usd());
+  const double spent = InUnit(unit, round->spent.device_seconds(), round->spent.usd());
   double committed = 0;
   for (const auto& run : round->running) {
     SpeedModel::RunCost rest = Remainder(run, model);
@@ -352,8 +350,7 @@ void DecideBudget(const SpeedModel& model, BudgetRound* round) {
   }
   const double room = LimitOf(b) - spent - committed;
   double per_run = 0;
-  const int fit =
-      room > 0 ? RunsThatFit(round->queued, room, unit, model, &per_run) : 0;
+  const int fit = room > 0 ? RunsThatFit(round->queued, room, unit, model, &per_run) : 0;
   if (room <= 0 && !round->queued.empty()) {
     const SpeedModel::RunCost c = model.WorstRunCost(round->queued.front());
     per_run = std::max(0.0, InUnit(unit, c.device_seconds, c.usd));

@@ -127,11 +127,11 @@ double InUnit(BudgetUnit unit, double device_seconds, double usd);
 // The running attempt of a run, as budgets and the ETA see it.
 struct RunningRun {
   std::string device_class;
-  double share = 1;             // 1 / the worker's slots
-  double usd_per_slot_hour = 0; // 0: unpriced
-  double tokens_per_second = 0; // the latest heartbeat's; 0 before the first
+  double share = 1;              // 1 / the worker's slots
+  double usd_per_slot_hour = 0;  // 0: unpriced
+  double tokens_per_second = 0;  // the latest heartbeat's; 0 before the first
   double remaining_tokens = 0;
-  WorkShape shape;              // runs = 1, for a speed when tokens_per_second is 0
+  WorkShape shape;  // runs = 1, for a speed when tokens_per_second is 0
   double remaining_fraction = 1;
 };
 // What the rest of a running attempt will cost: device-seconds and dollars (0 on an unpriced
@@ -147,11 +147,11 @@ int RunsThatFit(const std::vector<WorkShape>& queued, double room, BudgetUnit un
 // One round of the budget keeper for one sweep (the server reads it inside a transaction with
 // the sweep's row locked).
 struct BudgetRound {
-  v1::Budget budget;                 // limits set; DecideBudget fills the figures
-  v1::SweepCost spent;               // charged so far
-  std::vector<RunningRun> running;   // attempts holding a lease
-  std::vector<WorkShape> queued;     // the next queued runs in queue order, runs = 1 each
-  int runs_left = 0;                 // DecideBudget: how many Lease may start now
+  v1::Budget budget;                // limits set; DecideBudget fills the figures
+  v1::SweepCost spent;              // charged so far
+  std::vector<RunningRun> running;  // attempts holding a lease
+  std::vector<WorkShape> queued;    // the next queued runs in queue order, runs = 1 each
+  int runs_left = 0;                // DecideBudget: how many Lease may start now
 };
 
 // The keeper's decision: spent, committed (the running runs' expected remainder; a run with no

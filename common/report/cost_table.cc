@@ -31,7 +31,7 @@ std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown) {
   for (const auto& r : runs) {
     if (!r.has_usage() || r.usage().device_seconds() <= 0) continue;
     ClassCost& c = by_class[r.usage().device_class().empty() ? std::string("unknown")
-                                                               : r.usage().device_class()];
+                                                             : r.usage().device_class()];
     for (ClassCost* t : {&c, &total}) {
       ++t->runs;
       t->device_seconds += r.usage().device_seconds();
@@ -52,8 +52,9 @@ std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown) {
   const std::vector<std::string> header = {"device class", "runs", "GPU-hours", "cost"};
   std::string out;
   if (markdown) {
-    out = "\n## Cost\n\nDevice time each run held a lease for (its slot's share of the worker), "
-          "and money at the workers' declared prices (docs/architecture.md#cost).\n\n";
+    out =
+        "\n## Cost\n\nDevice time each run held a lease for (its slot's share of the worker), "
+        "and money at the workers' declared prices (docs/architecture.md#cost).\n\n";
     absl::StrAppend(&out, "| ", absl::StrJoin(header, " | "), " |\n|---|---:|---:|---:|\n");
     for (const auto& row : rows) absl::StrAppend(&out, "| ", absl::StrJoin(row, " | "), " |\n");
     return out;

@@ -80,24 +80,26 @@ absl::StatusOr<std::vector<cost::SpeedSample>> CostStore::Samples() {
 }
 
 absl::StatusOr<v1::SweepCost> CostStore::Usage(int64_t sweep_id) {
-  return db_->Tx<v1::SweepCost>("sweep usage", [&](pqxx::work& tx) -> absl::StatusOr<v1::SweepCost> {
-    return UsageFrom(pg::Exec(tx, "usage_by_class", sweep_id));
-  });
+  return db_->Tx<v1::SweepCost>("sweep usage",
+                                [&](pqxx::work& tx) -> absl::StatusOr<v1::SweepCost> {
+                                  return UsageFrom(pg::Exec(tx, "usage_by_class", sweep_id));
+                                });
 }
 
 absl::StatusOr<RemainingWork> CostStore::Remaining(int64_t sweep_id) {
-  return db_->Tx<RemainingWork>(
-      "sweep remaining work", [&](pqxx::work& tx) -> absl::StatusOr<RemainingWork> {
-        pqxx::result r = pg::Exec(tx, "sweep_remaining", sweep_id);
-        RemainingWork out;
-        for (const auto& row : r) {
-          out.unknown_size += row[6].as<int64_t>();
-          cost::WorkShape s = Shape(row, 0);
-          s.runs = row[4].as<double>() + row[5].as<double>();
-          if (s.flops_per_run > 0 && s.runs > 0) out.shapes.push_back(std::move(s));
-        }
-        return out;
-      });
+  return db_->Tx<RemainingWork>("sweep remaining work",
+                                [&](pqxx::work& tx) -> absl::StatusOr<RemainingWork> {
+                                  pqxx::result r = pg::Exec(tx, "sweep_remaining", sweep_id);
+                                  RemainingWork out;
+                                  for (const auto& row : r) {
+                                    out.unknown_size += row[6].as<int64_t>();
+                                    cost::WorkShape s = Shape(row, 0);
+                                    s.runs = row[4].as<double>() + row[5].as<double>();
+                                    if (s.flops_per_run > 0 && s.runs > 0)
+                                      out.shapes.push_back(std::move(s));
+                                  }
+                                  return out;
+                                });
 }
 
 absl::StatusOr<std::vector<int64_t>> CostStore::BudgetedSweeps() {

@@ -564,10 +564,9 @@ class CostAndBudgets(E2E):
         text = s.cli("estimate", path).stdout
         self.assertIn("startup benchmark", text)
         self.assertIn("budget $0.12", text)
-        estimated_seconds = float(est["wall_seconds_base"])
+        self.assertGreater(float(est["wall_seconds_base"]), 0)
 
         self.sweep_id = s.submit(path)
-        started = time.time()
         runs, b = wait_for(self.stopped_by_budget, 180, "the budget to stop the sweep")
         states = collections.Counter(r["state"] for r in runs)
         self.assertGreaterEqual(states["succeeded"], 2, states)
@@ -608,9 +607,7 @@ class CostAndBudgets(E2E):
         # The report ends with the cost table.
         report = s.cli("report", str(self.sweep_id), "--format", "md").stdout
         self.assertIn("## Cost", report)
-        print(f"estimate {estimated_seconds:.1f} s before submitting (startup benchmark); "
-              f"actual {time.time() - started:.1f} s with a budget stop in between",
-              file=sys.stderr)
+        self.assertIn("| all | 12 |", report)
 
 
 class CliErrors(E2E):

@@ -170,7 +170,8 @@ TEST_F(CostTest, EachAttemptIsChargedItsLeaseTimeAtItsSlotsShareOfThePrice) {
 }
 
 TEST_F(CostTest, TheEstimatePricesTheGridFromTheBenchmarkThenFromFinishedRuns) {
-  const std::string yaml = SweepYaml("estimated", 2, 2, "", "refine: {axis: lr, max_new_runs: 4}\n");
+  const std::string yaml =
+      SweepYaml("estimated", 2, 2, "", "refine: {axis: lr, max_new_runs: 4}\n");
   const double flops = RunFlops(yaml);
   // One slot runs a run in 100 s; 4 slots: 25 device-seconds a run at $3.60 a device-hour.
   const int64_t w = RegisterPriced("w", "Xeon", 3.6, 4, flops / 100);
@@ -204,8 +205,7 @@ TEST_F(CostTest, TheEstimatePricesTheGridFromTheBenchmarkThenFromFinishedRuns) {
   EXPECT_EQ(resp.estimate().classes(0).source(), "1 finished run of similar size");
   const double run_device_seconds =
       FindRun(GetSweep(sweep), l.spec().run_id())->usage().device_seconds();
-  EXPECT_NEAR(resp.estimate().classes(0).device_hours_base(), 4 * run_device_seconds / 3600,
-              1e-9);
+  EXPECT_NEAR(resp.estimate().classes(0).device_hours_base(), 4 * run_device_seconds / 3600, 1e-9);
   // The sweep's ETA now comes from the fleet's speed on the work left.
   const v1::Sweep s = GetSweep(sweep, false).sweep();
   EXPECT_EQ(s.eta_basis(), "throughput");

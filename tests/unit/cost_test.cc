@@ -112,9 +112,9 @@ WorkShape Shape(double fpt, double flops_per_run, double runs, const std::string
 
 TEST(SpeedModel, TheFleetSharesTheWorkInProportionToSpeed) {
   // Two GPUs at 1e13 FLOP/s each ($0.36/h each) and a CPU at 1e11 (no price).
-  SpeedModel m({Worker("cuda", "A", 1, 0.36), Worker("cuda", "A", 1, 0.36),
-                Worker("cpu", "X", 1, 0)},
-               {Sample("cuda A", 1e8, 1e13), Sample("cpu X", 1e8, 1e11)});
+  SpeedModel m(
+      {Worker("cuda", "A", 1, 0.36), Worker("cuda", "A", 1, 0.36), Worker("cpu", "X", 1, 0)},
+      {Sample("cuda A", 1e8, 1e13), Sample("cpu X", 1e8, 1e11)});
   const double rate = 2e13 + 1e11;
   SpeedModel::FleetTime t = m.OnFleet({Shape(1e8, 1e16, 10)});
   EXPECT_NEAR(t.seconds, 1e17 / rate, 1e-6);
@@ -207,7 +207,7 @@ TEST(Budget, RemainderFromTheClassSpeedBeforeTheFirstHeartbeat) {
   r.shape = Shape(1e8, 1e15, 1);
   r.remaining_fraction = 0.5;
   const SpeedModel::RunCost c = Remainder(r, m);
-  EXPECT_NEAR(c.device_seconds, 50, 1e-9);  // half of 100 device-seconds
+  EXPECT_NEAR(c.device_seconds, 50, 1e-9);      // half of 100 device-seconds
   EXPECT_NEAR(c.usd, 100 * 1.0 / 3600, 1e-12);  // 100 s of wall on a $1/h slot
 }
 
