@@ -385,7 +385,12 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
       continue;
     }
     const double eta = finished ? -1 : EstimateEta(update);
-    const std::string eta_text = eta >= 0 ? "ETA " + Duration(eta) : "";
+    const std::string eta_text =
+        eta < 0
+            ? ""
+            : absl::StrCat(
+                  "ETA ", Duration(eta),
+                  s.eta_basis() == "throughput" && eta == s.eta_seconds() ? " (fleet speed)" : "");
     if (!tty) {
       // Logs and CI: a line when something changed or every 10 s, never a redraw.
       const std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),

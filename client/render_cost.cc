@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/render.h"
 
 namespace ablate::cli {
@@ -77,8 +78,20 @@ std::vector<std::string> CostLines(const v1::SweepCost& cost, bool per_class) {
   if (cost.usd() > 0 || cost.priced()) {
     absl::StrAppend(&head, ", ", Usd(cost.usd()), cost.priced() ? "" : " (priced workers only)");
   }
+  if (!per_class) {
+    // One line: the classes' hours after the total when there is more than one.
+    if (cost.classes_size() > 1) {
+      std::vector<std::string> parts;
+      for (const auto& c : cost.classes()) {
+        parts.push_back(
+            absl::StrCat(c.device_class(), " ", HoursNumber(c.device_seconds() / 3600)));
+      }
+      absl::StrAppend(&head, " (", absl::StrJoin(parts, "; "), ")");
+    }
+    out.push_back(head);
+    return out;
+  }
   out.push_back(head);
-  if (!per_class) return out;
   for (const auto& c : cost.classes()) {
     std::string line =
         absl::StrCat("  ", c.device_class(), "  ", c.runs(), c.runs() == 1 ? " run" : " runs");
@@ -153,10 +166,14 @@ std::string EstimateText(const std::string& name, const v1::SweepEstimate& e) {
     absl::StrAppend(&out, Range(Duration(e.wall_seconds_base()), Duration(e.wall_seconds_max())),
                     " wall, ",
                     Range(GpuHours(e.device_seconds_base()), GpuHours(e.device_seconds_max())));
+    bool any_price = false;
+    for (const auto& c : e.classes()) any_price = any_price || c.usd_per_hour() > 0;
     if (e.usd_base() >= 0) {
       absl::StrAppend(&out, ", ", Range(Usd(e.usd_base()), Usd(e.usd_max())));
-    } else {
+    } else if (any_price) {
       absl::StrAppend(&out, ", money unknown (a class doing part of it has no price)");
+    } else {
+      absl::StrAppend(&out, " (no worker declared --price-per-hour: hours only)");
     }
     absl::StrAppend(&out, "\n");
   }

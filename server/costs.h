@@ -25,6 +25,12 @@ class Costs {
   // The speed model of the live fleet, at most a few seconds old.
   absl::StatusOr<std::shared_ptr<const cost::SpeedModel>> Model();
 
+  // A worker registered or stopped: the next Model() reads the fleet again.
+  void FleetChanged() {
+    std::lock_guard<std::mutex> lock(mu_);
+    model_.reset();
+  }
+
   // Fills sweep.cost (charged so far, by device class) and, for an active sweep whose runs have
   // known sizes and a fleet with known speeds, eta_seconds from that speed (eta_basis
   // "throughput"); otherwise leaves the durations-based ETA (eta_basis "durations").

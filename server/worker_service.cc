@@ -36,6 +36,34 @@ absl::Status CheckInfoText(const v1::WorkerInfo& info) {
   return absl::OkStatus();
 }
 
+// What cost figures are made of (docs/architecture.md#cost): a price and benchmark figures that
+// are finite and not negative, and a handful of benchmarks, so no worker can poison a sweep's
+// spend or estimate with NaN or make the server store megabytes of them.
+constexpr int kMaxBenchmarks = 8;
+constexpr double kMaxPricePerHour = 1e6;
+
+absl::Status CheckInfoCost(const v1::WorkerInfo& info) {
+  const double price = info.price_per_hour();
+  if (!std::isfinite(price) || price < 0 || price > kMaxPricePerHour) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "info.price_per_hour must be a number from 0 to ", kMaxPricePerHour, " (got ", price, ")"));
+  }
+  if (info.benchmarks_size() > kMaxBenchmarks) {
+    return absl::InvalidArgumentError(absl::StrCat("info.benchmarks: at most ", kMaxBenchmarks,
+                                                   " (got ", info.benchmarks_size(), ")"));
+  }
+  for (const auto& b : info.benchmarks()) {
+    for (double v : {b.flops_per_second(), b.tokens_per_second(), b.seconds()}) {
+      if (!std::isfinite(v) || v < 0) {
+        return absl::InvalidArgumentError("info.benchmarks: figures must be finite numbers >= 0");
+      }
+    }
+    RETURN_IF_ERROR(util::CheckText("info.benchmarks.dtype", b.dtype(), util::kMaxNameBytes));
+    RETURN_IF_ERROR(util::CheckText("info.benchmarks.model", b.model(), util::kMaxNameBytes * 2));
+  }
+  return absl::OkStatus();
+}
+
 // The roles a prepared data set publishes; the token file of the val text is absent when the
 // run has no val file.
 constexpr const char* kRequiredRoles[] = {"tokenizer_model", "tokenizer_vocab", "tokens_train"};
@@ -79,6 +107,7 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::Reg
   return guard_.Run(*ctx, "Register", [&](const Caller& caller) -> absl::Status {
     RETURN_IF_ERROR(util::CheckName("info.name", req->info().name()));
     RETURN_IF_ERROR(CheckInfoText(req->info()));
+    RETURN_IF_ERROR(CheckInfoCost(req->info()));
     if (req->info().slots() < 0 || req->info().slots() > kMaxWorkerSlots) {
       return absl::InvalidArgumentError(absl::StrCat("info.slots must be between 0 and ",
                                                      kMaxWorkerSlots, " (got ", req->info().slots(),
@@ -94,6 +123,7 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::Reg
     }
     resp->set_worker_id(*id);
     resp->set_lease_seconds(d_.queue->lease_seconds());
+    d_.costs->FleetChanged();  // estimates see the new worker at once, not after the cache's TTL
     spdlog::info("worker registered id={} name={} device={}", *id,
                  util::LogQuote(req->info().name()), util::LogQuote(req->info().device_kind()));
     return absl::OkStatus();
@@ -332,6 +362,7 @@ grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
                                            v1::CliDeregisterResponse* /*resp*/) {
   return guard_.Run(*ctx, "Deregister", [&](const Caller& caller) -> absl::Status {
     RETURN_IF_ERROR(d_.queue->Deregister(req->worker_id(), caller.token_id));
+    d_.costs->FleetChanged();
     spdlog::info("worker stopped id={}", req->worker_id());
     return absl::OkStatus();
   });

@@ -169,6 +169,26 @@ TEST_F(CostTest, EachAttemptIsChargedItsLeaseTimeAtItsSlotsShareOfThePrice) {
   EXPECT_EQ(GetSweep(sweep).sweep().cost().classes(1).running(), 0);
 }
 
+TEST_F(CostTest, ABadPriceOrBenchmarkIsRefusedAtRegister) {
+  for (double price : {-1.0, std::nan(""), 1e9}) {
+    v1::RegisterRequest req;
+    req.mutable_info()->set_name("w");
+    req.mutable_info()->set_device_kind("cpu");
+    req.mutable_info()->set_price_per_hour(price);
+    v1::RegisterResponse resp;
+    auto s = WorkerStub()->Register(Ctx().get(), req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << price;
+    EXPECT_THAT(s.error_message(), HasSubstr("info.price_per_hour"));
+  }
+  v1::RegisterRequest req;
+  req.mutable_info()->set_name("w");
+  req.mutable_info()->set_device_kind("cpu");
+  req.mutable_info()->add_benchmarks()->set_flops_per_second(std::nan(""));
+  v1::RegisterResponse resp;
+  EXPECT_EQ(WorkerStub()->Register(Ctx().get(), req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
 TEST_F(CostTest, TheEstimatePricesTheGridFromTheBenchmarkThenFromFinishedRuns) {
   const std::string yaml =
       SweepYaml("estimated", 2, 2, "", "refine: {axis: lr, max_new_runs: 4}\n");

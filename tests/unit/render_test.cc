@@ -126,5 +126,90 @@ TEST(WatchFrame, NeverTallerThanTheScreen) {
   EXPECT_THAT(absl::StrJoin(frame, "\n"), HasSubstr("more"));
 }
 
+TEST(Cost, HoursMoneyAndTheBudgetLine) {
+  EXPECT_EQ(GpuHours(1800), "0.50 GPU-h");
+  EXPECT_EQ(GpuHours(3600 * 123.4), "123 GPU-h");
+  EXPECT_EQ(Usd(0.4321), "$0.43");
+  EXPECT_EQ(Usd(12345), "$12,345");
+  EXPECT_EQ(Usd(-1), "-");
+  v1::SweepCost cost;
+  EXPECT_TRUE(CostLines(cost, true).empty());
+  auto* a = cost.add_classes();
+  a->set_device_class("cuda RTX 4090");
+  a->set_runs(3);
+  a->set_running(1);
+  a->set_device_seconds(3600);
+  a->set_usd(0.35);
+  a->set_priced(true);
+  auto* b = cost.add_classes();
+  b->set_device_class("cpu Xeon");
+  b->set_runs(2);
+  b->set_device_seconds(1800);
+  cost.set_device_seconds(5400);
+  cost.set_usd(0.35);
+  const auto lines = CostLines(cost, true);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "spent 1.50 GPU-h, $0.35 (priced workers only)");
+  EXPECT_EQ(lines[1], "  cuda RTX 4090  3 runs (1 running)  1.00 GPU-h  $0.35");
+  EXPECT_EQ(lines[2], "  cpu Xeon  2 runs  0.50 GPU-h  unpriced");
+  EXPECT_EQ(CostLines(cost, false)[0],
+            "spent 1.50 GPU-h, $0.35 (priced workers only) (cuda RTX 4090 1.00; cpu Xeon 0.50)");
+
+  v1::Budget budget;
+  budget.set_usd(60);
+  budget.set_spent(40);
+  budget.set_committed(5);
+  budget.set_per_run(2);
+  budget.set_runs_left(7);
+  EXPECT_EQ(BudgetLine(budget, "12"),
+            "budget $60.00: spent $40.00, running runs ~$5.00 more, next run ~$2.00; 7 may start "
+            "now");
+  budget.set_reached(true);
+  EXPECT_THAT(BudgetLine(budget, "12"), HasSubstr("budget reached ($60.00)"));
+  EXPECT_THAT(BudgetLine(budget, "12"), HasSubstr("ablate budget 12 --raise N"));
+  budget.Clear();
+  budget.set_gpu_hours(40);
+  budget.set_spent(1.234);
+  EXPECT_EQ(BudgetLine(budget, "12"), "budget 40.0 GPU-h: spent 1.23");
+}
+
+TEST(Cost, TheEstimateSaysWhereEachSpeedComesFromAndWhetherTheBudgetFits) {
+  v1::SweepEstimate e;
+  e.set_base_runs(32);
+  e.set_max_runs(48);
+  e.set_tokens_per_run(205000);
+  e.set_flops_per_run(1.87e11);
+  e.set_flops_per_run_min(1.51e11);
+  e.set_flops_per_run_max(2.22e11);
+  auto* c = e.add_classes();
+  c->set_device_class("cpu Xeon");
+  c->set_workers(2);
+  c->set_slots(2);
+  c->set_can_run(true);
+  c->set_tokens_per_second(5300);
+  c->set_source("startup benchmark");
+  c->set_device_hours_base(0.5);
+  c->set_device_hours_max(0.75);
+  c->set_usd_per_hour(0.1);
+  c->set_usd_base(0.05);
+  c->set_usd_max(0.075);
+  e.set_wall_seconds_base(900);
+  e.set_wall_seconds_max(1350);
+  e.set_device_seconds_base(1800);
+  e.set_device_seconds_max(2700);
+  e.set_usd_base(0.05);
+  e.set_usd_max(0.075);
+  e.mutable_budget()->set_gpu_hours(0.6);
+  e.add_notes("assumes every run trains all its steps");
+  const std::string text = EstimateText("smoke", e);
+  EXPECT_THAT(text, HasSubstr("sweep 'smoke': 32 runs, up to 48 with refinement"));
+  EXPECT_THAT(text, HasSubstr("205k tokens, 187 GFLOP (151 GFLOP to 222 GFLOP across the grid)"));
+  EXPECT_THAT(text, HasSubstr("startup benchmark"));
+  EXPECT_THAT(text, HasSubstr("0.50–0.75"));
+  EXPECT_THAT(text, HasSubstr("15m00s–22m30s wall"));
+  EXPECT_THAT(text, HasSubstr("budget 0.60 GPU-h: the grid fits; refinement stops"));
+  EXPECT_THAT(text, HasSubstr("note: assumes every run"));
+}
+
 }  // namespace
 }  // namespace ablate::cli
