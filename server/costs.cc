@@ -12,6 +12,8 @@ namespace {
 // How long a speed model is reused: estimates and the ETA change slowly; the budget keeper's
 // spent and running figures are read fresh every round regardless.
 constexpr auto kModelTtl = std::chrono::seconds(3);
+constexpr auto kRemainingTtl = std::chrono::seconds(3);
+constexpr size_t kRemainingCached = 1000;  // sweeps; beyond, the cache starts afresh
 
 }  // namespace
 
@@ -37,8 +39,26 @@ absl::Status Costs::Annotate(v1::Sweep* sweep) {
   *sweep->mutable_cost() = *std::move(usage);
   sweep->set_eta_basis("durations");
   if (sweep->state() != "active" || sweep->eta_seconds() == 0) return absl::OkStatus();
-  auto remaining = store_->Remaining(sweep->id());
-  if (!remaining.ok()) return remaining.status();
+  RemainingWork work;
+  bool cached = false;
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = remaining_.find(sweep->id());
+    if (it != remaining_.end() && now - it->second.at < kRemainingTtl) {
+      work = it->second.work;
+      cached = true;
+    }
+  }
+  if (!cached) {
+    auto read = store_->Remaining(sweep->id());
+    if (!read.ok()) return read.status();
+    work = *std::move(read);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (remaining_.size() >= kRemainingCached) remaining_.clear();
+    remaining_[sweep->id()] = CachedWork{now, work};
+  }
+  const RemainingWork* remaining = &work;
   if (remaining->unknown_size > 0 || remaining->shapes.empty()) return absl::OkStatus();
   auto model = Model();
   if (!model.ok()) return model.status();
