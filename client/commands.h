@@ -35,6 +35,9 @@ int Logs(Context& ctx, int64_t run, bool follow);
 int ArtifactsGet(Context& ctx, int64_t run, const std::string& out_dir);
 int ArtifactsLs(Context& ctx, int64_t run);
 int Cancel(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs);
+// `ablate delete SWEEP [--yes]`: deletes a finished or cancelled sweep after asking (a terminal)
+// or with --yes (scripts); without either, refuses (exit 2).
+int Delete(Context& ctx, const std::string& sweep, bool yes);
 int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,
           const std::vector<std::string>& states);
 int Workers(Context& ctx, bool include_offline);

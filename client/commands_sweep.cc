@@ -1,4 +1,4 @@
-// submit, ls, status, watch, cancel, retry.
+// submit, ls, status, watch, cancel, retry, delete.
 #include <unistd.h>
 
 #include <algorithm>
@@ -526,6 +526,47 @@ int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& ru
     std::cout << ToJson(*resp) << "\n";
   } else {
     std::cout << "requeued " << resp->requeued() << " run(s)\n";
+  }
+  return 0;
+}
+
+int Delete(Context& ctx, const std::string& sweep, bool yes) {
+  // A dry run first: an unknown sweep (exit 4) or a live one (exit 6) is refused before anything
+  // is asked, and the question can say what would go.
+  v1::DeleteSweepRequest req;
+  *req.mutable_sweep() = ParseSweepRef(sweep);
+  req.set_dry_run(true);
+  auto would = ctx.Call("delete", &v1::SweepService::Stub::DeleteSweep, req);
+  if (!would.ok()) return Fail(would.status());
+  if (!yes) {
+    if (isatty(STDIN_FILENO) == 0) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "delete: stdin is not a terminal, so nothing can confirm; pass --yes to delete sweep ",
+          would->sweep_id(), " without asking")));
+    }
+    std::cerr << "delete sweep " << would->sweep_id() << " '" << would->name()
+              << "': " << would->runs() << " runs, their metrics and " << would->checkpoints()
+              << " stored checkpoints? [y/N] " << std::flush;
+    std::string answer;
+    std::getline(std::cin, answer);
+    if (answer != "y" && answer != "Y" && answer != "yes") {
+      std::cerr << "not deleted\n";
+      return 1;
+    }
+  }
+  // By id: the name might meanwhile resolve to a newer sweep.
+  req.mutable_sweep()->Clear();
+  req.mutable_sweep()->set_id(would->sweep_id());
+  req.set_dry_run(false);
+  auto gone = ctx.Call("delete", &v1::SweepService::Stub::DeleteSweep, req);
+  if (!gone.ok()) return Fail(gone.status());
+  if (ctx.json) {
+    std::cout << ToJson(*gone) << "\n";
+  } else {
+    std::cout << "deleted sweep " << gone->sweep_id() << " '" << gone->name()
+              << "': " << gone->runs() << " runs, " << gone->metric_points() << " metric points, "
+              << gone->checkpoints() << " checkpoints (" << gone->checkpoint_files() << " files, "
+              << gone->checkpoint_bytes() << " bytes removed from the store)\n";
   }
   return 0;
 }

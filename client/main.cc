@@ -112,6 +112,12 @@ int main(int argc, char** argv) {
                    "skipped)")
       ->delimiter(',');
 
+  bool yes = false;
+  auto* c_delete = app.add_subcommand(
+      "delete", "Delete a finished or cancelled sweep: its runs, metrics and stored checkpoints");
+  c_delete->add_option("sweep", sweep, "Sweep id or name")->required();
+  c_delete->add_flag("-y,--yes", yes, "Do not ask (needed when stdin is not a terminal)");
+
   bool all_workers = false;
   auto* c_workers = app.add_subcommand("workers", "The fleet: devices, state, current run");
   c_workers->add_flag("-a,--all", all_workers, "Include offline workers");
@@ -286,6 +292,7 @@ int main(int argc, char** argv) {
     return Cancel(ctx, sweep, run_ids);
   }
   if (*c_retry) return Retry(ctx, sweep, run_ids, states);
+  if (*c_delete) return Delete(ctx, sweep, yes);
   if (*c_workers) return Workers(ctx, all_workers);
   if (*c_export) return Export(ctx, sweep, out_dir, with_metrics);
   if (*c_report) return Report(ctx, report);

@@ -5,9 +5,11 @@
 #include <atomic>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/status_macros.h"
 
 namespace ablate::server {
 
@@ -106,6 +108,63 @@ absl::StatusOr<std::string> BlobStore::PathOf(const std::string& sha256) const {
     return absl::NotFoundError(absl::StrCat("checkpoint blob ", sha256, " is not in the store"));
   }
   return p.string();
+}
+
+absl::Status BlobStore::ForEachFile(const std::function<absl::Status(const File&)>& visit) const {
+  std::error_code ec;
+  fs::directory_iterator end;
+  auto stat = [&](const fs::path& p, std::string sha256) -> std::optional<File> {
+    std::error_code e;
+    if (!fs::is_regular_file(fs::symlink_status(p, e))) return std::nullopt;
+    File f{p.string(), std::move(sha256), 0, fs::last_write_time(p, e)};
+    if (e) return std::nullopt;  // removed meanwhile
+    f.size_bytes = static_cast<int64_t>(fs::file_size(p, e));
+    if (e) return std::nullopt;
+    return f;
+  };
+  for (fs::directory_iterator dir(root_, ec); !ec && dir != end; dir.increment(ec)) {
+    const std::string name = dir->path().filename().string();
+    const bool tmp = name == "tmp";
+    const bool shard = name.size() == 2 && IsSha256Hex(name + std::string(62, '0'));
+    if (!tmp && !shard) continue;
+    std::error_code e;
+    if (!fs::is_directory(fs::symlink_status(dir->path(), e))) continue;
+    for (fs::directory_iterator it(dir->path(), e); !e && it != end; it.increment(e)) {
+      const std::string file = it->path().filename().string();
+      std::optional<File> f;
+      if (tmp && file.ends_with(".part")) {
+        f = stat(it->path(), "");
+      } else if (shard && IsSha256Hex(file) && file.starts_with(name)) {
+        f = stat(it->path(), file);
+      }
+      if (f) RETURN_IF_ERROR(visit(*f));
+    }
+    if (e)
+      return absl::UnavailableError(
+          absl::StrCat("store: cannot list ", dir->path().string(), ": ", e.message()));
+  }
+  if (ec) {
+    return absl::UnavailableError(
+        absl::StrCat("--store-dir ", root_, ": cannot list: ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> BlobStore::Remove(const std::string& sha256) const {
+  if (!IsSha256Hex(sha256)) {
+    return absl::InvalidArgumentError(absl::StrCat("not a sha256: \"", sha256, "\""));
+  }
+  const fs::path p = fs::path(root_) / sha256.substr(0, 2) / sha256;
+  std::error_code ec;
+  const auto size = fs::file_size(p, ec);
+  if (ec) return 0;  // not there (removed already)
+  if (!fs::remove(p, ec) || ec) {
+    if (ec)
+      return absl::UnavailableError(
+          absl::StrCat("store: cannot remove ", p.string(), ": ", ec.message()));
+    return 0;
+  }
+  return static_cast<int64_t>(size);
 }
 
 absl::Status StreamFile(const std::string& path, size_t chunk_bytes,

@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -47,6 +49,19 @@ class BlobStore {
       std::string cap_flag = "--max-checkpoint-bytes");
   // Path of an existing blob; NOT_FOUND otherwise.
   absl::StatusOr<std::string> PathOf(const std::string& sha256) const;
+
+  // A file in the store: a blob (sha256 set) or an upload's temporary file (sha256 empty).
+  struct File {
+    std::string path;
+    std::string sha256;
+    int64_t size_bytes = 0;
+    std::filesystem::file_time_type modified;
+  };
+  // Every blob and temporary file; names the store did not write are not visited.
+  absl::Status ForEachFile(const std::function<absl::Status(const File&)>& visit) const;
+  // Removes a blob; its size, or 0 when it was not there.
+  absl::StatusOr<int64_t> Remove(const std::string& sha256) const;
+  const std::string& root() const { return root_; }
 
  private:
   std::string root_;

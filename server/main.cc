@@ -1,4 +1,5 @@
-// ablate-server: the coordinator (serve), its schema (migrate) and its tokens (token ...).
+// ablate-server: the coordinator (serve), its schema (migrate), its tokens (token ...) and its
+// checkpoint store's garbage (gc).
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "common/cli/edge.h"
 #include "server/flags.h"
+#include "server/gc_command.h"
 #include "server/server.h"
 #include "server/token_command.h"
 #include "spdlog/spdlog.h"
@@ -41,6 +43,18 @@ int main(int argc, char** argv) {
   AddLogFlag(serve, &log_level);
   auto* migrate = app.add_subcommand("migrate", "Apply pending schema migrations and exit");
   AddDatabaseFlag(migrate, &options.database_url);
+  auto* gc = app.add_subcommand(
+      "gc", "Remove checkpoint-store files no run references (refused or interrupted uploads)");
+  AddDatabaseFlag(gc, &options.database_url);
+  gc->add_option("--store-dir", options.store_dir, "Content-addressed checkpoint store directory")
+      ->envname("ABLATE_STORE_DIR")
+      ->capture_default_str();
+  int64_t min_age_seconds = 3600;
+  bool dry_run = false;
+  gc->add_option("--min-age-seconds", min_age_seconds,
+                 "Keep files younger than this (an upload in flight)")
+      ->capture_default_str();
+  gc->add_flag("--dry-run", dry_run, "List what would be removed; remove nothing");
   auto* token = app.add_subcommand("token", "Manage bearer tokens");
   token->require_subcommand(1);
   auto* create = token->add_subcommand("create", "Create a token; prints it once");
@@ -61,6 +75,10 @@ int main(int argc, char** argv) {
   }
   if (migrate->parsed()) {
     auto s = RunMigrations(options.database_url);
+    return s.ok() ? 0 : Fail(s);
+  }
+  if (gc->parsed()) {
+    auto s = RunGc(options.database_url, options.store_dir, min_age_seconds, dry_run);
     return s.ok() ? 0 : Fail(s);
   }
   if (create->parsed()) {

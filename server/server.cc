@@ -49,6 +49,7 @@ struct Server::Impl {
   std::unique_ptr<PreparedStore> prepared;
   std::unique_ptr<CostStore> cost_store;
   std::unique_ptr<Costs> costs;
+  std::unique_ptr<RetentionStore> retention;
   std::unique_ptr<Executor> executor;
   std::unique_ptr<LeaseBroker> broker;
   std::unique_ptr<WatchHub> hub;
@@ -166,6 +167,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->prepared = std::make_unique<PreparedStore>(impl->db.get(), o.prepare_claim_seconds);
   impl->cost_store = std::make_unique<CostStore>(impl->db.get(), o.lease_seconds);
   impl->costs = std::make_unique<Costs>(impl->cost_store.get());
+  impl->retention = std::make_unique<RetentionStore>(impl->db.get());
   impl->executor = std::make_unique<Executor>(o.executor_threads);
   impl->broker = std::make_unique<LeaseBroker>(impl->runs.get(), impl->executor.get(),
                                                o.max_long_poll_seconds);
@@ -193,6 +195,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   deps.metrics = impl->metrics.get();
   deps.prepared = impl->prepared.get();
   deps.costs = impl->costs.get();
+  deps.retention = impl->retention.get();
   impl->worker_service = std::make_unique<WorkerServiceImpl>(deps);
   impl->sweep_service = std::make_unique<SweepServiceImpl>(deps);
 

@@ -12,6 +12,7 @@
 #include "server/store/ingest_store.h"
 #include "server/store/prepared_store.h"
 #include "server/store/queue_store.h"
+#include "server/store/retention_store.h"
 #include "server/store/run_transitions.h"
 #include "server/store/sweep_reads.h"
 #include "server/store/sweep_store.h"
@@ -35,6 +36,7 @@ struct ServiceDeps {
   ServerMetrics* metrics = nullptr;
   PreparedStore* prepared = nullptr;
   Costs* costs = nullptr;
+  RetentionStore* retention = nullptr;
 };
 
 }  // namespace ablate::server

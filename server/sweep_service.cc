@@ -14,6 +14,7 @@
 #include "common/util/run_state.h"
 #include "common/util/status_macros.h"
 #include "server/polling_stream.h"
+#include "server/retention.h"
 #include "server/store/channels.h"
 #include "spdlog/spdlog.h"
 
@@ -453,6 +454,38 @@ grpc::Status SweepServiceImpl::SetBudget(grpc::ServerContext* ctx, const v1::Set
                  req->raise());
     ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
     return d_.costs->Annotate(resp->mutable_sweep());
+  });
+}
+
+grpc::Status SweepServiceImpl::DeleteSweep(grpc::ServerContext* ctx,
+                                           const v1::DeleteSweepRequest* req,
+                                           v1::DeleteSweepResponse* resp) {
+  return guard_.Run(*ctx, "DeleteSweep", [&](const Caller& caller) -> absl::Status {
+    // The name reaches SQL and the refusal's text: a sweep's name passed CheckName at submit,
+    // so anything else names no sweep.
+    if (req->sweep().id() == 0) RETURN_IF_ERROR(util::CheckName("sweep.name", req->sweep().name()));
+    ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
+    auto answer = [&](const DeletedSweep& rows, int64_t files, int64_t bytes) {
+      resp->set_sweep_id(id);
+      resp->set_name(rows.name);
+      resp->set_runs(rows.runs);
+      resp->set_metric_points(rows.metric_points);
+      resp->set_checkpoints(rows.checkpoints);
+      resp->set_checkpoint_files(files);
+      resp->set_checkpoint_bytes(bytes);
+      return absl::OkStatus();
+    };
+    if (req->dry_run()) {
+      ASSIGN_OR_RETURN(const DeletedSweep would, d_.retention->DeleteSweep(id, true));
+      return answer(would, would.checkpoints, would.checkpoint_bytes);
+    }
+    ASSIGN_OR_RETURN(const SweepDeletion gone, server::DeleteSweep(d_.retention, *d_.blobs, id));
+    spdlog::info(
+        "sweep deleted id={} name={} by={} runs={} metric_points={} checkpoints={} "
+        "files_removed={} bytes_removed={}",
+        id, util::LogQuote(gone.rows.name), util::LogQuote(caller.name), gone.rows.runs,
+        gone.rows.metric_points, gone.rows.checkpoints, gone.files_removed, gone.bytes_removed);
+    return answer(gone.rows, gone.files_removed, gone.bytes_removed);
   });
 }
 

@@ -63,6 +63,8 @@ class SweepServiceImpl final
                              v1::ListArtifactsResponse* resp) override;
   grpc::Status SetBudget(grpc::ServerContext* ctx, const v1::SetBudgetRequest* req,
                          v1::SetBudgetResponse* resp) override;
+  grpc::Status DeleteSweep(grpc::ServerContext* ctx, const v1::DeleteSweepRequest* req,
+                           v1::DeleteSweepResponse* resp) override;
 
  private:
   absl::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,

@@ -73,6 +73,7 @@ class Surface {
     SizesAndCounts();
     PathLikeNames();
     RefineAndPruneInput();
+    Retention();
     std::printf("%d attacks: %d refused as expected, %d NOT\n", attacks_, attacks_ - unexpected_,
                 unexpected_);
     Bursts();
@@ -349,6 +350,19 @@ class Surface {
     return sweeps_->CancelSweep(Ctx(token).get(), req, &resp);
   }
 
+  grpc::Status Delete(const std::string& token, const v1::SweepRef& ref, bool dry_run = false) {
+    v1::DeleteSweepRequest req;
+    *req.mutable_sweep() = ref;
+    req.set_dry_run(dry_run);
+    v1::DeleteSweepResponse resp;
+    return sweeps_->DeleteSweep(Ctx(token).get(), req, &resp);
+  }
+  grpc::Status Delete(const std::string& token, int64_t sweep) {
+    v1::SweepRef ref;
+    ref.set_id(sweep);
+    return Delete(token, ref);
+  }
+
   // ---- bookkeeping ----
   void Expect(const char* rpc, const std::string& what, StatusCode want, const grpc::Status& got) {
     ++attacks_;
@@ -412,6 +426,7 @@ class Surface {
       Expect("WatchSweep", w, code, WatchSweep(token));
       Expect("RetryRuns", w, code, Retry(token, sweep_));
       Expect("CancelSweep", w, code, Cancel(token, sweep_));
+      Expect("DeleteSweep", w, code, Delete(token, sweep_));
     }
   }
 
@@ -447,6 +462,7 @@ class Surface {
     Expect("GetRunMetrics", w, denied, Metrics(t_.worker_a, ra_.run));
     Expect("RetryRuns", w, denied, Retry(t_.worker_a, sweep_));
     Expect("CancelSweep", w, denied, Cancel(t_.worker_a, sweep_));
+    Expect("DeleteSweep", w, denied, Delete(t_.worker_a, sweep_));
   }
 
   void AnotherWorkersIdentity() {
@@ -572,6 +588,72 @@ class Surface {
            Submit(t_.admin, SweepYaml("r5", "prune: {above_divergence: maybe}\n")));
     Expect("SubmitSweep", "refine.max_new_runs 10^12", bad,
            Submit(t_.admin, SweepYaml("r6", "refine: {max_new_runs: 1000000000000}\n")));
+  }
+
+  // DeleteSweep: bad references, a live sweep (any user may delete any finished sweep: sweeps
+  // are shared by every user token, as cancel is), and a delete racing the Complete that
+  // finishes the sweep, after which the deleted run's worker can write nothing.
+  void Retention() {
+    v1::SweepRef none, path, huge;
+    path.set_name("../../etc/passwd");
+    huge.set_name(std::string(100 << 10, 's'));
+    Expect("DeleteSweep", "no id and no name", StatusCode::INVALID_ARGUMENT, Delete(t_.user, none));
+    Expect("DeleteSweep", "an id no sweep has", StatusCode::NOT_FOUND,
+           Delete(t_.user, int64_t{1} << 60));
+    Expect("DeleteSweep", "name \"../../etc/passwd\" (only looked up)", StatusCode::NOT_FOUND,
+           Delete(t_.user, path));
+    Expect("DeleteSweep", "a 100 KB name", StatusCode::INVALID_ARGUMENT, Delete(t_.user, huge));
+    Expect("DeleteSweep", "a sweep with leased and queued runs", StatusCode::FAILED_PRECONDITION,
+           Delete(t_.user, sweep_));
+    v1::SweepRef victim;
+    victim.set_id(sweep_);
+    Expect("DeleteSweep", "a live sweep, dry run", StatusCode::FAILED_PRECONDITION,
+           Delete(t_.user, victim, true));
+    // Worker b's slot is free again, then leases the one run of a sweep queued ahead of the
+    // victim's, uploads a checkpoint and completes it while a user deletes the sweep.
+    if (!Complete(t_.worker_b, rb_, v1::FAILED).ok()) return;
+    v1::SubmitSweepRequest sub;
+    sub.set_spec_yaml(
+        "name: doomed\ndata: {train: \"synthetic:50\", val: \"synthetic:10\"}\n"
+        "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100}\n"
+        "grid:\n  lr: [0.001]\n");
+    sub.set_file_name("doomed.yaml");
+    sub.set_priority(100);
+    v1::SubmitSweepResponse subbed;
+    Held run;
+    v1::CheckpointRef ref;
+    const std::string weights = "the doomed run's weights";
+    if (!sweeps_->SubmitSweep(Ctx(t_.admin).get(), sub, &subbed).ok() ||
+        !Lease(t_.worker_b, b_, &run).ok() ||
+        !PutCheckpoint(t_.worker_b, run, weights, static_cast<int64_t>(weights.size()), &ref)
+             .ok()) {
+      Expect("DeleteSweep", "set-up of the race (submit, lease, checkpoint)", StatusCode::OK,
+             grpc::Status(StatusCode::INTERNAL, "set-up failed"));
+      return;
+    }
+    const int64_t doomed = subbed.sweep().id();
+    std::atomic<bool> done{false};
+    grpc::Status deleted(StatusCode::DEADLINE_EXCEEDED, "never deleted");
+    std::thread deleter([&] {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+        deleted = Delete(t_.user, doomed);
+        if (deleted.error_code() != StatusCode::FAILED_PRECONDITION) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(done ? 5 : 1));
+      }
+    });
+    Expect("Complete", "the last run's Complete racing DeleteSweep", StatusCode::OK,
+           Complete(t_.worker_b, run, v1::SUCCEEDED, &ref));
+    done = true;
+    deleter.join();
+    Expect("DeleteSweep", "racing the last run's Complete (deletes once finished)", StatusCode::OK,
+           deleted);
+    Expect("DeleteSweep", "the same sweep again", StatusCode::NOT_FOUND, Delete(t_.user, doomed));
+    Expect("ReportMetrics", "a run of a deleted sweep, its old lease", StatusCode::NOT_FOUND,
+           Report(t_.worker_b, run));
+    Expect("GetArtifact", "the final weights of a deleted sweep's run", StatusCode::NOT_FOUND,
+           GetArtifact(t_.user, run.run));
+    Lease(t_.worker_b, b_, &rb_);  // worker b holds its one slot again, as Bursts expects
   }
 
   // 8 threads, `per_thread` calls each; returns how many calls succeeded.
