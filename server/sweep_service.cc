@@ -444,9 +444,11 @@ grpc::Status SweepServiceImpl::ListArtifacts(grpc::ServerContext* ctx,
 grpc::Status SweepServiceImpl::SetBudget(grpc::ServerContext* ctx, const v1::SetBudgetRequest* req,
                                          v1::SetBudgetResponse* resp) {
   return guard_.Run(*ctx, "SetBudget", [&](const Caller& caller) -> absl::Status {
-    if (!(req->raise() > 0) || !std::isfinite(req->raise())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "raise: must be a finite number above 0 (in the budget's unit), not ", req->raise()));
+    if (!(req->raise() > 0) || !(req->raise() <= sweep::kMaxBudget)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("raise: must be a number above 0 and at most 1e9 (in the budget's unit), "
+                       "not ",
+                       req->raise()));
     }
     ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
     RETURN_IF_ERROR(d_.costs->Raise(id, req->raise()));

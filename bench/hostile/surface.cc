@@ -1,9 +1,11 @@
 #include "bench/hostile/surface.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -74,6 +76,7 @@ class Surface {
     PathLikeNames();
     RefineAndPruneInput();
     Retention();
+    CostAndBudget();
     std::printf("%d attacks: %d refused as expected, %d NOT\n", attacks_, attacks_ - unexpected_,
                 unexpected_);
     Bursts();
@@ -267,6 +270,12 @@ class Surface {
     v1::ListWorkersResponse resp;
     return sweeps_->ListWorkers(Ctx(token).get(), req, &resp);
   }
+  grpc::Status ListArtifacts(const std::string& token, int64_t run) {
+    v1::ListArtifactsRequest req;
+    req.set_run_id(run);
+    v1::ListArtifactsResponse resp;
+    return sweeps_->ListArtifacts(Ctx(token).get(), req, &resp);
+  }
   grpc::Status GetArtifact(const std::string& token, int64_t run, const std::string& name = "",
                            int64_t* bytes = nullptr) {
     v1::ArtifactRequest req;
@@ -427,6 +436,8 @@ class Surface {
       Expect("RetryRuns", w, code, Retry(token, sweep_));
       Expect("CancelSweep", w, code, Cancel(token, sweep_));
       Expect("DeleteSweep", w, code, Delete(token, sweep_));
+      Expect("SetBudget", w, code, Raise(token, sweep_, 1));
+      Expect("ListArtifacts", w, code, ListArtifacts(token, ra_.run));
     }
   }
 
@@ -463,6 +474,8 @@ class Surface {
     Expect("RetryRuns", w, denied, Retry(t_.worker_a, sweep_));
     Expect("CancelSweep", w, denied, Cancel(t_.worker_a, sweep_));
     Expect("DeleteSweep", w, denied, Delete(t_.worker_a, sweep_));
+    Expect("SetBudget", w, denied, Raise(t_.worker_a, sweep_, 1));
+    Expect("ListArtifacts", w, denied, ListArtifacts(t_.worker_a, ra_.run));
   }
 
   void AnotherWorkersIdentity() {
@@ -654,6 +667,56 @@ class Surface {
     Expect("GetArtifact", "the final weights of a deleted sweep's run", StatusCode::NOT_FOUND,
            GetArtifact(t_.user, run.run));
     Lease(t_.worker_b, b_, &rb_);  // worker b holds its one slot again, as Bursts expects
+  }
+
+  // Issue #25: what a worker declares it costs, and budgets.
+  grpc::Status RegisterWith(const std::string& name, const v1::WorkerInfo& extra) {
+    v1::RegisterRequest req;
+    *req.mutable_info() = extra;
+    req.mutable_info()->set_name(name);
+    req.mutable_info()->set_device_kind("cpu");
+    v1::RegisterResponse resp;
+    return workers_->Register(Ctx(t_.worker_b).get(), req, &resp);
+  }
+  grpc::Status Raise(const std::string& token, int64_t sweep, double amount) {
+    v1::SetBudgetRequest req;
+    req.mutable_sweep()->set_id(sweep);
+    req.set_raise(amount);
+    v1::SetBudgetResponse resp;
+    return sweeps_->SetBudget(Ctx(token).get(), req, &resp);
+  }
+
+  void CostAndBudget() {
+    const auto bad = StatusCode::INVALID_ARGUMENT;
+    v1::WorkerInfo info;
+    info.set_price_per_hour(std::nan(""));
+    Expect("Register", "price_per_hour NaN", bad, RegisterWith("priced-nan", info));
+    info.set_price_per_hour(-0.35);
+    Expect("Register", "a negative price_per_hour", bad, RegisterWith("priced-neg", info));
+    info.set_price_per_hour(1e300);
+    Expect("Register", "price_per_hour 1e300", bad, RegisterWith("priced-huge", info));
+    info.Clear();
+    for (int i = 0; i < 100; ++i) info.add_benchmarks()->set_flops_per_second(1e9);
+    Expect("Register", "100 startup benchmarks", bad, RegisterWith("bench-many", info));
+    info.Clear();
+    info.add_benchmarks()->set_flops_per_second(std::numeric_limits<double>::infinity());
+    Expect("Register", "a benchmark of infinite FLOP/s", bad, RegisterWith("bench-inf", info));
+    info.Clear();
+    info.add_benchmarks()->set_model(std::string(100 << 10, 'm'));
+    Expect("Register", "a benchmark with a 100 KB model text", bad,
+           RegisterWith("bench-text", info));
+
+    Expect("SetBudget", "raise NaN", bad, Raise(t_.user, sweep_, std::nan("")));
+    Expect("SetBudget", "raise -5", bad, Raise(t_.user, sweep_, -5));
+    Expect("SetBudget", "raise 1e300", bad, Raise(t_.user, sweep_, 1e300));
+    Expect("SetBudget", "an id no sweep has", StatusCode::NOT_FOUND,
+           Raise(t_.user, int64_t{1} << 60, 1));
+    Expect("SetBudget", "a sweep without a budget", StatusCode::FAILED_PRECONDITION,
+           Raise(t_.user, sweep_, 1));
+    Expect("SubmitSweep", "budget {usd: 1e300}", bad,
+           Submit(t_.user, SweepYaml("rich") + "budget: {usd: 1e300}\n"));
+    Expect("SubmitSweep", "budget {gpu_hours: .nan}", bad,
+           Submit(t_.user, SweepYaml("nan-budget") + "budget: {gpu_hours: .nan}\n"));
   }
 
   // 8 threads, `per_thread` calls each; returns how many calls succeeded.

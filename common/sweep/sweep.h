@@ -64,12 +64,16 @@ struct SweepSpec {
   std::optional<ablate::v1::RefineStatus> refine;
   bool prune_above_divergence = false;  // `prune: {above_divergence: true}`
   AnalysisSettings analysis;            // `analysis:`
-  // `budget:` (docs/sweep-file.md#budgets): gpu_hours or usd set, the figures left 0.
+  // `budget:` (docs/sweep-file.md#budgets): gpu_hours or usd set (at most kMaxBudget), the
+  // figures left 0.
   std::optional<ablate::v1::Budget> budget;
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)
 };
+
+// The largest budget limit (GPU-hours or US dollars) a sweep file or one raise may give.
+inline constexpr double kMaxBudget = 1e9;
 
 // Longest file name accepted: it prefixes every error message and is stored with the sweep.
 inline constexpr size_t kMaxFileNameBytes = 1024;

@@ -207,9 +207,9 @@ absl::StatusOr<ablate::v1::Budget> ParseBudget(const YamlSource& source, const Y
     }
     first = key;
     ASSIGN_OR_RETURN(const double limit, source.Double(entry.second, field));
-    if (!(limit > 0) || !std::isfinite(limit)) {
+    if (!(limit > 0) || !(limit <= kMaxBudget)) {
       return source.Error(entry.second, field,
-                          absl::StrCat("must be a finite number above 0, not ",
+                          absl::StrCat("must be a finite number above 0 and at most 1e9, not ",
                                        source.Scalar(entry.second, field).value_or("?")));
     }
     (key == "usd" ? b.set_usd(limit) : b.set_gpu_hours(limit));

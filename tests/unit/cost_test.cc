@@ -234,7 +234,7 @@ TEST(SweepFile, BudgetTakesOneLimitAboveZero) {
   bad = sweep::ParseSweep(Sweep("budget: {gpu_hour: 4}\n"), "s.yaml");
   EXPECT_THAT(bad.status().message(), HasSubstr("did you mean 'gpu_hours'"));
   bad = sweep::ParseSweep(Sweep("budget: {usd: 0}\n"), "s.yaml");
-  EXPECT_THAT(bad.status().message(), HasSubstr("above 0, not 0"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("above 0 and at most 1e9, not 0"));
 }
 
 }  // namespace
