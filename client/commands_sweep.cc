@@ -77,6 +77,20 @@ absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string&
   return ctx.Call("get sweep", &v1::SweepService::Stub::GetSweep, req);
 }
 
+namespace {
+
+// The server's dry run of a sweep file: its expansion's count and what it would cost on the fleet.
+absl::StatusOr<v1::SubmitSweepResponse> AskEstimate(Context& ctx, const std::string& file,
+                                                    const std::string& text) {
+  v1::SubmitSweepRequest req;
+  req.set_spec_yaml(text);
+  req.set_file_name(file);
+  req.set_dry_run(true);
+  return ctx.Call("estimate", &v1::SweepService::Stub::SubmitSweep, req);
+}
+
+}  // namespace
+
 int Submit(Context& ctx, const SubmitArgs& args) {
   auto text = util::ReadFile(args.file);
   if (!text.ok()) {
@@ -117,11 +131,7 @@ int Submit(Context& ctx, const SubmitArgs& args) {
                 << "` prices the sweep on the fleet)\n";
       return 0;
     }
-    v1::SubmitSweepRequest req;
-    req.set_spec_yaml(*text);
-    req.set_file_name(args.file);
-    req.set_dry_run(true);
-    auto resp = ctx.Call("estimate", &v1::SweepService::Stub::SubmitSweep, req);
+    auto resp = AskEstimate(ctx, args.file, *text);
     if (resp.ok()) {
       std::cout << "\n" << EstimateText(resp->sweep().name(), resp->estimate());
     } else {
@@ -155,11 +165,7 @@ int Estimate(Context& ctx, const std::string& file) {
   // The same local check as submit, so a bad file fails with its line before any call.
   auto parsed = sweep::ParseSweep(*text, file);
   if (!parsed.ok()) return Fail(parsed.status());
-  v1::SubmitSweepRequest req;
-  req.set_spec_yaml(*text);
-  req.set_file_name(file);
-  req.set_dry_run(true);
-  auto resp = ctx.Call("estimate", &v1::SweepService::Stub::SubmitSweep, req);
+  auto resp = AskEstimate(ctx, file, *text);
   if (!resp.ok()) return Fail(resp.status());
   if (ctx.json) {
     std::cout << ToJson(resp->estimate()) << "\n";
