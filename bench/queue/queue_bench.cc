@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@
 #include "absl/strings/strip.h"
 #include "bench/bench_db.h"
 #include "grpcpp/grpcpp.h"
+#include "libpq-fe.h"
 #include "pqxx/pqxx"
 #include "server/server.h"
 #include "server/store/db.h"
@@ -210,7 +212,89 @@ void LeaseCompleteFigure(const Bench& b, int workers) {
       self_ms, pg_ms, 2000.0 / (self_ms + pg_ms));
 }
 
-void ReportFigure(const Bench& b, int concurrency, int batches_each) {
+// The rows ReportFigure's workers send, in COPY's text format: run, name, step, value, time, seq.
+constexpr const char* kSeries[] = {"train_loss", "lr", "grad_norm", "tokens_per_second",
+                                   "max_attn_logit"};
+
+// The peer: a raw COPY of `rows` points, one client, one transaction, into a table of
+// metric_points' own shape (LIKE ... INCLUDING ALL: its columns, defaults and indexes), as
+// `psql \copy` does it (text) and in COPY's binary format. Returns rows/s and fills CPU per row.
+struct PeerFigure {
+  double rows_per_s = 0;
+  double client_us = 0, pg_us = 0;
+};
+
+PeerFigure RawCopy(const std::string& url, int64_t rows, bool binary) {
+  PeerFigure f;
+  PGconn* c = PQconnectdb(url.c_str());
+  if (PQstatus(c) != CONNECTION_OK) {
+    std::fprintf(stderr, "peer: %s\n", PQerrorMessage(c));
+    PQfinish(c);
+    return f;
+  }
+  auto exec = [&](const char* sql) {
+    PGresult* r = PQexec(c, sql);
+    const auto st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_COPY_IN && st != PGRES_TUPLES_OK)
+      std::fprintf(stderr, "peer: %s: %s\n", sql, PQerrorMessage(c));
+    PQclear(r);
+  };
+  exec("DROP TABLE IF EXISTS bench_copy_peer");
+  exec("CREATE TABLE bench_copy_peer (LIKE metric_points INCLUDING ALL)");
+  // The rows, built before the clock starts (the peer's client does no other work).
+  std::string buf;
+  const int64_t per_run = 50 * 500;
+  if (binary) buf.append("PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0", 19);
+  auto be = [&buf](auto v) {
+    unsigned char b[sizeof(v)];
+    uint64_t u = 0;
+    std::memcpy(&u, &v, sizeof(v));
+    for (size_t i = 0; i < sizeof(v); ++i) b[i] = static_cast<unsigned char>(u >> (8 * (sizeof(v) - 1 - i)));
+    buf.append(reinterpret_cast<char*>(b), sizeof(v));
+  };
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t run = 1 + i / per_run, step = (i % per_run) / 5;
+    const char* name = kSeries[i % 5];
+    const double value = 1.0 / (1 + step % 100), time = 1.7e9 + step % 100;
+    const int64_t seq = 1 + i / 500;
+    if (binary) {
+      be(static_cast<int16_t>(6));
+      be(static_cast<int32_t>(8)), be(run);
+      be(static_cast<int32_t>(std::strlen(name)));
+      buf.append(name);
+      be(static_cast<int32_t>(8)), be(step);
+      be(static_cast<int32_t>(8)), be(value);
+      be(static_cast<int32_t>(8)), be(time);
+      be(static_cast<int32_t>(8)), be(seq);
+    } else {
+      absl::StrAppend(&buf, run, "\t", name, "\t", step, "\t", value, "\t", time, "\t", seq, "\n");
+    }
+  }
+  if (binary) be(static_cast<int16_t>(-1));
+  const double self0 = SelfCpu(), pg0 = PostgresCpu();
+  const auto t0 = Clock::now();
+  exec("BEGIN");
+  exec(binary ? "COPY bench_copy_peer (run_id, name, step, value, time, seq) FROM STDIN "
+                "(FORMAT binary)"
+              : "COPY bench_copy_peer (run_id, name, step, value, time, seq) FROM STDIN");
+  for (size_t off = 0; off < buf.size(); off += 1 << 16) {
+    PQputCopyData(c, buf.data() + off, static_cast<int>(std::min<size_t>(1 << 16, buf.size() - off)));
+  }
+  PQputCopyEnd(c, nullptr);
+  PGresult* r = PQgetResult(c);
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) std::fprintf(stderr, "peer copy: %s\n", PQerrorMessage(c));
+  PQclear(r);
+  exec("COMMIT");
+  const double secs = Seconds(Clock::now() - t0);
+  f.rows_per_s = rows / secs;
+  f.client_us = (SelfCpu() - self0) * 1e6 / rows;
+  f.pg_us = (PostgresCpu() - pg0) * 1e6 / rows;
+  exec("DROP TABLE bench_copy_peer");
+  PQfinish(c);
+  return f;
+}
+
+void ReportFigure(const Bench& b, const std::string& url, int concurrency, int batches_each) {
   double t = 0;
   b.Submit(SweepYaml("metrics", concurrency, 1), &t);
   std::atomic<int64_t> points{0};
@@ -232,8 +316,7 @@ void ReportFigure(const Bench& b, int concurrency, int batches_each) {
         req.set_lease_token(lease.lease().token());
         // 500 points: 100 steps x 5 series, as a worker logging every step would send.
         for (int s = 0; s < 100; ++s) {
-          for (const char* name :
-               {"train_loss", "lr", "grad_norm", "tokens_per_second", "max_attn_logit"}) {
+          for (const char* name : kSeries) {
             auto* p = req.add_points();
             p->set_step(batch * 100 + s);
             p->set_name(name);
@@ -253,16 +336,30 @@ void ReportFigure(const Bench& b, int concurrency, int batches_each) {
   }
   for (auto& th : threads) th.join();
   const double secs = Seconds(Clock::now() - t0);
+  const int64_t n = points.load();
+  const double ours = n / secs;
+  const double self_us = (SelfCpu() - self0) * 1e6 / n;
+  const double pg_us = (PostgresCpu() - pg0) * 1e6 / n;
+  const PeerFigure text = RawCopy(url, n, false), binary = RawCopy(url, n, true);
+  const PeerFigure& peer = text.rows_per_s >= binary.rows_per_s ? text : binary;
   std::printf(
       "metrics     %lld points in batches of 500 from %d workers in %.2f s: %.0f points/s"
       "   [target >= 100,000/s]\n",
-      static_cast<long long>(points.load()), concurrency, secs, points.load() / secs);
-  const double self_us = (SelfCpu() - self0) * 1e6 / points.load();
-  const double pg_us = (PostgresCpu() - pg0) * 1e6 / points.load();
+      static_cast<long long>(n), concurrency, secs, ours);
   std::printf(
-      "            CPU per point: %.2f us server+load generator, %.2f us PostgreSQL -> "
-      "%.0f points/s if two cores were ours alone\n",
-      self_us, pg_us, 2e6 / (self_us + pg_us));
+      "            peer, raw PostgreSQL: the same %lld rows by one COPY into a table of "
+      "metric_points' shape: text %.0f rows/s, binary %.0f rows/s\n",
+      static_cast<long long>(n), text.rows_per_s, binary.rows_per_s);
+  std::printf(
+      "            ours / raw COPY (%s): %.2f   [target >= 0.70]\n",
+      &peer == &text ? "text" : "binary", ours / peer.rows_per_s);
+  std::printf(
+      "            CPU per point: ours %.2f us server+load generator + %.2f us PostgreSQL; "
+      "raw COPY %.2f us client + %.2f us PostgreSQL\n",
+      self_us, pg_us, peer.client_us, peer.pg_us);
+  std::printf(
+      "            rows/s per core (1e6 / CPU us per row): ours %.0f, raw COPY %.0f\n",
+      1e6 / (self_us + pg_us), 1e6 / (peer.client_us + peer.pg_us));
 }
 
 void IdleLongPollFigure(const Bench& b, int idle, int64_t sweep_id) {
@@ -321,6 +418,20 @@ void IdleLongPollFigure(const Bench& b, int idle, int64_t sweep_id) {
 
 int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
+  // --durable: the throwaway cluster runs with fsync and synchronous_commit on, as a production
+  // PostgreSQL does (scripts/dev-postgres turns both off); --only NAME: one figure
+  // (submit, lease, metrics, long-poll).
+  bool durable = false;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--durable") durable = true;
+    if (std::string(argv[i]) == "--only" && i + 1 < argc) only = argv[i + 1];
+  }
+  if (durable) {
+    setenv("DEV_POSTGRES_OPTIONS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on",
+           1);
+  }
+  auto want = [&only](const char* figure) { return only.empty() || only == figure; };
   ablate::bench::BenchDatabase db(argc, argv, "queue_bench");
   if (db.url().empty()) return 1;
   const std::string& url = db.url();
@@ -355,14 +466,22 @@ int main(int argc, char** argv) {
   std::printf("queue_bench on %s, %ld cores, load average before: %s\n",
               ablate::bench::Shell("uname -srm").c_str(), sysconf(_SC_NPROCESSORS_ONLN),
               ablate::bench::Shell("cut -d' ' -f1-3 /proc/loadavg").c_str());
-  std::printf(
-      "server + PostgreSQL (fsync=off as scripts/dev-postgres runs it) + load generator "
-      "on loopback; auth on (token)\n");
-  const int64_t big = SubmitFigure(b);
-  LeaseCompleteFigure(b, 64);
-  ReportFigure(b, 8, 50);
+  {
+    server::Db db(url, 1);
+    auto fsync = db.Tx<std::string>("show fsync", [](pqxx::work& tx) -> absl::StatusOr<std::string> {
+      return tx.exec("SELECT current_setting('fsync') || ', synchronous_commit ' || "
+                      "current_setting('synchronous_commit')")[0][0]
+          .as<std::string>();
+    });
+    std::printf(
+        "server + PostgreSQL (fsync %s) + load generator on loopback; auth on (token)\n",
+        fsync.ok() ? fsync->c_str() : "unknown");
+  }
+  const int64_t big = want("submit") || want("long-poll") ? SubmitFigure(b) : 0;
+  if (want("lease")) LeaseCompleteFigure(b, 64);
+  if (want("metrics")) ReportFigure(b, url, 8, 50);
   CancelAll(b);
-  IdleLongPollFigure(b, 1000, big);
+  if (want("long-poll")) IdleLongPollFigure(b, 1000, big);
   std::printf("load average after: %s\n",
               ablate::bench::Shell("cut -d' ' -f1-3 /proc/loadavg").c_str());
   (*srv)->Shutdown(std::chrono::seconds(2));

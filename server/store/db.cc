@@ -26,18 +26,18 @@ std::string NewErrorId() {
   return absl::BytesToHexString(absl::string_view(reinterpret_cast<char*>(bytes), 4));
 }
 
+}  // namespace
+
 // PostgreSQL's text names constraints, echoes values (a 1 MB sweep name, in full) and sometimes
 // SQL: it goes to the server log under a short random id, and the client gets `summary` and the
 // id to quote when reporting the problem.
-absl::Status Hidden(absl::StatusCode code, const std::string& what, absl::string_view summary,
-                    absl::string_view detail) {
+absl::Status HiddenDatabaseError(absl::StatusCode code, const std::string& what,
+                                 absl::string_view summary, absl::string_view detail) {
   const std::string id = NewErrorId();
   spdlog::error("database error id={} op={} code={} detail={}", id, util::LogQuote(what),
                 absl::StatusCodeToString(code), util::LogQuote(detail, 2000));
   return absl::Status(code, absl::StrCat(what, ": ", summary, " (error id ", id, ")"));
 }
-
-}  // namespace
 
 Db::Db(std::string url, int pool_size)
     : url_(std::move(url)), slots_(pool_size > 0 ? pool_size : 1) {
@@ -82,32 +82,32 @@ absl::Status Db::Convert(const std::string& what, bool* retry, bool* broken) {
     // whenever PostgreSQL restarts).
     *broken = true;
     *retry = true;
-    return Hidden(StatusCode::kUnavailable, what, "database unavailable", e.what());
+    return HiddenDatabaseError(StatusCode::kUnavailable, what, "database unavailable", e.what());
   } catch (const pqxx::in_doubt_error& e) {
     *broken = true;
-    return Hidden(StatusCode::kUnavailable, what, "commit outcome unknown", e.what());
+    return HiddenDatabaseError(StatusCode::kUnavailable, what, "commit outcome unknown", e.what());
   } catch (const pqxx::statement_completion_unknown& e) {
     *broken = true;
-    return Hidden(StatusCode::kUnavailable, what, "database unavailable", e.what());
+    return HiddenDatabaseError(StatusCode::kUnavailable, what, "database unavailable", e.what());
   } catch (const pqxx::transaction_rollback& e) {
     *retry = true;
-    return Hidden(StatusCode::kUnavailable, what, "transaction conflict", e.what());
+    return HiddenDatabaseError(StatusCode::kUnavailable, what, "transaction conflict", e.what());
   } catch (const pqxx::unique_violation& e) {
-    return Hidden(StatusCode::kAlreadyExists, what, "already exists", e.what());
+    return HiddenDatabaseError(StatusCode::kAlreadyExists, what, "already exists", e.what());
   } catch (const pqxx::sql_error& e) {
     // Class 57 (operator intervention: admin shutdown) and 08 (connection exception) arrive as
     // plain sql_errors when PostgreSQL restarts under a live session.
     const std::string& state = e.sqlstate();
     if (state.rfind("57", 0) == 0 || state.rfind("08", 0) == 0) {
       *broken = true;
-      return Hidden(StatusCode::kUnavailable, what, "database unavailable", e.what());
+      return HiddenDatabaseError(StatusCode::kUnavailable, what, "database unavailable", e.what());
     }
-    return Hidden(StatusCode::kInternal, what, "internal database error",
-                  absl::StrCat(e.what(), " [sqlstate ", state, "]"));
+    return HiddenDatabaseError(StatusCode::kInternal, what, "internal database error",
+                               absl::StrCat(e.what(), " [sqlstate ", state, "]"));
   } catch (const std::exception& e) {
-    return Hidden(StatusCode::kInternal, what, "internal error", e.what());
+    return HiddenDatabaseError(StatusCode::kInternal, what, "internal error", e.what());
   } catch (...) {
-    return Hidden(StatusCode::kInternal, what, "internal error", "unknown exception");
+    return HiddenDatabaseError(StatusCode::kInternal, what, "internal error", "unknown exception");
   }
 }
 

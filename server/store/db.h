@@ -24,10 +24,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "pqxx/pqxx"
 #include "server/store/pqxx_compat.h"
 
 namespace ablate::server {
+
+// The status for a database error: `summary` and a short random id for the client ("submit sweep:
+// internal database error (error id 3f9a0c12)"), `detail` (PostgreSQL's own text, which can name
+// constraints and echo values) only in the server log, at error level under that id.
+absl::Status HiddenDatabaseError(absl::StatusCode code, const std::string& what,
+                                 absl::string_view summary, absl::string_view detail);
 
 class Db {
  public:

@@ -3,11 +3,28 @@
 // caller holds the run's lease (the fence is RunTransitions', run_transitions.h), and both are
 // the server's bulk write path, which is why they live apart from the state machine: how points
 // reach the tables can change here without touching a transition.
+//
+// Metric points take PostgreSQL's bulk path (docs/architecture.md#metric-ingest): concurrent
+// ReportMetrics calls queue here, and a few writer threads, each with its own libpq connection,
+// take everything queued as one batch: one transaction, one fence UPDATE for every request in it
+// (ingest_fence.sql), one binary COPY of all their points, one commit. Under load a batch holds
+// many requests (group commit); alone, a request is written at once. A COPY that meets points
+// already stored (a worker re-sending a report whose answer it lost) is rolled back to a
+// savepoint and the batch upserted instead (ingest_upsert.sql), so each (run, name, step) is
+// stored once, with its newest value. A batch never holds two requests for one run, and a run is
+// in at most one batch at a time.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
@@ -20,12 +37,24 @@ namespace ablate::server {
 // keeps its last 2,000 steps' lines (about 200 kB), which is what following a live run needs.
 inline constexpr int kMaxLogLinesPerRun = 2000;
 
+// Writer threads (and libpq connections) per server process for metric points. Two keep one
+// batch being written while the next one gathers; more would only split the batches.
+inline constexpr int kIngestWriters = 2;
+
+// The most points one batch takes (a request larger than this is a batch of its own).
+inline constexpr int kMaxIngestBatchPoints = 50000;
+
 class IngestStore {
  public:
-  // `notes` wakes the run's watchers after commit (ablate_run; see NotifyBatcher).
-  IngestStore(Db* db, NotifyBatcher* notes) : db_(db), notes_(notes) {}
+  // `notes` wakes the run's watchers after commit (ablate_run; see NotifyBatcher). The metric
+  // writers connect to db->url() themselves, lazily, and reconnect after PostgreSQL restarts.
+  IngestStore(Db* db, NotifyBatcher* notes, int writers = kIngestWriters);
+  // Writes what is queued (or fails it, UNAVAILABLE, if the database is gone), then stops.
+  ~IngestStore();
+  IngestStore(const IngestStore&) = delete;
+  IngestStore& operator=(const IngestStore&) = delete;
 
-  // Upserts points keyed (run, name, step) and the run's latest_* columns. Returns how many were
+  // Stores points keyed (run, name, step) and the run's latest_* columns. Returns how many were
   // stored. INVALID_ARGUMENT names a point past the run's last step.
   absl::StatusOr<int> ReportMetrics(const v1::ReportMetricsRequest& request);
 
@@ -33,13 +62,31 @@ class IngestStore {
   // Returns how many were stored.
   absl::StatusOr<int> ReportLogs(const v1::LogReportRequest& request);
 
+  // One request in a metric batch (defined in ingest_store.cc).
+  struct Pending;
+
  private:
+  class Writer;
+
   // Runs `fn` as one transaction and, once it has committed, wakes run `run_id`'s watchers.
   absl::StatusOr<int> Ingest(const std::string& what, int64_t run_id,
                              const std::function<absl::StatusOr<int>(pqxx::work&)>& fn);
+  // The error for a request the batch's fence refused: a point past the run's last step (for
+  // the lease holder), else the fence's own error.
+  absl::Status Refused(const v1::ReportMetricsRequest& request);
+  // Takes the next batch from the queue (blocking); empty when stopping with nothing queued.
+  std::vector<Pending*> NextBatch();
+  void Finish(const std::vector<Pending*>& batch);
 
   Db* db_;
   NotifyBatcher* notes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending*> queue_;
+  std::set<int64_t> in_flight_;  // runs in a batch being written
+  bool stopping_ = false;
+  std::vector<std::unique_ptr<Writer>> writers_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace ablate::server

@@ -56,9 +56,9 @@ constexpr bool Fenced(sql::Name name) {
              "id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND "
              "state IN ('leased', 'running')") != std::string_view::npos;
 }
-static_assert(Fenced("report_metrics") && Fenced("report_metrics_total_steps") &&
-                  Fenced("report_logs") && Fenced("check_fence") && Fenced("checkpoint_fence") &&
-                  Fenced("complete") && Fenced("release"),
+static_assert(Fenced("report_metrics_total_steps") && Fenced("report_logs") &&
+                  Fenced("check_fence") && Fenced("checkpoint_fence") && Fenced("complete") &&
+                  Fenced("release"),
               "a fenced write's statement does not spell out the fence");
 
 // The one statement that marks sweeps finished: the active sweep `sweep_id` (every active sweep
