@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -21,6 +21,7 @@
 
 #include "ablate/v1/ablate.grpc.pb.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "bench/bench_db.h"
 #include "grpcpp/grpcpp.h"
@@ -28,6 +29,7 @@
 #include "pqxx/pqxx"
 #include "server/server.h"
 #include "server/store/db.h"
+#include "server/store/statements.h"
 #include "server/store/token_store.h"
 #include "spdlog/spdlog.h"
 
@@ -35,6 +37,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using namespace ablate;
+namespace sql = ablate::server::sql;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -44,8 +47,8 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
 }
 
-// CPU seconds used so far by this process (server + load generator) and by every PostgreSQL
-// process on the machine: with other work sharing the cores, CPU per operation says more
+// CPU seconds used so far by this process (server + load generator) and by the cluster's
+// PostgreSQL processes: with other work sharing the cores, CPU per operation says more
 // about capacity than wall-clock throughput does.
 double SelfCpu() {
   rusage u{};
@@ -53,6 +56,10 @@ double SelfCpu() {
   return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec +
          u.ru_stime.tv_usec / 1e6;
 }
+
+// The cluster's postmaster (set by main): CPU is counted for it and its children only, so a
+// second PostgreSQL on the machine (a test suite beside the benchmark) does not count.
+pid_t g_postmaster = 0;
 
 double PostgresCpu() {
   double total = 0;
@@ -64,16 +71,37 @@ double PostgresCpu() {
     const auto open = line.find('('), close = line.rfind(')');
     if (open == std::string::npos || line.substr(open + 1, close - open - 1) != "postgres")
       continue;
+    const pid_t pid = static_cast<pid_t>(std::atoll(line.c_str()));
     std::istringstream rest(line.substr(close + 2));
     std::string field;
-    double utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i) {
+    double utime = 0, stime = 0, children = 0;
+    pid_t ppid = 0;
+    for (int i = 3; i <= 17 && rest >> field; ++i) {
+      if (i == 4) ppid = static_cast<pid_t>(std::stoll(field));
       if (i == 14) utime = std::stod(field);
       if (i == 15) stime = std::stod(field);
+      if (i >= 16) children += std::stod(field);
     }
+    if (g_postmaster != 0 && pid != g_postmaster && ppid != g_postmaster) continue;
+    // The postmaster's reaped children: backends that exited (pgbench's, at its end).
+    if (pid == g_postmaster) total += children / tick;
     total += (utime + stime) / tick;
   }
   return total;
+}
+
+// The postmaster of the cluster at `url`: the first line of its data directory's postmaster.pid.
+pid_t Postmaster(const std::string& url) {
+  server::Db db(url, 1);
+  auto dir =
+      db.Tx<std::string>("data directory", [](pqxx::work& tx) -> absl::StatusOr<std::string> {
+        return tx.exec("SELECT current_setting('data_directory')")[0][0].as<std::string>();
+      });
+  if (!dir.ok()) return 0;
+  std::ifstream pid_file(*dir + "/postmaster.pid");
+  long long pid = 0;
+  pid_file >> pid;
+  return static_cast<pid_t>(pid);
 }
 
 int Threads() {
@@ -162,14 +190,129 @@ void CancelAll(const Bench& b) {
   }
 }
 
-void LeaseCompleteFigure(const Bench& b, int workers) {
+// pg_stat_statements, when the cluster was started with it (queue_bench starts its own so):
+// PostgreSQL's side of a figure, statement by statement.
+bool ResetStatements(const std::string& url) {
+  server::Db db(url, 1);
+  return db
+      .Tx<bool>("reset statements",
+                [](pqxx::work& tx) -> absl::StatusOr<bool> {
+                  tx.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+                  tx.exec("SELECT pg_stat_statements_reset()");
+                  return true;
+                })
+      .ok();
+}
+
+// Per `unit` (a run, a request): calls and milliseconds of each of the `top` statements.
+void PrintStatements(const std::string& url, int64_t units, const char* unit, int top) {
+  server::Db db(url, 1);
+  auto rows = db.Tx<std::vector<std::string>>(
+      "statements", [&](pqxx::work& tx) -> absl::StatusOr<std::vector<std::string>> {
+        std::vector<std::string> out;
+        pqxx::result r = tx.exec(absl::StrCat(
+            "SELECT calls, total_exec_time, total_plan_time, "
+            "regexp_replace(regexp_replace(query, '--[^\\n]*\\n', '', 'g'), '\\s+', ' ', 'g') "
+            "FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT ",
+            top));
+        for (const auto& row : r) {
+          out.push_back(absl::StrFormat(
+              "              %6.2f calls/%s %7.3f ms/%s  %.70s", row[0].as<double>() / units, unit,
+              (row[1].as<double>() + row[2].as<double>()) / units, unit, row[3].as<std::string>()));
+        }
+        return out;
+      });
+  if (!rows.ok()) return;
+  std::printf("            PostgreSQL's time per %s by statement (pg_stat_statements, top %d):\n",
+              unit, top);
+  for (const auto& line : *rows) std::printf("%s\n", line.c_str());
+}
+
+// A statement for pgbench: the file's SQL without its leading comment, $n replaced by `args[n-1]`.
+std::string Bind(sql::Name name, const std::vector<std::string>& args) {
+  std::string text(name.text());
+  while (text.starts_with("--")) text.erase(0, text.find('\n') + 1);
+  for (size_t i = args.size(); i >= 1; --i) {
+    const std::string param = absl::StrCat("$", i);
+    for (size_t at = text.find(param); at != std::string::npos; at = text.find(param, at)) {
+      text.replace(at, param.size(), args[i - 1]);
+      at += args[i - 1].size();
+    }
+  }
+  return text;
+}
+
+// pgbench's \gset wants a name for every column: the last SELECT's list, each aliased c0, c1...
+std::string AliasFinalSelect(const std::string& sql) {
+  const size_t select = sql.rfind("\nSELECT ") + 8;
+  const size_t from = sql.find("\nFROM ", select);
+  std::string out = sql.substr(0, select);
+  int depth = 0, column = 0;
+  for (size_t i = select; i < from; ++i) {
+    const char c = sql[i];
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (c == ',' && depth == 0) absl::StrAppend(&out, " AS c", column++);
+    out.push_back(c);
+  }
+  absl::StrAppend(&out, " AS c", column, sql.substr(from));
+  return out;
+}
+
+// The peer: pgbench running the statements a Lease and a Complete run (the same files, the same
+// transactions), one pgbench client per worker, against the same queue. Returns cycles/s.
+double PgbenchPeer(const Bench& b, const std::string& url, int workers, int seconds) {
+  // Workers of its own, registered one after another so their ids are consecutive.
+  auto stub = v1::WorkerService::NewStub(b.channel);
+  const int64_t first = b.Register(stub.get(), "pgbench-worker-0");
+  for (int i = 1; i < workers; ++i) {
+    if (b.Register(stub.get(), absl::StrCat("pgbench-worker-", i)) != first + i) {
+      std::fprintf(stderr, "pgbench peer: worker ids are not consecutive\n");
+      return 0;
+    }
+  }
+  const std::string digest = "'pgbench'";
+  std::string script = absl::StrCat("\\set wid :client_id + ", first, "\nBEGIN;\n",
+                                    Bind("lease_worker", {":wid", "NULL", "16"}), ";\n");
+  absl::StrAppend(
+      &script, AliasFinalSelect(Bind("lease", {":wid", "60", digest, "16"})), " \\gset\n",
+      "COMMIT;\nBEGIN;\n",
+      Bind("complete", {":c1", ":c3", digest, "'succeeded'", "'{\"finalValLoss\": 1}'", "''", "0"}),
+      ";\n", Bind("refine_sweep", {":c2"}), ";\n", Bind("finish_sweep", {":c2"}), ";\nCOMMIT;\n");
+  const std::string path =
+      (std::filesystem::temp_directory_path() / absl::StrCat("queue_bench-", getpid(), ".sql"))
+          .string();
+  std::ofstream(path) << script;
+  const std::string out =
+      ablate::bench::Shell(absl::StrCat("pgbench -n -M prepared -c ", workers, " -j 2 -T ", seconds,
+                                        " -f ", path, " '", url, "' 2>&1"));
+  std::filesystem::remove(path);
+  if (out.find("tps = ") == std::string::npos) {
+    std::fprintf(stderr, "pgbench peer failed:\n%s\n", out.c_str());
+    return 0;
+  }
+  // What pgbench really did: the runs its workers completed (a cycle that leased nothing would
+  // count as a pgbench transaction too).
+  server::Db db(url, 1);
+  auto completed = db.Tx<int64_t>("peer runs", [](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+    return tx
+        .exec(
+            "SELECT count(*) FROM runs r JOIN workers w ON w.id = r.worker_id "
+            "WHERE w.name LIKE 'pgbench-worker-%' AND r.state = 'succeeded'")[0][0]
+        .as<int64_t>();
+  });
+  return completed.ok() ? static_cast<double>(*completed) / seconds : 0;
+}
+
+void LeaseCompleteFigure(const Bench& b, const std::string& url, int workers) {
   // The 30,000 runs queued by SubmitFigure are the work; 64 workers drain as many as they can.
+  const bool profiled = ResetStatements(url);
   std::atomic<int64_t> done{0};
   std::mutex mu;
   std::vector<double> lease_ms;
   const double self0 = SelfCpu(), pg0 = PostgresCpu();
   const auto t0 = Clock::now();
-  const auto stop_at = t0 + std::chrono::seconds(15);
+  const auto stop_at = t0 + std::chrono::seconds(10);
   std::vector<std::thread> threads;
   for (int t = 0; t < workers; ++t) {
     threads.emplace_back([&, t] {
@@ -199,17 +342,32 @@ void LeaseCompleteFigure(const Bench& b, int workers) {
   }
   for (auto& t : threads) t.join();
   const double secs = Seconds(Clock::now() - t0);
+  const double ours = done.load() / secs;
   std::printf(
       "lease       %lld runs Lease->Complete by %d workers in %.2f s: %.0f runs/s, "
-      "Lease p50 %.1f ms p99 %.1f ms   [target >= 1000 runs/s, p99 <= 25 ms]\n",
-      static_cast<long long>(done.load()), workers, secs, done.load() / secs,
-      Percentile(lease_ms, 0.5), Percentile(lease_ms, 0.99));
+      "Lease p50 %.1f ms p99 %.1f ms   [target >= 2,000 runs/s]\n",
+      static_cast<long long>(done.load()), workers, secs, ours, Percentile(lease_ms, 0.5),
+      Percentile(lease_ms, 0.99));
   const double self_ms = (SelfCpu() - self0) * 1000 / done.load();
   const double pg_ms = (PostgresCpu() - pg0) * 1000 / done.load();
   std::printf(
       "            CPU per run: %.2f ms server+load generator, %.2f ms PostgreSQL -> "
       "%.0f runs/s if two cores were ours alone\n",
       self_ms, pg_ms, 2000.0 / (self_ms + pg_ms));
+  if (profiled) PrintStatements(url, done.load(), "run", 8);
+  // The peer gets a queue as long as ours had.
+  double unused = 0;
+  for (int i = 0; i < 2; ++i) b.Submit(SweepYaml(absl::StrCat("peer", i), 100, 100), &unused);
+  const double pg0_peer = PostgresCpu();
+  const double peer = PgbenchPeer(b, url, workers, 10);
+  if (peer > 0) {
+    std::printf(
+        "            peer, raw PostgreSQL: pgbench running the same statements (lease_worker, "
+        "lease; complete, refine_sweep, finish_sweep) in the same transactions, %d clients: "
+        "%.0f runs/s, %.2f ms PostgreSQL CPU per run\n",
+        workers, peer, (PostgresCpu() - pg0_peer) * 1000 / (peer * 10));
+    std::printf("            ours / pgbench: %.2f   [target >= 0.50]\n", ours / peer);
+  }
 }
 
 // The rows ReportFigure's workers send, in COPY's text format: run, name, step, value, time, seq.
@@ -249,7 +407,8 @@ PeerFigure RawCopy(const std::string& url, int64_t rows, bool binary) {
     unsigned char b[sizeof(v)];
     uint64_t u = 0;
     std::memcpy(&u, &v, sizeof(v));
-    for (size_t i = 0; i < sizeof(v); ++i) b[i] = static_cast<unsigned char>(u >> (8 * (sizeof(v) - 1 - i)));
+    for (size_t i = 0; i < sizeof(v); ++i)
+      b[i] = static_cast<unsigned char>(u >> (8 * (sizeof(v) - 1 - i)));
     buf.append(reinterpret_cast<char*>(b), sizeof(v));
   };
   for (int64_t i = 0; i < rows; ++i) {
@@ -278,11 +437,13 @@ PeerFigure RawCopy(const std::string& url, int64_t rows, bool binary) {
                 "(FORMAT binary)"
               : "COPY bench_copy_peer (run_id, name, step, value, time, seq) FROM STDIN");
   for (size_t off = 0; off < buf.size(); off += 1 << 16) {
-    PQputCopyData(c, buf.data() + off, static_cast<int>(std::min<size_t>(1 << 16, buf.size() - off)));
+    PQputCopyData(c, buf.data() + off,
+                  static_cast<int>(std::min<size_t>(1 << 16, buf.size() - off)));
   }
   PQputCopyEnd(c, nullptr);
   PGresult* r = PQgetResult(c);
-  if (PQresultStatus(r) != PGRES_COMMAND_OK) std::fprintf(stderr, "peer copy: %s\n", PQerrorMessage(c));
+  if (PQresultStatus(r) != PGRES_COMMAND_OK)
+    std::fprintf(stderr, "peer copy: %s\n", PQerrorMessage(c));
   PQclear(r);
   exec("COMMIT");
   const double secs = Seconds(Clock::now() - t0);
@@ -294,17 +455,20 @@ PeerFigure RawCopy(const std::string& url, int64_t rows, bool binary) {
   return f;
 }
 
-void ReportFigure(const Bench& b, const std::string& url, int concurrency, int batches_each) {
+void ReportFigure(const Bench& b, const std::string& url, int concurrency, int batches_each,
+                  int steps_per_batch) {
   double t = 0;
-  b.Submit(SweepYaml("metrics", concurrency, 1), &t);
+  b.Submit(SweepYaml(absl::StrCat("metrics", steps_per_batch), concurrency, 1), &t);
   std::atomic<int64_t> points{0};
   std::vector<std::thread> threads;
+  const bool profiled = ResetStatements(url);
   const double self0 = SelfCpu(), pg0 = PostgresCpu();
   const auto t0 = Clock::now();
   for (int w = 0; w < concurrency; ++w) {
     threads.emplace_back([&, w] {
       auto stub = v1::WorkerService::NewStub(b.channel);
-      const int64_t id = b.Register(stub.get(), absl::StrCat("bench-reporter-", w));
+      const int64_t id =
+          b.Register(stub.get(), absl::StrCat("bench-reporter-", steps_per_batch, "-", w));
       v1::LeaseRequest lr;
       lr.set_worker_id(id);
       v1::LeaseResponse lease;
@@ -314,11 +478,11 @@ void ReportFigure(const Bench& b, const std::string& url, int concurrency, int b
         req.set_run_id(lease.lease().run_id());
         req.set_attempt(lease.lease().attempt());
         req.set_lease_token(lease.lease().token());
-        // 500 points: 100 steps x 5 series, as a worker logging every step would send.
-        for (int s = 0; s < 100; ++s) {
+        // 5 series a step, as a worker logging every step sends them.
+        for (int s = 0; s < steps_per_batch; ++s) {
           for (const char* name : kSeries) {
             auto* p = req.add_points();
-            p->set_step(batch * 100 + s);
+            p->set_step(batch * steps_per_batch + s);
             p->set_name(name);
             p->set_value(1.0 / (1 + s));
             p->set_time(1.7e9 + s);
@@ -340,26 +504,54 @@ void ReportFigure(const Bench& b, const std::string& url, int concurrency, int b
   const double ours = n / secs;
   const double self_us = (SelfCpu() - self0) * 1e6 / n;
   const double pg_us = (PostgresCpu() - pg0) * 1e6 / n;
+  std::printf("metrics     %lld points in batches of %d from %d workers in %.2f s: %.0f points/s\n",
+              static_cast<long long>(n), steps_per_batch * 5, concurrency, secs, ours);
+  // Size on disk per million points: heap (with TOAST and the free-space map) and indexes, over
+  // every point the table holds.
+  server::Db db(url, 1);
+  auto sizes = db.Tx<std::vector<double>>(
+      "sizes", [](pqxx::work& tx) -> absl::StatusOr<std::vector<double>> {
+        pqxx::row r = tx.exec(
+            "SELECT pg_table_size('metric_points'), pg_indexes_size('metric_points'), "
+            "(SELECT count(*) FROM metric_points)")[0];
+        return std::vector<double>{r[0].as<double>(), r[1].as<double>(), r[2].as<double>()};
+      });
+  if (profiled) {
+    // Requests per batch: the fence runs once a batch (server/store/ingest_store.h).
+    auto batches = db.Tx<double>("batches", [](pqxx::work& tx) -> absl::StatusOr<double> {
+      return tx
+          .exec(
+              "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements "
+              "WHERE query LIKE '%UPDATE runs r SET%latest_probes%'")[0][0]
+          .as<double>();
+    });
+    if (batches.ok() && *batches > 0) {
+      std::printf("            (ours) %.0f batches: %.1f requests, %.0f points each on average\n",
+                  *batches, n / (steps_per_batch * 5.0) / *batches, n / *batches);
+    }
+    PrintStatements(url, n / (steps_per_batch * 5), "request", 4);
+  }
   const PeerFigure text = RawCopy(url, n, false), binary = RawCopy(url, n, true);
   const PeerFigure& peer = text.rows_per_s >= binary.rows_per_s ? text : binary;
-  std::printf(
-      "metrics     %lld points in batches of 500 from %d workers in %.2f s: %.0f points/s"
-      "   [target >= 100,000/s]\n",
-      static_cast<long long>(n), concurrency, secs, ours);
   std::printf(
       "            peer, raw PostgreSQL: the same %lld rows by one COPY into a table of "
       "metric_points' shape: text %.0f rows/s, binary %.0f rows/s\n",
       static_cast<long long>(n), text.rows_per_s, binary.rows_per_s);
-  std::printf(
-      "            ours / raw COPY (%s): %.2f   [target >= 0.70]\n",
-      &peer == &text ? "text" : "binary", ours / peer.rows_per_s);
+  std::printf("            ours / raw COPY (%s): %.2f   [target >= 0.70]\n",
+              &peer == &text ? "text" : "binary", ours / peer.rows_per_s);
   std::printf(
       "            CPU per point: ours %.2f us server+load generator + %.2f us PostgreSQL; "
       "raw COPY %.2f us client + %.2f us PostgreSQL\n",
       self_us, pg_us, peer.client_us, peer.pg_us);
-  std::printf(
-      "            rows/s per core (1e6 / CPU us per row): ours %.0f, raw COPY %.0f\n",
-      1e6 / (self_us + pg_us), 1e6 / (peer.client_us + peer.pg_us));
+  std::printf("            rows/s per core (1e6 / CPU us per row): ours %.0f, raw COPY %.0f\n",
+              1e6 / (self_us + pg_us), 1e6 / (peer.client_us + peer.pg_us));
+  if (sizes.ok()) {
+    const double rows = (*sizes)[2];
+    std::printf(
+        "            metric_points on disk per million points: %.0f MB (table %.0f MB + "
+        "indexes %.0f MB; %.0f points stored)\n",
+        ((*sizes)[0] + (*sizes)[1]) / rows, (*sizes)[0] / rows, (*sizes)[1] / rows, rows);
+  }
 }
 
 void IdleLongPollFigure(const Bench& b, int idle, int64_t sweep_id) {
@@ -427,14 +619,17 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--durable") durable = true;
     if (std::string(argv[i]) == "--only" && i + 1 < argc) only = argv[i + 1];
   }
-  if (durable) {
-    setenv("DEV_POSTGRES_OPTIONS", "-c fsync=on -c synchronous_commit=on -c full_page_writes=on",
-           1);
-  }
+  // pg_stat_statements: the lease figure prints PostgreSQL's time per statement.
+  setenv("DEV_POSTGRES_OPTIONS",
+         absl::StrCat("-c shared_preload_libraries=pg_stat_statements",
+                      durable ? " -c fsync=on -c synchronous_commit=on -c full_page_writes=on" : "")
+             .c_str(),
+         1);
   auto want = [&only](const char* figure) { return only.empty() || only == figure; };
   ablate::bench::BenchDatabase db(argc, argv, "queue_bench");
   if (db.url().empty()) return 1;
   const std::string& url = db.url();
+  g_postmaster = Postmaster(url);
   // rlimit: 1,000 long-polls plus clients need file descriptors.
   rlimit nofile{};
   getrlimit(RLIMIT_NOFILE, &nofile);
@@ -468,18 +663,23 @@ int main(int argc, char** argv) {
               ablate::bench::Shell("cut -d' ' -f1-3 /proc/loadavg").c_str());
   {
     server::Db db(url, 1);
-    auto fsync = db.Tx<std::string>("show fsync", [](pqxx::work& tx) -> absl::StatusOr<std::string> {
-      return tx.exec("SELECT current_setting('fsync') || ', synchronous_commit ' || "
-                      "current_setting('synchronous_commit')")[0][0]
-          .as<std::string>();
-    });
-    std::printf(
-        "server + PostgreSQL (fsync %s) + load generator on loopback; auth on (token)\n",
-        fsync.ok() ? fsync->c_str() : "unknown");
+    auto fsync =
+        db.Tx<std::string>("show fsync", [](pqxx::work& tx) -> absl::StatusOr<std::string> {
+          return tx
+              .exec(
+                  "SELECT current_setting('fsync') || ', synchronous_commit ' || "
+                  "current_setting('synchronous_commit')")[0][0]
+              .as<std::string>();
+        });
+    std::printf("server + PostgreSQL (fsync %s) + load generator on loopback; auth on (token)\n",
+                fsync.ok() ? fsync->c_str() : "unknown");
   }
-  const int64_t big = want("submit") || want("long-poll") ? SubmitFigure(b) : 0;
-  if (want("lease")) LeaseCompleteFigure(b, 64);
-  if (want("metrics")) ReportFigure(b, url, 8, 50);
+  const int64_t big = want("submit") || want("lease") || want("long-poll") ? SubmitFigure(b) : 0;
+  if (want("lease")) LeaseCompleteFigure(b, url, 64);
+  if (want("metrics")) {
+    ReportFigure(b, url, 8, 50, 100);  // 500 points a request
+    ReportFigure(b, url, 64, 50, 4);   // 20 points a request: batched across requests
+  }
   CancelAll(b);
   if (want("long-poll")) IdleLongPollFigure(b, 1000, big);
   std::printf("load average after: %s\n",
