@@ -83,6 +83,39 @@ def admin_url():
     return subprocess.check_output([DEV_POSTGRES, "url", pg_dir], text=True).strip()
 
 
+# -- full disks (root: tmpfs) --------------------------------------------------------------------
+FILLER = "disk-filler"
+
+
+def mount_tmpfs(path, mb):
+    """A tmpfs of `mb` MiB at `path` (root only): a disk small enough to fill."""
+    os.makedirs(path, exist_ok=True)
+    subprocess.check_call(["mount", "-t", "tmpfs", "-o", f"size={mb}m,mode=0755", "tmpfs", path])
+
+
+def fill_disk(path):
+    """Fills the file system under `path` to the last byte (ENOSPC) with one file; returns the
+    bytes written. empty_disk(path) gives them back."""
+    written = 0
+    with open(os.path.join(path, FILLER), "wb", buffering=0) as f:
+        for size in (1 << 20, 1 << 12, 1):
+            block = b"\0" * size
+            while True:
+                try:
+                    f.write(block)
+                except OSError:
+                    break
+                written += size
+    return written
+
+
+def empty_disk(path):
+    try:
+        os.remove(os.path.join(path, FILLER))
+    except FileNotFoundError:
+        pass
+
+
 class Proxy:
     """A TCP relay that can be cut (listener closed, connections dropped) and restored."""
 
