@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -36,6 +37,34 @@ constexpr std::chrono::milliseconds kSenderPoll{500};
 constexpr std::chrono::seconds kHandBackDeadline{20};
 // While the work dir is full, a paused run tries its write again this often.
 constexpr std::chrono::seconds kSpaceRetry{2};
+
+// How many sessions of each run this process has open. With --slots, a run whose lease ran out
+// while this worker was cut off can be leased again to another of its slots while the old
+// session is still ending; both use the run's checkpoint directory (the new one downloads its
+// resume checkpoint there), so only the last one out may remove it.
+class OpenRuns {
+ public:
+  void Enter(int64_t run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++open_[run];
+  }
+  // True when no other session of `run` is open.
+  bool Leave(int64_t run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--open_[run] > 0) return false;
+    open_.erase(run);
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, int> open_;
+};
+
+OpenRuns& OpenSessions() {
+  static OpenRuns* runs = new OpenRuns();
+  return *runs;
+}
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -574,6 +603,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
                                        .string());
   if (!spool.ok()) return Ended(SessionEnd::kAbandoned, std::string(spool.status().message()));
   spool_ = *std::move(spool);
+  OpenSessions().Enter(lease_.run_id());
 
   std::thread heartbeat([this] { HeartbeatLoop(); });
   SessionOutcome out = End(FetchAndTrain(leased));
@@ -591,7 +621,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
   // Keep only what a later attempt on this machine could reuse: the data sets and cache.
   std::error_code ec;
   fs::remove_all(run_dir_, ec);
-  if (out.end != SessionEnd::kAbandoned) {
+  if (OpenSessions().Leave(lease_.run_id()) && out.end != SessionEnd::kAbandoned) {
     fs::remove_all(fs::path(opts_.work_dir) / "checkpoints" / std::to_string(lease_.run_id()), ec);
   }
   return out;
