@@ -253,13 +253,14 @@ class Stack:
             self.worker_token = self.token("worker")
             self.user_token = self.token("user")
 
-    def start_replica(self, name):
+    def start_replica(self, name, port=None, metrics=None, extra=()):
         """A second ablate-server on the same database (its own gRPC and metrics ports); returns
-        its address for workers and the CLI."""
-        port, metrics = free_port(), free_port()
+        its address for workers and the CLI. Given the ports of a replica that died, it restarts
+        that replica where its workers look for it."""
+        port, metrics = port or free_port(), metrics or free_port()
         argv = [SERVER, "serve", "--database-url", self.db_url, "--listen", f"127.0.0.1:{port}",
                 "--metrics-listen", f"127.0.0.1:{metrics}", "--lease-seconds", str(self.lease_seconds),
-                "--data-dir", self.data_dir, "--store-dir", self.store_dir]
+                "--data-dir", self.data_dir, "--store-dir", self.store_dir, *extra]
         self._spawn(name, argv)
         wait_for(lambda: self._port_open(port), 20, f"{name} to listen")
         return f"127.0.0.1:{port}"
