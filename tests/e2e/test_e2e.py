@@ -1692,8 +1692,9 @@ class DiskFull(E2E):
                  "the first checkpoint to be stored")
         harness.fill_disk(s.store_dir)
         wait_for(lambda: "not stored by the server" in s.log("w1"), 120, "a checkpoint to be refused")
-        # The refused upload left no partial file behind.
-        self.assertEqual(os.listdir(os.path.join(s.store_dir, "tmp")), [])
+        # A refused upload leaves no partial file behind (one may be opening as we look; none stays).
+        wait_for(lambda: os.listdir(os.path.join(s.store_dir, "tmp")) == [], 30,
+                 "the refused uploads' partial files to be removed")
         harness.empty_disk(s.store_dir)
         runs = s.wait_sweep_done(self.sweep_id, 600)
         self.assertEqual(runs[0]["state"], "succeeded")
