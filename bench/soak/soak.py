@@ -32,7 +32,8 @@ At the end, with every fault healed and every run ended, it asserts:
   faults      every fault kind available occurred
 and prints a table of figures. Exit 0 only if every assertion holds.
 
-  bench/soak/soak.py [--seed N] [--minutes M] [--fault-every LO-HI] [--workers N] [--runs N] [--keep]
+  bench/soak/soak.py [--seed N] [--minutes M] [--fault-every LO-HI] [--workers N] [--runs N]
+                     [--run-seconds S] [--keep]
 """
 import argparse
 import collections
@@ -131,7 +132,7 @@ class Soak:
         # Each run lasts about this long, so --runs of them fit in 60 % of the window on the
         # fleet's slots (faults and restarts take the rest); the soak keeps submitting until one
         # run before the window ends.
-        self.run_seconds = max(15.0, 0.6 * self.window * self.slots_total / args.runs)
+        self.run_seconds = args.run_seconds or max(15.0, 0.6 * self.window * self.slots_total / args.runs)
         steps = int(self.run_seconds / (PACE_MS / 1000.0 + 0.004))
         self.steps = max(500, steps - steps % 100)
         self.ckpt_every = max(100, (self.steps // 4) - (self.steps // 4) % 100)
@@ -390,13 +391,23 @@ class Soak:
         print(f"{'time':>7}  {'kind':<12} {'target':<9} {'heal after':>10}  note", flush=True)
         pending = list(schedule)
         active = None  # (heal time, kind, target)
+        heal_failures = 0
         submit_until = end - self.run_seconds
         last_rss = 0
         while True:
             now = time.time()
             if active and now >= active[0]:
-                self.heal(active[1], active[2])
-                active = None
+                try:
+                    self.heal(active[1], active[2])
+                    active = None
+                except (OSError, AssertionError) as e:
+                    # A restart that did not come up (a loaded machine, a binary being rebuilt):
+                    # try again shortly; a fault that cannot be healed at all ends the soak.
+                    heal_failures += 1
+                    if heal_failures > 10:
+                        raise
+                    log(f"healing {active[1]} {active[2]} failed ({e}); again in 5 s")
+                    active = (now + 5, active[1], active[2])
             if not active and pending and now >= pending[0][0]:
                 at, kind, target, delay = pending.pop(0)
                 note = self.inject(kind, target)
@@ -664,6 +675,8 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--slots", type=int, default=2)
     ap.add_argument("--runs", type=int, default=200, help="at least this many runs (default 200)")
+    ap.add_argument("--run-seconds", type=float, default=None,
+                    help="a run's length in wall time (default: --runs of them fill 60%% of the window)")
     ap.add_argument("--keep", action="store_true", help="keep the logs (always kept on failure)")
     args = ap.parse_args()
     if args.seed is None:
