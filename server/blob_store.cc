@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <functional>
 #include <optional>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/file.h"
 #include "common/util/status_macros.h"
 
 namespace ablate::server {
@@ -46,9 +48,7 @@ absl::StatusOr<std::unique_ptr<BlobStore::Writer>> BlobStore::NewWriter(int64_t 
       (fs::path(root_) / "tmp" / absl::StrCat(getpid(), "-", counter.fetch_add(1), ".part"))
           .string();
   w->out_.open(w->tmp_path_, std::ios::binary | std::ios::trunc);
-  if (!w->out_) {
-    return absl::UnavailableError(absl::StrCat("checkpoint store: cannot write ", w->tmp_path_));
-  }
+  if (!w->out_) return w->Failed("cannot create", errno);
   return w;
 }
 
@@ -70,15 +70,29 @@ absl::Status BlobStore::Writer::Append(const std::string& data) {
                                                    " is ", max_bytes_));
   }
   out_.write(data.data(), static_cast<std::streamsize>(data.size()));
-  if (!out_) return absl::UnavailableError("checkpoint store: write failed (disk full?)");
+  if (!out_) return Failed("write", errno);
   hash_.Update(data);
   size_ += static_cast<int64_t>(data.size());
   return absl::OkStatus();
 }
 
+absl::Status BlobStore::Writer::Failed(const char* what, int err) {
+  out_.close();
+  std::error_code ec;
+  fs::remove(tmp_path_, ec);
+  // A full store is RESOURCE_EXHAUSTED: the uploader skips this blob and goes on (a worker
+  // training on offers its next checkpoint), where UNAVAILABLE would have it retry the same one.
+  const absl::Status s = util::FileError(what, tmp_path_, err);
+  if (absl::IsResourceExhausted(s)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(what_, ": the server's store is full (--store-dir ", root_, ")"));
+  }
+  return absl::UnavailableError(absl::StrCat(what_, ": store: ", s.message()));
+}
+
 absl::Status BlobStore::Writer::Commit(const std::string& sha256, int64_t size_bytes) {
   out_.close();
-  if (!out_) return absl::UnavailableError("checkpoint store: write failed (disk full?)");
+  if (!out_) return Failed("write", errno);
   if (size_ != size_bytes) {
     return absl::DataLossError(
         absl::StrCat(what_, ": received ", size_, " bytes, header announced ", size_bytes));

@@ -33,6 +33,9 @@ class BlobStore {
 
    private:
     friend class BlobStore;
+    // Removes the temporary file; RESOURCE_EXHAUSTED when `err` says the disk is full (the
+    // message names --store-dir, not the file), UNAVAILABLE otherwise.
+    absl::Status Failed(const char* what, int err);
     std::string tmp_path_, root_, what_, cap_flag_;
     std::ofstream out_;
     Sha256 hash_;

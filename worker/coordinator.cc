@@ -1,5 +1,6 @@
 #include "worker/coordinator.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -28,14 +29,23 @@ absl::Status DownloadTo(Reader* reader, Message* chunk, const std::string& path,
     return s;
   }
   std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  if (!out) return util::FileError("cannot create", tmp, errno);
   Sha256 hash;
+  int write_errno = 0;  // the first failed write's: later reads may change errno
   while (reader->Read(chunk)) {
     out.write(chunk->data().data(), static_cast<std::streamsize>(chunk->data().size()));
+    if (!out && write_errno == 0) write_errno = errno != 0 ? errno : EIO;
     hash.Update(chunk->data());
   }
   out.close();
-  if (!out) return absl::InternalError(absl::StrCat("write failed: ", tmp));
+  if (!out) {
+    // RESOURCE_EXHAUSTED on a full disk, which the session retries (rpc::IsTransient) until
+    // there is space again.
+    const absl::Status s = util::FileError("write", tmp, write_errno != 0 ? write_errno : errno);
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    return s;
+  }
   const std::string got = hash.HexDigest();
   if (!want_sha256.empty() && got != want_sha256) {
     std::error_code ec;

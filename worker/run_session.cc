@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -34,6 +35,36 @@ constexpr std::chrono::milliseconds kSenderPoll{500};
 // On shutdown, how long flushing the metrics before handing the run back may take: past it the
 // run is abandoned to lease expiry rather than holding up the worker's exit.
 constexpr std::chrono::seconds kHandBackDeadline{20};
+// While the work dir is full, a paused run tries its write again this often.
+constexpr std::chrono::seconds kSpaceRetry{2};
+
+// How many sessions of each run this process has open. With --slots, a run whose lease ran out
+// while this worker was cut off can be leased again to another of its slots while the old
+// session is still ending; both use the run's checkpoint directory (the new one downloads its
+// resume checkpoint there), so only the last one out may remove it.
+class OpenRuns {
+ public:
+  void Enter(int64_t run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++open_[run];
+  }
+  // True when no other session of `run` is open.
+  bool Leave(int64_t run) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--open_[run] > 0) return false;
+    open_.erase(run);
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, int> open_;
+};
+
+OpenRuns& OpenSessions() {
+  static OpenRuns* runs = new OpenRuns();
+  return *runs;
+}
 
 double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
@@ -63,8 +94,14 @@ class Session : public train::TrainObserver {
 
   // TrainObserver (training thread).
   void OnMetrics(const std::vector<v1::MetricPoint>& points) override {
+    // A full disk pauses training here rather than dropping points the server has not stored.
     auto s = spool_->Append(points);
-    if (!s.ok()) spdlog::error("run {}: {}", lease_.run_id(), s.message());
+    while (absl::IsResourceExhausted(s) && WaitForSpace(s)) s = spool_->Append(points);
+    if (s.ok()) {
+      SpaceAgain();
+    } else {
+      spdlog::error("run {}: {}", lease_.run_id(), s.message());
+    }
     stats_->spooled_points = spool_->pending();
     if (std::string line = util::ProgressLine(points); !line.empty()) {
       spdlog::info("run {}: {}", lease_.run_id(), line);
@@ -80,6 +117,7 @@ class Session : public train::TrainObserver {
     wake_.notify_all();
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {
+    SpaceAgain();
     std::lock_guard<std::mutex> lock(mu_);
     pending_checkpoint_ = std::make_pair(step, path);
     wake_.notify_all();
@@ -95,9 +133,33 @@ class Session : public train::TrainObserver {
     stats_->tokens_per_second = tps;
   }
   bool ShouldStop() override { return Fenced() || ShuttingDown(); }
+  // The spool or a checkpoint could not be written for lack of space: training waits (the
+  // heartbeats keep the lease, the sender keeps sending what is spooled) and the write is tried
+  // again every kSpaceRetry, until it goes through or the run is to stop.
+  bool WaitForSpace(const absl::Status& error) override {
+    if (ShouldStop()) return false;
+    if (!paused_since_) {
+      paused_since_ = Clock::now();
+      stats_->paused_for_space = true;
+      spdlog::warn(
+          "run {}: no space left in the work dir ({}); training paused, retrying every {}s",
+          lease_.run_id(), error.message(), kSpaceRetry.count());
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, kSpaceRetry, [&] { return ShouldStop(); });
+    return !ShouldStop();
+  }
 
  private:
   bool Fenced() const { return cancelled_ || lease_lost_; }
+  // A write that waited for space went through: training resumes (training thread).
+  void SpaceAgain() {
+    if (!paused_since_) return;
+    spdlog::info("run {}: space in the work dir again; training resumes after {:.0f}s paused",
+                 lease_.run_id(), Seconds(*paused_since_, Clock::now()));
+    paused_since_.reset();
+    stats_->paused_for_space = false;
+  }
   bool ShuttingDown() const { return opts_.shutdown != nullptr && opts_.shutdown->load(); }
 
   // Fetches the inputs and trains, with the sender thread running while training does. An error
@@ -168,6 +230,8 @@ class Session : public train::TrainObserver {
   bool unreachable_ = false;
   Clock::time_point last_progress_ = Clock::now();
   int64_t last_progress_step_ = -1;
+  // Since when training waits for space in the work dir (training thread only).
+  std::optional<Clock::time_point> paused_since_;
 };
 
 template <typename Fn>
@@ -343,7 +407,13 @@ void Session::SenderLoop() {
     if (!failed && !lease_lost_) failed = !SendLogs();
     if (ckpt && !failed && !lease_lost_) {
       auto s = c_->PutCheckpoint(lease_, ckpt->first, ckpt->second, nullptr);
-      if (!s.ok()) {
+      if (absl::IsResourceExhausted(s)) {
+        // The server's store is full. Training goes on; the next checkpoint is offered in turn,
+        // and a resume meanwhile starts from the newest one the server did store.
+        spdlog::warn("run {}: checkpoint at step {} not stored by the server ({}); skipped",
+                     lease_.run_id(), ckpt->first, s.message());
+        ckpt.reset();
+      } else if (!s.ok()) {
         NoteFenced(s);
         failed = true;
       }
@@ -441,7 +511,11 @@ SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& tr
   bool handed =
       SendSpool(&util::kRunCallBackoff, [&] { return Fenced() || Clock::now() > deadline; }).ok();
   if (handed && !trained->last_checkpoint.empty()) {
-    handed = c_->PutCheckpoint(lease_, trained->last_step, trained->last_checkpoint, nullptr).ok();
+    // A server whose store is full refuses it: hand the run back all the same, to resume from
+    // the newest checkpoint it has.
+    const absl::Status s =
+        c_->PutCheckpoint(lease_, trained->last_step, trained->last_checkpoint, nullptr);
+    handed = s.ok() || absl::IsResourceExhausted(s);
   }
   if (handed) handed = c_->Release(lease_, "worker shutting down").ok();
   return handed ? Ended(SessionEnd::kReleased, "handed back")
@@ -529,6 +603,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
                                        .string());
   if (!spool.ok()) return Ended(SessionEnd::kAbandoned, std::string(spool.status().message()));
   spool_ = *std::move(spool);
+  OpenSessions().Enter(lease_.run_id());
 
   std::thread heartbeat([this] { HeartbeatLoop(); });
   SessionOutcome out = End(FetchAndTrain(leased));
@@ -546,7 +621,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
   // Keep only what a later attempt on this machine could reuse: the data sets and cache.
   std::error_code ec;
   fs::remove_all(run_dir_, ec);
-  if (out.end != SessionEnd::kAbandoned) {
+  if (OpenSessions().Leave(lease_.run_id()) && out.end != SessionEnd::kAbandoned) {
     fs::remove_all(fs::path(opts_.work_dir) / "checkpoints" / std::to_string(lease_.run_id()), ec);
   }
   return out;
@@ -566,6 +641,7 @@ SessionOutcome RunSession(RunCoordinator* coordinator, int64_t worker_id,
   SessionOutcome out = session.Run(lease);
   stats->run_id = 0;
   stats->step = 0;
+  stats->paused_for_space = false;
   return out;
 }
 

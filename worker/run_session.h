@@ -57,6 +57,8 @@ struct SessionStats {
   std::atomic<double> tokens_per_second{0};
   std::atomic<double> step_seconds{0};
   std::atomic<int64_t> spooled_points{0};
+  // Training waits for space in the work dir (a spool or checkpoint write found the disk full).
+  std::atomic<bool> paused_for_space{false};
   // Runs whose tokenizer and token files came from each source (worker/fleet_data.h).
   std::atomic<int64_t> data_from_cache{0};
   std::atomic<int64_t> data_downloaded{0};

@@ -1,5 +1,9 @@
 #include "worker/spool.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -14,8 +18,8 @@ absl::StatusOr<std::unique_ptr<MetricSpool>> MetricSpool::Create(const std::stri
     return s;
   }
   std::unique_ptr<MetricSpool> spool(new MetricSpool(path));
-  spool->out_.open(path, std::ios::binary | std::ios::trunc);
-  if (!spool->out_) return absl::InternalError(absl::StrCat("cannot create spool ", path));
+  spool->fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (spool->fd_ < 0) return util::FileError("cannot create spool", path, errno);
   spool->in_.open(path, std::ios::binary);
   if (!spool->in_) return absl::InternalError(absl::StrCat("cannot read spool ", path));
   return spool;
@@ -24,7 +28,7 @@ absl::StatusOr<std::unique_ptr<MetricSpool>> MetricSpool::Create(const std::stri
 MetricSpool::MetricSpool(std::string path) : path_(std::move(path)) {}
 
 MetricSpool::~MetricSpool() {
-  out_.close();
+  if (fd_ >= 0) ::close(fd_);
   in_.close();
   std::error_code ec;
   std::filesystem::remove(path_, ec);
@@ -41,9 +45,21 @@ absl::Status MetricSpool::Append(const std::vector<v1::MetricPoint>& points) {
     buf.append(len, 4);
     buf.append(rec);
   }
-  out_.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-  out_.flush();
-  if (!out_) return absl::DataLossError(absl::StrCat("spool write failed: ", path_));
+  size_t done = 0;
+  while (done < buf.size()) {
+    const ssize_t n = ::pwrite(fd_, buf.data() + done, buf.size() - done, end_ + done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      // The next Append writes at end_ again, over whatever part of this batch reached the
+      // file, and a reader never looks past the points counted in appended_; cutting the part
+      // off only gives its space back (a failure to is harmless).
+      [[maybe_unused]] const int cut = ::ftruncate(fd_, end_);
+      return util::FileError("spool write", path_, err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  end_ += static_cast<std::streamoff>(buf.size());
   appended_ += static_cast<int64_t>(points.size());
   return absl::OkStatus();
 }

@@ -26,6 +26,9 @@ class MetricSpool {
   static absl::StatusOr<std::unique_ptr<MetricSpool>> Create(const std::string& path);
   ~MetricSpool();
 
+  // Appends all of `points` or none: a failed write (RESOURCE_EXHAUSTED when the disk is full)
+  // is cut off again, so the spool holds only whole records and the caller may retry the same
+  // points once there is space.
   absl::Status Append(const std::vector<v1::MetricPoint>& points);
   // Up to `max_points` unacknowledged points, oldest first; does not consume them.
   absl::StatusOr<std::vector<v1::MetricPoint>> Peek(size_t max_points);
@@ -39,7 +42,8 @@ class MetricSpool {
 
   const std::string path_;
   mutable std::mutex mu_;
-  std::ofstream out_;
+  int fd_ = -1;             // appends, unbuffered: a failed write is seen at once
+  std::streamoff end_ = 0;  // bytes of whole records written
   std::ifstream in_;
   int64_t appended_ = 0;
   int64_t acked_ = 0;

@@ -77,6 +77,9 @@ void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* sta
       gauge("ablate_worker_device_memory_used_bytes", "Resident memory of the worker").Add(who);
   auto& spooled =
       gauge("ablate_worker_spooled_points", "Metric points not yet stored by the server").Add(who);
+  auto& paused = gauge("ablate_worker_paused_runs",
+                       "Runs whose training waits for space in the work dir (disk full)")
+                     .Add(who);
   auto& current = gauge("ablate_worker_current_run", "The runs being trained (1 each)");
   // Where each run's tokenizer and token files came from: what shows a fleet preparing a corpus
   // once and downloading it everywhere else. Summed over the slots.
@@ -106,7 +109,7 @@ void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* sta
       src.shown = now;
     }
     std::set<int64_t> runs;
-    double step_seconds = 0, tokens_per_second = 0, spooled_points = 0;
+    double step_seconds = 0, tokens_per_second = 0, spooled_points = 0, paused_runs = 0;
     for (const SessionStats& s : *stats) {
       const int64_t run = s.run_id;
       if (run == 0) continue;
@@ -114,11 +117,13 @@ void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* sta
       step_seconds = std::max(step_seconds, s.step_seconds.load());
       tokens_per_second += s.tokens_per_second;
       spooled_points += static_cast<double>(s.spooled_points);
+      if (s.paused_for_space) paused_runs += 1;
     }
     busy.Set(static_cast<double>(runs.size()));
     step_s.Set(step_seconds);
     tps.Set(tokens_per_second);
     spooled.Set(spooled_points);
+    paused.Set(paused_runs);
     // Resident set size: on CPU and MPS (unified memory) this is the device memory that matters.
     if (FILE* f = std::fopen("/proc/self/statm", "r")) {
       long pages = 0, resident = 0;

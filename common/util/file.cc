@@ -14,10 +14,6 @@
 namespace ablate::util {
 namespace {
 
-absl::Status Errno(const char* what, const std::string& path, int err) {
-  return absl::InternalError(absl::StrCat(path, ": ", what, ": ", std::strerror(err)));
-}
-
 // Closes the descriptor on every return path.
 class Fd {
  public:
@@ -41,12 +37,18 @@ class Fd {
 
 }  // namespace
 
+absl::Status FileError(const char* what, const std::string& path, int err) {
+  std::string message = absl::StrCat(path, ": ", what, ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT) return absl::ResourceExhaustedError(std::move(message));
+  return absl::InternalError(std::move(message));
+}
+
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
     if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return Errno("cannot open", path, err);
+    return FileError("cannot open", path, err);
   }
   std::string out;
   char buf[1 << 16];
@@ -55,7 +57,7 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Errno("cannot read", path, errno);
+      return FileError("cannot read", path, errno);
     }
     out.append(buf, static_cast<size_t>(n));
   }
@@ -70,10 +72,10 @@ std::string TempPathFor(const std::string& path) {
 absl::Status CommitFile(const std::string& tmp, const std::string& path, Durability durability) {
   if (durability == Durability::kFsync) {
     Fd fd(::open(tmp.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) return Errno("open", tmp, errno);
-    if (::fsync(fd.get()) != 0) return Errno("fsync", tmp, errno);
+    if (fd.get() < 0) return FileError("open", tmp, errno);
+    if (::fsync(fd.get()) != 0) return FileError("fsync", tmp, errno);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Errno("rename", tmp, errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return FileError("rename", tmp, errno);
   return absl::OkStatus();
 }
 
@@ -81,11 +83,11 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data,
                                  Durability durability) {
   const std::string tmp = TempPathFor(path);
   Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (fd.get() < 0) return Errno("cannot create", tmp, errno);
+  if (fd.get() < 0) return FileError("cannot create", tmp, errno);
   auto fail = [&](const char* what, int err) {
     fd.Close();
     ::unlink(tmp.c_str());
-    return Errno(what, tmp, err);
+    return FileError(what, tmp, err);
   };
   size_t done = 0;
   while (done < data.size()) {
@@ -100,12 +102,12 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data,
   if (fd.Close() != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    return Errno("write", tmp, err);
+    return FileError("write", tmp, err);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    return Errno("rename", tmp, err);
+    return FileError("rename", tmp, err);
   }
   return absl::OkStatus();
 }

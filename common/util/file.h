@@ -35,6 +35,11 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view data,
 absl::Status CommitFile(const std::string& tmp, const std::string& path,
                         Durability durability = Durability::kFsync);
 
+// The status for a failed file operation (`what` on `path`, errno `err`): RESOURCE_EXHAUSTED for
+// a full disk or quota (ENOSPC, EDQUOT), which callers wait out or skip rather than fail on,
+// INTERNAL otherwise. The message names the path and the system's reason.
+absl::Status FileError(const char* what, const std::string& path, int err);
+
 // Creates `dir` and its parents; OK if it exists.
 absl::Status MakeDirs(const std::string& dir);
 

@@ -61,7 +61,8 @@ def render():
                  "ablate_sweep_progress_ratio", "ablate_sweep_eta_seconds", "ablate_worker_info",
                  "ablate_worker_busy", "ablate_worker_step_seconds", "ablate_worker_tokens_per_second",
                  "ablate_worker_device_memory_used_bytes", "ablate_worker_current_run",
-                 "ablate_worker_spooled_points", "ablate_sweep_refined_runs", "ablate_run_refine_round"):
+                 "ablate_worker_spooled_points", "ablate_worker_paused_runs", "ablate_sweep_refined_runs",
+                 "ablate_run_refine_round"):
         out.append(f"# TYPE {name} gauge")
     counts = dict(queued=10, leased=1, running=1, succeeded=10, diverged=2, failed=0, cancelled=0, skipped=2)
     for sweep in SWEEP_RUNS if sweep_active else ():
@@ -129,6 +130,7 @@ def render():
     gauge("ablate_worker_device_memory_used_bytes", 512 * 1024 * 1024, worker=w)
     gauge("ablate_worker_current_run", 1, worker=w, run=RUNS[0]["run"])
     gauge("ablate_worker_spooled_points", 0, worker=w)
+    gauge("ablate_worker_paused_runs", 0, worker=w)
     return ("\n".join(out) + "\n").encode()
 
 

@@ -83,6 +83,39 @@ def admin_url():
     return subprocess.check_output([DEV_POSTGRES, "url", pg_dir], text=True).strip()
 
 
+# -- full disks (root: tmpfs) --------------------------------------------------------------------
+FILLER = "disk-filler"
+
+
+def mount_tmpfs(path, mb):
+    """A tmpfs of `mb` MiB at `path` (root only): a disk small enough to fill."""
+    os.makedirs(path, exist_ok=True)
+    subprocess.check_call(["mount", "-t", "tmpfs", "-o", f"size={mb}m,mode=0755", "tmpfs", path])
+
+
+def fill_disk(path):
+    """Fills the file system under `path` to the last byte (ENOSPC) with one file; returns the
+    bytes written. empty_disk(path) gives them back."""
+    written = 0
+    with open(os.path.join(path, FILLER), "wb", buffering=0) as f:
+        for size in (1 << 20, 1 << 12, 1):
+            block = b"\0" * size
+            while True:
+                try:
+                    f.write(block)
+                except OSError:
+                    break
+                written += size
+    return written
+
+
+def empty_disk(path):
+    try:
+        os.remove(os.path.join(path, FILLER))
+    except FileNotFoundError:
+        pass
+
+
 class Proxy:
     """A TCP relay that can be cut (listener closed, connections dropped) and restored."""
 
@@ -220,13 +253,14 @@ class Stack:
             self.worker_token = self.token("worker")
             self.user_token = self.token("user")
 
-    def start_replica(self, name):
+    def start_replica(self, name, port=None, metrics=None, extra=()):
         """A second ablate-server on the same database (its own gRPC and metrics ports); returns
-        its address for workers and the CLI."""
-        port, metrics = free_port(), free_port()
+        its address for workers and the CLI. Given the ports of a replica that died, it restarts
+        that replica where its workers look for it."""
+        port, metrics = port or free_port(), metrics or free_port()
         argv = [SERVER, "serve", "--database-url", self.db_url, "--listen", f"127.0.0.1:{port}",
                 "--metrics-listen", f"127.0.0.1:{metrics}", "--lease-seconds", str(self.lease_seconds),
-                "--data-dir", self.data_dir, "--store-dir", self.store_dir]
+                "--data-dir", self.data_dir, "--store-dir", self.store_dir, *extra]
         self._spawn(name, argv)
         wait_for(lambda: self._port_open(port), 20, f"{name} to listen")
         return f"127.0.0.1:{port}"

@@ -1631,5 +1631,85 @@ class Retention(E2E):
         self.assertTrue(all(os.path.exists(self.blob(h)) for h in prepared), "prepared data kept")
 
 
+class DiskFull(E2E):
+    """A full disk corrupts nothing: a worker whose work dir is full pauses the run and resumes it
+    when there is space; a server whose store is full refuses checkpoints (RESOURCE_EXHAUSTED) and
+    the run trains on. Each disk is a small tmpfs filled to the last byte, which needs root (CI
+    runs as root)."""
+    lease_seconds = 10
+
+    def setUp(self):
+        if os.geteuid() != 0:
+            self.fail("e2e.DiskFull mounts a tmpfs to fill: run it as root")
+        super().setUp()
+        self.mounts = []
+
+    def tearDown(self):
+        for name in list(self.stack.procs):
+            self.stack.stop(name, signal.SIGKILL)
+        for path in self.mounts:
+            subprocess.call(["umount", "-l", path])
+        super().tearDown()
+
+    def tmpfs(self, path, mb):
+        harness.mount_tmpfs(path, mb)
+        self.mounts.append(path)
+
+    def test_a_worker_with_a_full_work_dir_pauses_the_run_and_resumes_it(self):
+        s = self.stack
+        work = os.path.join(s.dir, "w1")
+        self.tmpfs(work, 32)
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-worker-full", {"seed": "[0]"}, steps=1500, ckpt=300,
+                                            eval_every=300))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        wait_for(lambda: self.run_step(run_id)[0] >= 100, 300, "the run to pass step 100")
+        harness.fill_disk(work)
+        wait_for(lambda: "training paused" in s.log("w1"), 60, "the worker to pause the run")
+        paused_at = self.run_step(run_id)[0]
+        harness.empty_disk(work)
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(runs[0]["state"], "succeeded")
+        self.assertEqual(int(runs[0]["attempt"]), 1, "the worker kept its lease while paused")
+        self.assertLess(paused_at, 1500)
+        log = s.log("w1")
+        self.assertIn("no space left", log)
+        self.assertIn("training resumes", log)
+        self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a full disk")
+        # Nothing spooled before or during the pause was lost, nothing stored twice.
+        assert_series_whole(self, s, run_id, first=1, last=1500)
+
+    def test_a_server_with_a_full_store_refuses_checkpoints_and_the_run_goes_on(self):
+        s = self.stack
+        self.tmpfs(s.store_dir, 64)
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-store-full", {"seed": "[0]"}, steps=1500, ckpt=100,
+                                            eval_every=300))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        wait_for(lambda: s.sql(f"SELECT count(*) FROM checkpoints WHERE run_id = {run_id}") != "0", 300,
+                 "the first checkpoint to be stored")
+        harness.fill_disk(s.store_dir)
+        wait_for(lambda: "not stored by the server" in s.log("w1"), 120, "a checkpoint to be refused")
+        # A refused upload leaves no partial file behind (one may be opening as we look; none stays).
+        wait_for(lambda: os.listdir(os.path.join(s.store_dir, "tmp")) == [], 30,
+                 "the refused uploads' partial files to be removed")
+        harness.empty_disk(s.store_dir)
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(runs[0]["state"], "succeeded")
+        self.assertEqual(int(runs[0]["attempt"]), 1)
+        self.assertIn("the server's store is full", s.log("w1"))
+        # Every checkpoint the server recorded is whole; the refused ones were never recorded.
+        rows = [l.split("|") for l in s.sql(
+            f"SELECT step, sha256, size_bytes FROM checkpoints WHERE run_id = {run_id}").splitlines()]
+        self.assertGreaterEqual(len(rows), 2)
+        for step, sha, size in rows:
+            with open(os.path.join(s.store_dir, sha[:2], sha), "rb") as f:
+                data = f.read()
+            self.assertEqual((len(data), hashlib.sha256(data).hexdigest()), (int(size), sha), step)
+        assert_series_whole(self, s, run_id, first=1, last=1500)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -41,6 +41,7 @@ class FakeCoordinator : public RunCoordinator {
     int fail_reports = 0;               // the next N ReportMetrics fail UNAVAILABLE
     bool lose_lease_on_report = false;  // another attempt takes the run at the next report
     bool cancel_on_report = false;      // the user cancels the run at the next report
+    int store_full = 0;  // the next N PutCheckpoint fail RESOURCE_EXHAUSTED (the store is full)
   };
   struct Record {
     std::vector<int64_t> stored_steps;  // every point stored, in order
@@ -51,6 +52,7 @@ class FakeCoordinator : public RunCoordinator {
     int heartbeats_failed = 0;
     int heartbeats_ok_after_failure = 0;
     std::vector<std::pair<int64_t, size_t>> checkpoints;  // (step, points stored before it)
+    std::vector<int64_t> checkpoints_refused;             // steps refused for a full store
     std::optional<v1::CompleteRequest> complete;
     size_t stored_at_complete = 0;
     std::optional<std::string> release_reason;
@@ -116,6 +118,11 @@ class FakeCoordinator : public RunCoordinator {
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
     if (auto s = Fence(header); !s.ok()) return s;
+    if (script_.store_full > 0) {
+      --script_.store_full;
+      record_.checkpoints_refused.push_back(step);
+      return absl::ResourceExhaustedError("checkpoint: the server's store is full");
+    }
     record_.checkpoints.emplace_back(step, record_.stored_steps.size());
     return absl::OkStatus();
   }
@@ -280,6 +287,51 @@ TEST_F(RunSessionTest, CompletesOnlyOnceEveryPointIsStored) {
   EXPECT_EQ(rec.complete->result().steps_done(), 1234);
   EXPECT_EQ(rec.stored_at_complete, 1234u);
   EXPECT_FALSE(rec.release_reason.has_value());
+}
+
+TEST_F(RunSessionTest, ACheckpointTheFullStoreRefusesIsSkippedAndTheNextOneStored) {
+  server_.Change([](FakeCoordinator::Script* s) { s->store_full = 1; });
+  SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
+                               train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
+    obs->OnMetrics(Points(1, 200));
+    obs->OnCheckpoint(200, "ckpt-200");
+    if (!Eventually([&] { return !server_.record().checkpoints_refused.empty(); })) {
+      return absl::DeadlineExceededError("the checkpoint was never offered");
+    }
+    obs->OnMetrics(Points(201, 400));
+    obs->OnCheckpoint(400, "ckpt-400");
+    if (!Eventually([&] { return !server_.record().checkpoints.empty(); })) {
+      return absl::DeadlineExceededError("the next checkpoint was never uploaded");
+    }
+    return Finished(train::Outcome::kSucceeded, 400);
+  });
+  EXPECT_EQ(out.end, SessionEnd::kCompleted);
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.checkpoints_refused, std::vector<int64_t>{200}) << "refused once, not retried";
+  ASSERT_EQ(rec.checkpoints.size(), 1u);
+  EXPECT_EQ(rec.checkpoints[0].first, 400);
+  EXPECT_EQ(rec.stored_steps, Steps(1, 400));
+}
+
+TEST_F(RunSessionTest, TrainingWaitsForSpaceUntilTheRunIsToStop) {
+  // The trainer asks whether to wait for space after a checkpoint write found the disk full:
+  // yes while the run goes on (the write is tried again), no once it is cancelled.
+  int waits = 0;
+  SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
+                               train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
+    obs->OnMetrics(Points(1, 10));
+    const absl::Status full = absl::ResourceExhaustedError("checkpoint: no space left on device");
+    if (obs->WaitForSpace(full)) ++waits;
+    server_.Change([](FakeCoordinator::Script* s) { s->cancel_on_report = true; });
+    obs->OnMetrics(Points(11, 20));
+    if (!Eventually([&] { return obs->ShouldStop(); })) {
+      return absl::DeadlineExceededError("the cancel never reached the session");
+    }
+    if (!obs->WaitForSpace(full)) return full;
+    return Finished(train::Outcome::kSucceeded, 20);
+  });
+  EXPECT_EQ(waits, 1);
+  EXPECT_EQ(out.end, SessionEnd::kCancelled);
 }
 
 TEST_F(RunSessionTest, DivergedAndFailedRunsCompleteWithTheirState) {

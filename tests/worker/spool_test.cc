@@ -73,6 +73,27 @@ TEST_F(SpoolTest, PartialAckKeepsTheRest) {
   EXPECT_EQ((*rest)[0].step(), 3);
 }
 
+TEST_F(SpoolTest, AFullDiskRefusesTheWholeBatchAndKeepsWhatWasSpooled) {
+  // /dev/full answers every write with ENOSPC: the spool must say RESOURCE_EXHAUSTED (which the
+  // session waits out) and count none of the refused points. Reached through a link, so the
+  // spool's destructor removes the link, not the device.
+  const std::string link = path_ + ".full";
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink("/dev/full", link);
+  {
+    auto spool = MetricSpool::Create(link);
+    ASSERT_TRUE(spool.ok()) << spool.status();
+    const absl::Status s = (*spool)->Append(Points(1, 3));
+    EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+    EXPECT_EQ((*spool)->pending(), 0);
+    auto none = (*spool)->Peek(10);
+    ASSERT_TRUE(none.ok());
+    EXPECT_TRUE(none->empty());
+  }
+  EXPECT_TRUE(std::filesystem::exists("/dev/full"));
+  EXPECT_FALSE(std::filesystem::is_symlink(link));
+}
+
 TEST_F(SpoolTest, FileIsRemovedWithTheSpool) {
   {
     auto spool = MetricSpool::Create(path_);

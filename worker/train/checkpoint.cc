@@ -1,5 +1,9 @@
 #include "worker/train/checkpoint.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -57,6 +61,30 @@ void ParseTrackerJson(const std::string& text, CheckpointState* s) {
 absl::Status SaveCheckpoint(const std::string& path, GPT& model, const AdamW& optimizer,
                             const CheckpointState& state) {
   const std::string tmp = util::TempPathFor(path);
+  // Written through our own descriptor rather than save_to(path), whose error says only that a
+  // write failed: the errno tells a full disk (RESOURCE_EXHAUSTED, which the worker waits out)
+  // from a real failure.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return util::FileError("cannot create checkpoint", tmp, errno);
+  int write_errno = 0;
+  auto sink = [&](const void* data, size_t n) -> size_t {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t w = ::write(fd, static_cast<const char*>(data) + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        write_errno = w < 0 ? errno : ENOSPC;
+        break;
+      }
+      done += static_cast<size_t>(w);
+    }
+    return done;
+  };
+  auto fail = [&](absl::Status s) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return s;
+  };
   try {
     torch::serialize::OutputArchive archive;
     archive.write("format", c10::IValue(kFormatVersion));
@@ -75,11 +103,20 @@ absl::Status SaveCheckpoint(const std::string& path, GPT& model, const AdamW& op
       archive.write(absl::StrCat("m", i), opt.exp_avg[i].cpu());
       archive.write(absl::StrCat("v", i), opt.exp_avg_sq[i].cpu());
     }
-    archive.save_to(tmp);
+    archive.save_to(sink);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(path, ": writing checkpoint failed: ", e.what()));
+    if (write_errno != 0) return fail(util::FileError("writing checkpoint", tmp, write_errno));
+    return fail(absl::InternalError(absl::StrCat(path, ": writing checkpoint failed: ", e.what())));
   }
-  return util::CommitFile(tmp, path);
+  if (write_errno != 0) return fail(util::FileError("writing checkpoint", tmp, write_errno));
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return util::FileError("writing checkpoint", tmp, err);
+  }
+  absl::Status committed = util::CommitFile(tmp, path);
+  if (!committed.ok()) ::unlink(tmp.c_str());
+  return committed;
 }
 
 absl::Status LoadCheckpoint(const std::string& path, GPT& model, AdamW& optimizer,

@@ -146,6 +146,15 @@ class TrainingLoop {
   double TrainForward(bool final_step);
   absl::Status Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
                           const torch::Tensor& torch_rng, TrainResult* result);
+  // Runs a write the run needs (a checkpoint, the result); while it fails for lack of space the
+  // observer decides whether training waits and tries again (the worker) or fails.
+  template <typename Write>
+  absl::Status WithSpace(Write write) {
+    while (true) {
+      absl::Status s = write();
+      if (s.ok() || !absl::IsResourceExhausted(s) || !observer_->WaitForSpace(s)) return s;
+    }
+  }
   // Writes the whole training state at `step` to `path` (atomically).
   absl::Status SaveState(const std::string& path, int64_t step,
                          const std::array<uint64_t, 4>& sampler, const torch::Tensor& torch_rng,
@@ -328,8 +337,10 @@ double TrainingLoop::TrainForward(bool final_step) {
 absl::Status TrainingLoop::Checkpoint(int64_t step, const std::array<uint64_t, 4>& sampler,
                                       const torch::Tensor& torch_rng, TrainResult* result) {
   const std::string path = CheckpointPath(checkpoint_dir_, step);
-  RETURN_IF_ERROR(SaveState(path, step, sampler, torch_rng,
-                            prior_wall_seconds_ + result->result.wall_seconds()));
+  RETURN_IF_ERROR(WithSpace([&] {
+    return SaveState(path, step, sampler, torch_rng,
+                     prior_wall_seconds_ + result->result.wall_seconds());
+  }));
   PruneCheckpoints(checkpoint_dir_);
   result->last_checkpoint = path;
   observer_->OnCheckpoint(step, path);
@@ -492,8 +503,10 @@ absl::StatusOr<TrainResult> TrainingLoop::Execute() {
     torch::Tensor torch_rng;
     if (save_torch_rng) torch_rng = at::detail::getDefaultCPUGenerator().get_state();
     result.final_checkpoint = options_.out_dir + "/final.pt";
-    RETURN_IF_ERROR(SaveState(result.final_checkpoint, s, sampler_->rng().state(), torch_rng,
-                              result.result.wall_seconds()));
+    RETURN_IF_ERROR(WithSpace([&] {
+      return SaveState(result.final_checkpoint, s, sampler_->rng().state(), torch_rng,
+                       result.result.wall_seconds());
+    }));
   }
   std::string json;
   google::protobuf::util::JsonPrintOptions json_options;
@@ -501,7 +514,8 @@ absl::StatusOr<TrainResult> TrainingLoop::Execute() {
   json_options.preserve_proto_field_names = true;
   json_options.always_print_primitive_fields = true;
   if (google::protobuf::util::MessageToJsonString(result.result, &json, json_options).ok()) {
-    RETURN_IF_ERROR(util::WriteFileAtomically(options_.out_dir + "/result.json", json));
+    RETURN_IF_ERROR(WithSpace(
+        [&] { return util::WriteFileAtomically(options_.out_dir + "/result.json", json); }));
   }
   return result;
 }

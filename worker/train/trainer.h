@@ -35,6 +35,10 @@ class TrainObserver {
   }
   // Polled once per step; true -> write a checkpoint and return Outcome::kStopped.
   virtual bool ShouldStop() { return false; }
+  // A checkpoint could not be written for lack of space (`error` is RESOURCE_EXHAUSTED). Return
+  // true to try it again (after waiting for space: training is paused meanwhile), false to fail
+  // the run with `error`.
+  virtual bool WaitForSpace(const absl::Status& /*error*/) { return false; }
 };
 
 enum class Outcome { kSucceeded, kDiverged, kStopped };
