@@ -174,6 +174,14 @@ grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetS
     ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
     RETURN_IF_ERROR(d_.costs->Annotate(resp->mutable_sweep()));
     if (req->include_runs()) {
+      // No reply carries more runs than one ListRuns page: a 100,000-run sweep would be ~40 MB
+      // built and sent in one message (ablate's own client pages ListRuns instead).
+      if (resp->sweep().counts().total() > kMaxListRuns) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("sweep ", id, " has ", resp->sweep().counts().total(),
+                         " runs; GetSweep includes at most ", kMaxListRuns,
+                         ": page them with ListRuns (ablate runs --all)"));
+      }
       ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}));
       for (auto& r : runs) *resp->add_runs() = std::move(r);
     }

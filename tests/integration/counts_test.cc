@@ -1,8 +1,9 @@
 // A sweep's run counts come from run_counts (migration 0011), kept by triggers on runs: after
 // every kind of transition they must equal a count over the runs themselves, whether the deltas
-// are folded (run_counts_compact) or not.
+// are folded (run_counts_compact) or not. And ListRuns never answers more than one page.
 #include <atomic>
 #include <cmath>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -245,6 +246,45 @@ TEST_F(CountsTest, RemainingWorkMatchesTheRuns) {
   EXPECT_GT(want[0][1].as<double>(), 0);
   EXPECT_NEAR(runs, want[0][0].as<double>() + want[0][1].as<double>(), 1e-9);
   EXPECT_EQ(work->unknown_size, want[0][2].as<int64_t>());
+}
+
+// No ListRuns reply carries more than a page, GetSweep refuses to include more than a page's
+// runs, and paging covers every run once.
+TEST_F(CountsTest, ListRunsNeverAnswersMoreThanAPage) {
+  const int64_t sweep = Submit(SweepYaml("pages", 121, 100)).sweep().id();
+  const int total = 12100;
+  auto page = [&](int limit, int offset) {
+    v1::ListRunsRequest req;
+    req.mutable_sweep()->set_id(sweep);
+    req.set_limit(limit);
+    req.set_offset(offset);
+    v1::ListRunsResponse resp;
+    auto s = SweepStub()->ListRuns(Ctx().get(), req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp;
+  };
+  EXPECT_EQ(page(0, 0).runs_size(), 1000);  // the default page
+  EXPECT_EQ(page(1000000, 0).runs_size(), 10000);
+  std::set<int64_t> seen;
+  int64_t previous_order = total;
+  for (int offset = 0; offset < total; offset += 3000) {
+    auto r = page(3000, offset);
+    EXPECT_EQ(r.total(), total);
+    EXPECT_LE(r.runs_size(), 3000);
+    for (const auto& run : r.runs()) {
+      EXPECT_LT(run.order_index(), previous_order);  // newest first, no repeats
+      previous_order = run.order_index();
+      seen.insert(run.id());
+    }
+  }
+  EXPECT_EQ(static_cast<int>(seen.size()), total);
+  v1::GetSweepRequest get;
+  get.mutable_sweep()->set_id(sweep);
+  get.set_include_runs(true);
+  v1::GetSweepResponse resp;
+  auto s = SweepStub()->GetSweep(Ctx().get(), get, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("ListRuns"), std::string::npos) << s.error_message();
 }
 
 }  // namespace
