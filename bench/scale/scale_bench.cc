@@ -638,7 +638,8 @@ void ParkedFigure(const Bench& b, int64_t sweep, int64_t cuda_worker, int port, 
   if (answered.rfind("done ", 0) == 0) answered = answered.substr(5);
   if (!answered.empty() && answered.back() == '\n') answered.pop_back();
   std::printf(
-      "long-poll   %d workers parked in Lease (registered and sent in %.1f s, parked by %.1f s; from a child\n"
+      "long-poll   %d workers parked in Lease (registered and sent in %.1f s, parked by %.1f s; "
+      "from a child\n"
       "            process over %d connections; nothing queued for them: the big sweep cancelled,\n"
       "            a 1,000-run cuda sweep for the probe): GetSweep (the big sweep) %s;\n"
       "            Lease that gets a run %s;\n"
