@@ -255,9 +255,9 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
           // Every run, re-sent at up to min_interval, is fine for thousands of runs; beyond
           // that an update carries only the runs in flight (what a live view shows) and the
           // counts, so a 100,000-run sweep does not stream 40 MB a second.
-          std::vector<v1::RunState> states;
-          if (sweep->counts().total() > kWatchAllRunsUpTo) states = {v1::LEASED, v1::RUNNING};
-          auto runs = d_.sweep_reads->ListRuns(sweep_id, states);
+          auto runs = sweep->counts().total() > kWatchAllRunsUpTo
+                          ? d_.sweep_reads->InFlight(sweep_id)
+                          : d_.sweep_reads->ListRuns(sweep_id, {});
           if (!runs.ok()) return runs.status();
           v1::SweepUpdate update;
           *update.mutable_sweep() = *std::move(sweep);

@@ -508,14 +508,14 @@ void WatchFigure(const Bench& b, int64_t sweep, int64_t worker) {
   Raw& raw = *b.raw;
   auto fetch_raw = Time(20, [&] {
     raw.Run("sweep_get", sweep);
-    raw.Run("runs_page", sweep, "{leased,running}", 1000000, 0);
+    raw.Run("runs_in_flight", sweep);
   });
   std::printf(
       "WatchSweep  (ablate watch) first frame %s; a completed run shown after %s\n"
       "            (Complete -> NOTIFY -> re-read -> frame; frames at most every 0.2 s, each "
       "change\n"
       "            made 0.3 s after the last frame)   [target p99 <= 200 ms]\n"
-      "  raw PG    one frame's reads (sweep_get + the in-flight runs' runs_page) %s\n",
+      "  raw PG    one frame's reads (sweep_get + runs_in_flight) %s\n",
       P50P99(first_ms).c_str(), P50P99(update_ms).c_str(), P50P99(fetch_raw).c_str());
 }
 

@@ -1,6 +1,7 @@
 // A sweep's run counts come from run_counts (migration 0011), kept by triggers on runs: after
 // every kind of transition they must equal a count over the runs themselves, whether the deltas
 // are folded (run_counts_compact) or not. And ListRuns never answers more than one page.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <set>
@@ -251,7 +252,13 @@ TEST_F(CountsTest, RemainingWorkMatchesTheRuns) {
 // No ListRuns reply carries more than a page, GetSweep refuses to include more than a page's
 // runs, and paging covers every run once.
 TEST_F(CountsTest, ListRunsNeverAnswersMoreThanAPage) {
-  const int64_t sweep = Submit(SweepYaml("pages", 121, 100)).sweep().id();
+  // A generous deadline: 12,100 runs take a while on a loaded test machine.
+  v1::SubmitSweepRequest submit;
+  submit.set_spec_yaml(SweepYaml("pages", 121, 100));
+  v1::SubmitSweepResponse submitted;
+  auto st = SweepStub()->SubmitSweep(Ctx(admin_, 180).get(), submit, &submitted);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const int64_t sweep = submitted.sweep().id();
   const int total = 12100;
   auto page = [&](int limit, int offset) {
     v1::ListRunsRequest req;
@@ -259,7 +266,7 @@ TEST_F(CountsTest, ListRunsNeverAnswersMoreThanAPage) {
     req.set_limit(limit);
     req.set_offset(offset);
     v1::ListRunsResponse resp;
-    auto s = SweepStub()->ListRuns(Ctx().get(), req, &resp);
+    auto s = SweepStub()->ListRuns(Ctx(admin_, 120).get(), req, &resp);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return resp;
   };
@@ -285,6 +292,25 @@ TEST_F(CountsTest, ListRunsNeverAnswersMoreThanAPage) {
   auto s = SweepStub()->GetSweep(Ctx().get(), get, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_NE(s.error_message().find("ListRuns"), std::string::npos) << s.error_message();
+
+  // A watch of a sweep this big carries its counts and the runs in flight only (runs_in_flight).
+  const int64_t w = Register("w", "cpu", 0, /*slots=*/2);
+  const int64_t a = LeaseRun(w).lease().run_id(), b = LeaseRun(w).lease().run_id();
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer " + admin_);
+  v1::WatchSweepRequest watch;
+  watch.mutable_sweep()->set_id(sweep);
+  auto reader = SweepStub()->WatchSweep(&ctx, watch);
+  v1::SweepUpdate frame;
+  ASSERT_TRUE(reader->Read(&frame));
+  EXPECT_EQ(frame.sweep().counts().leased(), 2);
+  ASSERT_EQ(frame.runs_size(), 2);
+  EXPECT_EQ(frame.runs(0).id(), std::min(a, b));  // queue order
+  EXPECT_EQ(frame.runs(1).id(), std::max(a, b));
+  ctx.TryCancel();
+  while (reader->Read(&frame)) {
+  }
+  reader->Finish();
 }
 
 }  // namespace
