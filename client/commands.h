@@ -83,7 +83,12 @@ struct DataFetchArgs {
 };
 int DataFetch(const DataFetchArgs& args);  // no server
 
-// Shared by commands: a finished-or-not sweep with all its runs.
+// The most runs the CLI asks of one ListRuns call (the server's own cap is 10,000): more (--all, a
+// large --limit, a big sweep's runs) takes several calls, each answered in a small fraction of a
+// second however big the sweep (docs/server.md, Benchmark: bench/scale/scale_bench).
+inline constexpr int kRunsPerPage = 1000;
+// Shared by commands: a finished-or-not sweep with all its runs in queue order (GetSweep, then
+// ListRuns a page at a time).
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);
 int Fail(const absl::Status& status);  // prints "ablate: <message>" and returns ExitCode
 // Printed by Fail after an unreachable-server error (exit 5): how to configure a server, set

@@ -79,9 +79,6 @@ absl::StatusOr<v1::RunState> ParseRunState(const std::string& name) {
 // Losses are positive; 0 means "not measured yet".
 std::string Loss(double v) { return v > 0 ? Num(v) : "-"; }
 
-// The server's cap on one ListRuns page: more (--all, a large --limit) takes several calls.
-constexpr int kRunsPerPage = 10000;
-
 int Runs(Context& ctx, const std::string& sweep, const std::vector<std::string>& states,
          int limit) {
   v1::ListRunsRequest req;

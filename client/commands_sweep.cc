@@ -73,8 +73,26 @@ int Fail(const absl::Status& status) {
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep) {
   v1::GetSweepRequest req;
   *req.mutable_sweep() = ParseSweepRef(sweep);
-  req.set_include_runs(true);
-  return ctx.Call("get sweep", &v1::SweepService::Stub::GetSweep, req);
+  auto resp = ctx.Call("get sweep", &v1::SweepService::Stub::GetSweep, req);
+  if (!resp.ok()) return resp;
+  // The runs page by page (the server answers at most kRunsPerPage a call, so no reply of a
+  // 100,000-run sweep carries them all), newest first, then turned into queue order.
+  v1::ListRunsRequest page;
+  page.mutable_sweep()->set_id(resp->sweep().id());
+  std::vector<v1::Run> runs;
+  while (true) {
+    page.set_limit(kRunsPerPage);
+    page.set_offset(static_cast<int>(runs.size()));
+    auto got = ctx.Call("list runs", &v1::SweepService::Stub::ListRuns, page);
+    if (!got.ok()) return got.status();
+    for (auto& r : *got->mutable_runs()) runs.push_back(std::move(r));
+    if (got->runs().empty() || got->total() == 0 ||
+        static_cast<int64_t>(runs.size()) >= got->total()) {
+      break;
+    }
+  }
+  for (auto it = runs.rbegin(); it != runs.rend(); ++it) *resp->add_runs() = std::move(*it);
+  return resp;
 }
 
 namespace {

@@ -56,8 +56,9 @@ class Costs {
   std::mutex mu_;
   std::shared_ptr<const cost::SpeedModel> model_;
   std::chrono::steady_clock::time_point model_at_;
-  // A sweep's remaining work for the ETA, reused for a few seconds: summing it walks every
-  // unfinished run (~0.1 s at 100,000), and every watcher re-reads the sweep each second.
+  // A sweep's remaining work for the ETA, reused for a few seconds: every watcher re-reads the
+  // sweep each second. It reads run_counts and the runs in flight (~0.3 ms at 100,000 runs;
+  // walking every unfinished run took ~0.1 s before migration 0011).
   struct CachedWork {
     std::chrono::steady_clock::time_point at;
     RemainingWork work;

@@ -64,6 +64,7 @@ struct Server::Impl {
   std::unique_ptr<BlobStore> blobs;
   std::unique_ptr<DatasetResolver> datasets;
   std::unique_ptr<Reaper> reaper;
+  Periodic count_compactor;
   std::unique_ptr<WorkerServiceImpl> worker_service;
   std::unique_ptr<SweepServiceImpl> sweep_service;
   std::unique_ptr<grpc::Server> grpc_server;
@@ -77,6 +78,9 @@ namespace {
 // How often each replica re-prices its budgeted sweeps: Lease starts at most the runs the last
 // round allowed, so this bounds how long a freed budget (a raise, a run that ended early) waits.
 constexpr std::chrono::milliseconds kBudgetKeeperInterval(1000);
+// How often each replica folds the run count deltas (migration 0011): a sweep's counts are read
+// from about one row per run shape plus the transitions of the last interval.
+constexpr std::chrono::milliseconds kRunCountCompaction(1000);
 
 absl::StatusOr<std::string> ReadFlagFile(const std::string& path, const char* flag) {
   auto text = util::ReadFile(path);
@@ -259,6 +263,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->trimmer.Start(std::chrono::seconds(60), [] { malloc_trim(0); });
 #endif
   impl->costs->StartKeeper(kBudgetKeeperInterval);
+  SweepStore* sweeps = impl->sweeps.get();
+  impl->count_compactor.Start(kRunCountCompaction, [sweeps] {
+    if (auto folded = sweeps->CompactRunCounts(); !folded.ok()) {
+      spdlog::warn("run count compaction: {}", folded.status().ToString());
+    }
+  });
   impl->metrics->StartRefresh(
       impl->sweep_reads.get(), impl->stats.get(),
       std::chrono::milliseconds(static_cast<int64_t>(o.stats_interval_seconds * 1000)));
@@ -287,6 +297,7 @@ void Server::Shutdown(std::chrono::milliseconds grace) {
   impl_->reaper->Stop();
   impl_->trimmer.Stop();
   impl_->costs->Stop();
+  impl_->count_compactor.Stop();
   impl_->metrics->Stop();
   impl_->notifier->Stop();
   impl_->executor->Shutdown();

@@ -174,6 +174,14 @@ grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetS
     ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
     RETURN_IF_ERROR(d_.costs->Annotate(resp->mutable_sweep()));
     if (req->include_runs()) {
+      // No reply carries more runs than one ListRuns page: a 100,000-run sweep would be ~40 MB
+      // built and sent in one message (ablate's own client pages ListRuns instead).
+      if (resp->sweep().counts().total() > kMaxListRuns) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("sweep ", id, " has ", resp->sweep().counts().total(),
+                         " runs; GetSweep includes at most ", kMaxListRuns,
+                         ": page them with ListRuns (ablate runs --all)"));
+      }
       ASSIGN_OR_RETURN(auto runs, d_.sweep_reads->ListRuns(id, {}));
       for (auto& r : runs) *resp->add_runs() = std::move(r);
     }
@@ -247,9 +255,9 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
           // Every run, re-sent at up to min_interval, is fine for thousands of runs; beyond
           // that an update carries only the runs in flight (what a live view shows) and the
           // counts, so a 100,000-run sweep does not stream 40 MB a second.
-          std::vector<v1::RunState> states;
-          if (sweep->counts().total() > kWatchAllRunsUpTo) states = {v1::LEASED, v1::RUNNING};
-          auto runs = d_.sweep_reads->ListRuns(sweep_id, states);
+          auto runs = sweep->counts().total() > kWatchAllRunsUpTo
+                          ? d_.sweep_reads->InFlight(sweep_id)
+                          : d_.sweep_reads->ListRuns(sweep_id, {});
           if (!runs.ok()) return runs.status();
           v1::SweepUpdate update;
           *update.mutable_sweep() = *std::move(sweep);

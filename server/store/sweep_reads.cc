@@ -18,11 +18,7 @@ namespace {
 // ListRuns, for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
 constexpr int kAllRuns = 1000000;
 
-absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
-                                          const std::vector<v1::RunState>& states, int limit,
-                                          int offset) {
-  pqxx::result r =
-      pg::Exec(tx, "runs_page", sweep_id, pg::TextArray(pg::StateNames(states)), limit, offset);
+absl::StatusOr<std::vector<v1::Run>> Runs(const pqxx::result& r) {
   std::vector<v1::Run> out;
   out.reserve(r.size());
   for (const auto& row : r) {
@@ -31,6 +27,13 @@ absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
     out.push_back(*std::move(run));
   }
   return out;
+}
+
+absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
+                                          const std::vector<v1::RunState>& states, int limit,
+                                          int offset) {
+  return Runs(
+      pg::Exec(tx, "runs_page", sweep_id, pg::TextArray(pg::StateNames(states)), limit, offset));
 }
 
 }  // namespace
@@ -94,6 +97,13 @@ absl::StatusOr<std::vector<v1::Run>> SweepReads::ListRuns(int64_t sweep_id,
     ASSIGN_OR_RETURN(Out out, Page(tx, sweep_id, states, kAllRuns, 0));
     std::reverse(out.begin(), out.end());  // the page is newest first
     return out;
+  });
+}
+
+absl::StatusOr<std::vector<v1::Run>> SweepReads::InFlight(int64_t sweep_id) {
+  using Out = std::vector<v1::Run>;
+  return db_->Tx<Out>("list runs in flight", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    return Runs(pg::Exec(tx, "runs_in_flight", sweep_id));
   });
 }
 

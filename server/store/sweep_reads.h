@@ -44,6 +44,9 @@ class SweepReads {
   // Every run, in queue order (sweep, then order_index).
   absl::StatusOr<std::vector<v1::Run>> ListRuns(int64_t sweep_id,  // 0: every sweep
                                                 const std::vector<v1::RunState>& states);
+  // The runs holding a lease (leased, running), in queue order: a big sweep's live view. Read
+  // through their own index, however many runs the sweep has.
+  absl::StatusOr<std::vector<v1::Run>> InFlight(int64_t sweep_id);
   // What the CLI lists: newest first (as List orders sweeps), `limit` runs after `offset`.
   absl::StatusOr<RunPage> RunsPage(int64_t sweep_id, const std::vector<v1::RunState>& states,
                                    int limit, int offset);

@@ -140,4 +140,10 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
   });
 }
 
+absl::StatusOr<int64_t> SweepStore::CompactRunCounts() {
+  return db_->Tx<int64_t>("compact run counts", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
+    return pg::Exec1(tx, "run_counts_compact")[0].as<int64_t>();
+  });
+}
+
 }  // namespace ablate::server

@@ -3,6 +3,7 @@
 // data paths are confined to --data-dir.
 #include <gmock/gmock.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -470,15 +471,29 @@ TEST_F(BigInputTest, BigSubmitIsStoredInExpansionOrderAcrossInsertChunks) {
   EXPECT_EQ(sub.runs(), kRuns);
   EXPECT_EQ(sub.sweep().counts().total(), kRuns);
   EXPECT_EQ(sub.sweep().counts().queued(), kRuns);
-  const auto got = GetSweep(sub.sweep().id());
-  ASSERT_EQ(got.runs_size(), kRuns);
+  // More runs than GetSweep includes (one ListRuns page): read them page by page, newest first,
+  // as the CLI does, and turn them into queue order.
+  std::vector<v1::Run> got;
+  while (static_cast<int>(got.size()) < kRuns) {
+    v1::ListRunsRequest req;
+    req.mutable_sweep()->set_id(sub.sweep().id());
+    req.set_limit(10000);
+    req.set_offset(static_cast<int>(got.size()));
+    v1::ListRunsResponse page;
+    auto st = SweepStub()->ListRuns(Ctx(admin_, 60).get(), req, &page);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    ASSERT_GT(page.runs_size(), 0);
+    for (auto& r : *page.mutable_runs()) got.push_back(std::move(r));
+  }
+  std::reverse(got.begin(), got.end());
+  ASSERT_EQ(static_cast<int>(got.size()), kRuns);
   for (int i = 0; i < kRuns; ++i) {
-    const v1::Run& r = got.runs(i);
+    const v1::Run& r = got[i];
     ASSERT_EQ(r.order_index(), i);
     ASSERT_EQ(r.seed(), i);
     ASSERT_EQ(r.config().seed(), i);
     if (i > 0) {
-      ASSERT_GT(r.id(), got.runs(i - 1).id()) << "run " << i;
+      ASSERT_GT(r.id(), got[i - 1].id()) << "run " << i;
     }
   }
 }

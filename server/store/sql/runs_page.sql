@@ -1,6 +1,9 @@
 -- Runs of sweep $1 (every sweep when 0) in states $2 (any when empty), newest first as
 -- sweep_list orders sweeps (the highest sweep id, then its last run first): $3 of them after
 -- skipping $4. The columns pg::RunFromRow reads (refine_load_runs reads the same).
+-- The page's ids are picked first, walking the runs_sweep_order index (the sweep id as a range,
+-- so a generic plan still uses it), and only those rows are joined: a skipped row never touches
+-- run_specs or run_charge.
 SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
   coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss,
   r.result::text, r.error, extract(epoch from r.created_at),
@@ -11,5 +14,9 @@ SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
 FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id
 LEFT JOIN LATERAL run_charge(r.id) ru ON true
-WHERE ($1 = 0 OR r.sweep_id = $1) AND (cardinality($2::text[]) = 0 OR
-  r.state = ANY($2::text[])) ORDER BY r.sweep_id DESC, r.order_index DESC LIMIT $3 OFFSET $4
+WHERE r.id IN (SELECT id FROM runs
+  WHERE sweep_id BETWEEN CASE WHEN $1 = 0 THEN 0 ELSE $1 END
+    AND CASE WHEN $1 = 0 THEN 9223372036854775807 ELSE $1 END
+    AND (cardinality($2::text[]) = 0 OR state = ANY($2::text[]))
+  ORDER BY sweep_id DESC, order_index DESC LIMIT $3 OFFSET $4)
+ORDER BY r.sweep_id DESC, r.order_index DESC
