@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "bench/bench_db.h"
+#include "bench/bench_stats.h"
 #include "grpcpp/grpcpp.h"
 #include "libpq-fe.h"
 #include "pqxx/pqxx"
@@ -41,54 +42,14 @@ namespace sql = ablate::server::sql;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
-}
+using bench::Percentile;
+using bench::SelfCpu;
+using bench::ThreadCpu;
 
-// CPU seconds used so far by this process (server + load generator) and by the cluster's
-// PostgreSQL processes: with other work sharing the cores, CPU per operation says more
-// about capacity than wall-clock throughput does.
-double SelfCpu() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec +
-         u.ru_stime.tv_usec / 1e6;
-}
-
-// The cluster's postmaster (set by main): CPU is counted for it and its children only, so a
+// The cluster's postmaster (set by main): PostgreSQL's CPU is counted for this cluster only, so a
 // second PostgreSQL on the machine (a test suite beside the benchmark) does not count.
 pid_t g_postmaster = 0;
-
-double PostgresCpu() {
-  double total = 0;
-  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    std::ifstream stat(e.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    const auto open = line.find('('), close = line.rfind(')');
-    if (open == std::string::npos || line.substr(open + 1, close - open - 1) != "postgres")
-      continue;
-    const pid_t pid = static_cast<pid_t>(std::atoll(line.c_str()));
-    std::istringstream rest(line.substr(close + 2));
-    std::string field;
-    double utime = 0, stime = 0, children = 0;
-    pid_t ppid = 0;
-    for (int i = 3; i <= 17 && rest >> field; ++i) {
-      if (i == 4) ppid = static_cast<pid_t>(std::stoll(field));
-      if (i == 14) utime = std::stod(field);
-      if (i == 15) stime = std::stod(field);
-      if (i >= 16) children += std::stod(field);
-    }
-    if (g_postmaster != 0 && pid != g_postmaster && ppid != g_postmaster) continue;
-    // The postmaster's reaped children: backends that exited (pgbench's, at its end).
-    if (pid == g_postmaster) total += children / tick;
-    total += (utime + stime) / tick;
-  }
-  return total;
-}
+double PostgresCpu() { return bench::PostgresCpu(g_postmaster); }
 
 // The postmaster of the cluster at `url`: the first line of its data directory's postmaster.pid.
 pid_t Postmaster(const std::string& url) {
@@ -102,14 +63,6 @@ pid_t Postmaster(const std::string& url) {
   long long pid = 0;
   pid_file >> pid;
   return static_cast<pid_t>(pid);
-}
-
-// CPU seconds the calling thread has used: the load generator's threads add theirs up, so the
-// server's share of the process's CPU is what remains.
-double ThreadCpu() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 int Threads() {
