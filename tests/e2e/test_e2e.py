@@ -1520,9 +1520,12 @@ class FleetData(E2E):
         self.assertIn("published to the fleet (4 files", logs[preparer])
         self.assertIn("downloaded prepared data from the fleet (4 files", logs[other])
         self.assertNotIn("prepared in", logs[other])
-        # The workers' /metrics say the same (sampled once a second).
+        # The workers' /metrics say the same. Each worker samples once a second on its own
+        # clock, so wait for both counters before reading either.
         wait_for(lambda: self.data_sets(ports[other]).get("downloaded") == 1, 30,
                  "the downloader's data_sets counter")
+        wait_for(lambda: self.data_sets(ports[preparer]).get("prepared") == 1, 30,
+                 "the preparer's data_sets counter")
         self.assertEqual(self.data_sets(ports[other]).get("prepared"), 0)
         self.assertEqual(self.data_sets(ports[preparer]).get("prepared"), 1)
         self.assertEqual(self.data_sets(ports[preparer]).get("downloaded"), 0)
