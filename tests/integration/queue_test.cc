@@ -541,6 +541,27 @@ TEST_F(QueueTest, WorkersOnlyLeaseRunsTheirDeviceCanRun) {
   }
 }
 
+// A worker's queue is two: runs pinned to its device kind and `auto` runs. The lease takes the
+// head of each (migration 0012's index led by device) and hands out the better by priority,
+// then sweep, then grid order, so the merged order is the one a single queue would give.
+TEST_F(QueueTest, PinnedAndAutoRunsLeaseInOneQueueOrder) {
+  Submit(SweepYaml("auto-first", 2, 1, ", device: auto"));
+  Submit(SweepYaml("cuda-second", 2, 1, ", device: cuda"));
+  Submit(SweepYaml("mps-urgent", 1, 1, ", device: mps", "priority: 9\n"));
+  Submit(SweepYaml("cuda-urgent", 1, 1, ", device: cuda", "priority: 5\n"));
+  const int64_t gpu = Register("rented", "cuda", 0, 8);
+  std::vector<std::string> order;
+  for (;;) {
+    auto l = Lease(gpu);
+    if (!l.has_run()) break;
+    order.push_back(absl::StrCat(l.spec().sweep_name(), " ", l.spec().config().lr()));
+  }
+  // The mps sweep's priority 9 does not matter to a cuda worker; cuda-urgent's 5 does.
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"cuda-urgent 0.001", "auto-first 0.001", "auto-first 0.002",
+                                      "cuda-second 0.001", "cuda-second 0.002"}));
+}
+
 TEST_F(QueueTest, LongPollWakesWhenASweepArrives) {
   const int64_t w = Register("idle");
   v1::LeaseResponse got;

@@ -8,12 +8,19 @@
 WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1),
 held AS (SELECT array_agg(id ORDER BY id) AS ids, count(*) AS n FROM runs
   WHERE worker_id = $1 AND state IN ('leased', 'running')),
+-- The queue's head for each device the worker can run ('auto' and its own kind), one descent
+-- of runs_queue_device each (migration 0012), then the better of the two. Both heads are locked;
+-- the one not taken stays locked until this statement commits, and a concurrent Lease skips it.
 next AS (
-  SELECT r.id, r.sweep_id FROM runs r WHERE r.state = 'queued'
-  AND r.device IN ('auto', (SELECT device_kind FROM w))
-  AND (SELECT n FROM held) < $4
-  AND NOT EXISTS (SELECT 1 FROM sweeps s WHERE s.id = r.sweep_id AND s.budget_runs_left <= 0)
-  ORDER BY r.priority DESC, r.sweep_id, r.order_index LIMIT 1 FOR UPDATE SKIP LOCKED),
+  SELECT c.id, c.sweep_id
+  FROM (SELECT DISTINCT dev FROM unnest(ARRAY['auto', (SELECT device_kind FROM w)]) d(dev)) d,
+  LATERAL (
+    SELECT r.id, r.sweep_id, r.priority, r.order_index FROM runs r
+    WHERE r.state = 'queued' AND r.device = d.dev
+    AND (SELECT n FROM held) < $4
+    AND NOT EXISTS (SELECT 1 FROM sweeps s WHERE s.id = r.sweep_id AND s.budget_runs_left <= 0)
+    ORDER BY r.priority DESC, r.sweep_id, r.order_index LIMIT 1 FOR UPDATE SKIP LOCKED) c
+  ORDER BY c.priority DESC, c.sweep_id, c.order_index LIMIT 1),
 -- A sweep with a budget: take one of the runs its budget keeper allows, under the sweep's row
 -- lock (a concurrent Lease that finds none left leases nothing this time).
 bud AS (
