@@ -9,6 +9,7 @@
 #include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "server/store/proto_json.h"
 #include "server/store/statements.h"
 
 namespace ablate::server::pg {
@@ -81,6 +82,7 @@ std::string DoubleArray(const std::vector<double>& values) {
 
 std::string ToJson(const google::protobuf::Message& message) {
   std::string out;
+  if (AppendMessageJson(message, &out)) return out;  // the fast path (proto_json.h)
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
   // Serialising a well-formed message cannot fail; an empty object keeps the column valid.
@@ -89,6 +91,12 @@ std::string ToJson(const google::protobuf::Message& message) {
 }
 
 absl::Status FromJson(const std::string& json, google::protobuf::Message* message) {
+  // The fast path (proto_json.h) reads what the store writes; protobuf's parser takes the rest
+  // and says what is wrong with JSON that is not valid, from a clean message.
+  // Like JsonStringToMessage, it replaces what `message` held.
+  message->Clear();
+  if (MergeMessageJson(json, message)) return absl::OkStatus();
+  message->Clear();
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = true;
   auto status = google::protobuf::util::JsonStringToMessage(json, message, options);
