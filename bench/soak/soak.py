@@ -238,6 +238,14 @@ class Soak:
                 f"checkpoint_every: {self.ckpt_every}}}\n"
                 "max_attempts: 50\n"
                 "divergence: {loss_above_init_by: 5.0, patience: 1000}\n")
+        if kind == "refine" and self.window > 600:
+            # The hour's runs are long enough that three LRs' losses end within the optimum's
+            # noise floor and its bracket stops at once; LRs up to 10 diverge, so max_stable's
+            # bracket (last stable, first diverged) is a decade wide and gets midpoints.
+            return head + ("grid:\n  lr: {logspace: {min: 1.0e-3, max: 1.0e+1, per_decade: 1}}\n"
+                           "  seed: [0]\n"
+                           "refine: {axis: lr, boundaries: [optimum, max_stable], until_ratio: 2.0, "
+                           "max_new_runs: 3}\n")
         if kind == "refine":
             # Three LRs a decade apart, one seed: the optimum's bracket is a decade wide, so the
             # server adds midpoints once the curve is done (up to two).
@@ -472,10 +480,12 @@ class Soak:
         figures.append(("sweeps", str(len(self.sweeps))))
 
         # Metrics: every step each series should have, exactly once, up to the reported last step.
-        last = {}
+        last, diverged = {}, set()
         for r in rows:
             if r[1] in ("succeeded", "diverged") and r[3]:
                 last[int(r[0])] = int(r[3])
+                if r[1] == "diverged":
+                    diverged.add(int(r[0]))
         series = collections.defaultdict(dict)
         for line in self.sql("SELECT run_id, name, array_agg(step ORDER BY step) FROM metric_points "
                              "WHERE name IN ('train_loss', 'lr', 'val_loss') GROUP BY 1, 2").splitlines():
@@ -485,7 +495,10 @@ class Soak:
         for run, end in sorted(last.items()):
             for name, every in (("train_loss", LOG_EVERY), ("lr", LOG_EVERY), ("val_loss", EVAL_EVERY)):
                 got = series[run].get(name, [])
-                want = sorted(set(range(0, end + 1, every)) | {end})
+                # The last step is logged however the run ended; validation runs there only
+                # when the run finished (a run stops at the step it diverged without evaluating).
+                ends = set() if name == "val_loss" and run in diverged else {end}
+                want = sorted(set(range(0, end + 1, every)) | ends)
                 checked += len(got)
                 if got != want:
                     dup = sorted(x for x, n in collections.Counter(got).items() if n > 1)
