@@ -87,6 +87,8 @@ int DataFetch(const DataFetchArgs& args);  // no server
 // large --limit, a big sweep's runs) takes several calls, each answered in a small fraction of a
 // second however big the sweep (docs/server.md, Benchmark: bench/scale/scale_bench).
 inline constexpr int kRunsPerPage = 1000;
+// Cells a ListCells call asks for (the server's default page).
+inline constexpr int kCellsPerPage = 1000;
 // Shared by commands: a finished-or-not sweep with all its runs in queue order (GetSweep, then
 // ListRuns a page at a time).
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);

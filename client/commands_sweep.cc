@@ -251,33 +251,74 @@ int ListSweeps(Context& ctx, bool active_only, int limit, bool wide) {
 
 namespace {
 
+// Every cell of the sweep, folded by the server a page at a time: status reads no runs, so a
+// 100,000-run sweep answers as fast as its cells can be listed.
+absl::StatusOr<std::vector<v1::CellSummary>> FetchCells(Context& ctx, int64_t sweep_id) {
+  v1::ListCellsRequest req;
+  req.mutable_sweep()->set_id(sweep_id);
+  req.set_limit(kCellsPerPage);
+  std::vector<v1::CellSummary> cells;
+  while (true) {
+    auto got = ctx.Call("list cells", &v1::SweepService::Stub::ListCells, req);
+    if (!got.ok()) return got.status();
+    for (auto& c : *got->mutable_cells()) cells.push_back(std::move(c));
+    if (got->next_after_cell().empty()) return cells;
+    req.set_after_cell(got->next_after_cell());
+  }
+}
+
 // The cell's grid values without the seed, in the sweep's axis order.
-std::vector<std::string> CellColumns(const v1::Sweep& sweep, const v1::Run& run) {
+std::vector<std::string> CellColumns(const v1::Sweep& sweep, const v1::CellSummary& cell) {
   std::vector<std::string> out;
   for (const auto& axis : sweep.axes()) {
     if (axis == "seed") continue;
-    auto it = run.grid_values().find(axis);
-    out.push_back(it == run.grid_values().end() ? "" : it->second);
+    auto it = cell.grid_values().find(axis);
+    out.push_back(it == cell.grid_values().end() ? "" : it->second);
   }
   return out;
 }
 
-double RunLoss(const v1::Run& r) {
-  if (r.state() == v1::SUCCEEDED) return r.result().final_val_loss();
-  if (r.state() == v1::DIVERGED) return NAN;
-  return r.latest_val_loss() > 0 ? r.latest_val_loss() : NAN;
+// "2 running, 1 queued": the cell's runs by state, live ones first, as CountsLine orders them.
+std::string CellStates(const v1::SweepCounts& c) {
+  std::vector<std::string> parts;
+  for (const auto& [name, n] : CountsByState(c)) {
+    if (n > 0) parts.push_back(absl::StrCat(n, " ", name));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// Axis values compared as numbers where both are, so an LR axis reads as a curve.
+bool AxisLess(const std::vector<std::string>& x, const std::vector<std::string>& y) {
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    double dx = 0, dy = 0;
+    if (absl::SimpleAtod(x[i], &dx) && absl::SimpleAtod(y[i], &dy)) {
+      if (dx != dy) return dx < dy;
+    } else if (x[i] != y[i]) {
+      return x[i] < y[i];
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
 int Status(Context& ctx, const std::string& sweep_ref) {
-  auto resp = FetchSweep(ctx, sweep_ref);
+  v1::GetSweepRequest req;
+  *req.mutable_sweep() = ParseSweepRef(sweep_ref);
+  auto resp = ctx.Call("get sweep", &v1::SweepService::Stub::GetSweep, req);
   if (!resp.ok()) return Fail(resp.status());
+  const v1::Sweep& s = resp->sweep();
+  auto cells = FetchCells(ctx, s.id());
+  if (!cells.ok()) return Fail(cells.status());
   if (ctx.json) {
-    std::cout << ToJson(*resp) << "\n";
+    // One document: the sweep and its cells (`ablate runs SWEEP --all` lists the runs).
+    std::string out = absl::StrCat("{\"sweep\":", ToJson(s), ",\"cells\":[");
+    for (size_t i = 0; i < cells->size(); ++i) {
+      absl::StrAppend(&out, i > 0 ? "," : "", ToJson((*cells)[i]));
+    }
+    std::cout << out << "]}\n";
     return 0;
   }
-  const auto& s = resp->sweep();
   std::cout << "sweep " << s.id() << " '" << s.name() << "' (" << s.state()
             << "): " << CountsLine(s.counts());
   if (s.state() == "active" && s.eta_seconds() >= 0) {
@@ -289,49 +330,13 @@ int Status(Context& ctx, const std::string& sweep_ref) {
   if (s.has_budget()) std::cout << BudgetLine(s.budget(), std::to_string(s.id())) << "\n";
   for (const auto& line : CostLines(s.cost(), true)) std::cout << line << "\n";
   std::cout << "\n";
-  // One row per cell; seeds folded into state counts and a mean loss.
-  struct Cell {
-    std::vector<std::string> cols;
-    std::map<std::string, int> states;
-    double loss_sum = 0;
-    int loss_n = 0;
-    int64_t step = 0, total = 0;
-    int round = 0;  // the refinement round that added the cell (0: the base grid)
-  };
-  std::map<std::string, Cell> cells;
-  std::vector<std::string> order;
-  for (const auto& r : resp->runs()) {
-    auto [it, fresh] = cells.try_emplace(r.cell());
-    if (fresh) {
-      it->second.cols = CellColumns(s, r);
-      it->second.round = r.refine_round();
-      order.push_back(r.cell());
-    }
-    it->second.states[StateName(r.state())]++;
-    const double l = RunLoss(r);
-    if (std::isfinite(l)) {
-      it->second.loss_sum += l;
-      it->second.loss_n++;
-    }
-    if (r.state() == v1::RUNNING) {
-      it->second.step += r.step();
-      it->second.total += r.total_steps();
-    }
-  }
-  // Rows sorted by the axes in file order, numbers numerically, so an LR axis reads as a curve.
-  std::sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
-    const auto& x = cells[a].cols;
-    const auto& y = cells[b].cols;
-    for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-      double dx = 0, dy = 0;
-      if (absl::SimpleAtod(x[i], &dx) && absl::SimpleAtod(y[i], &dy)) {
-        if (dx != dy) return dx < dy;
-      } else if (x[i] != y[i]) {
-        return x[i] < y[i];
-      }
-    }
-    return false;
-  });
+  // One row per cell (seeds folded into state counts and a mean loss), sorted by the axes in
+  // file order.
+  std::vector<std::pair<std::vector<std::string>, const v1::CellSummary*>> rows;
+  rows.reserve(cells->size());
+  for (const auto& c : *cells) rows.emplace_back(CellColumns(s, c), &c);
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return AxisLess(a.first, b.first); });
   std::vector<std::string> header;
   for (const auto& a : s.axes()) {
     if (a != "seed") header.push_back(a);
@@ -339,15 +344,16 @@ int Status(Context& ctx, const std::string& sweep_ref) {
   header.insert(header.end(), {"RUNS", "VAL LOSS", "PROGRESS"});
   if (s.has_refine()) header.push_back("ADDED BY");
   Table t(header);
-  for (const auto& key : order) {
-    const Cell& c = cells[key];
-    std::vector<std::string> row = c.cols;
-    std::vector<std::string> st;
-    for (const auto& [name, n] : c.states) st.push_back(absl::StrCat(n, " ", name));
-    row.push_back(absl::StrJoin(st, ", "));
-    row.push_back(c.loss_n > 0 ? Num(c.loss_sum / c.loss_n) : "-");
-    row.push_back(c.total > 0 ? Bar(double(c.step) / c.total, 10) : "");
-    if (s.has_refine()) row.push_back(c.round > 0 ? absl::StrCat("refine r", c.round) : "grid");
+  for (const auto& [cols, c] : rows) {
+    std::vector<std::string> row = cols;
+    row.push_back(CellStates(c->counts()));
+    row.push_back(c->loss_runs() > 0 ? Num(c->mean_val_loss()) : "-");
+    row.push_back(c->running_total_steps() > 0
+                      ? Bar(double(c->running_steps()) / c->running_total_steps(), 10)
+                      : "");
+    if (s.has_refine()) {
+      row.push_back(c->refine_round() > 0 ? absl::StrCat("refine r", c->refine_round()) : "grid");
+    }
     t.Add(row);
   }
   std::cout << t.Render();

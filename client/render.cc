@@ -91,6 +91,12 @@ std::string TimeAgo(double unix_seconds) {
   return Duration(Now() - unix_seconds) + " ago";
 }
 
+std::vector<std::pair<const char*, int>> CountsByState(const v1::SweepCounts& c) {
+  return {{"running", c.running()},     {"leased", c.leased()},     {"queued", c.queued()},
+          {"succeeded", c.succeeded()}, {"diverged", c.diverged()}, {"failed", c.failed()},
+          {"cancelled", c.cancelled()}, {"skipped", c.skipped()}};
+}
+
 std::string CountsLine(const v1::SweepCounts& c, bool color) {
   std::string out =
       absl::StrCat(c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped(), "/",
@@ -100,14 +106,7 @@ std::string CountsLine(const v1::SweepCounts& c, bool color) {
     const std::string part = absl::StrCat(n, " ", name);
     absl::StrAppend(&out, ", ", color ? Colored(name, part) : part);
   };
-  add(c.running(), "running");
-  add(c.leased(), "leased");
-  add(c.queued(), "queued");
-  add(c.succeeded(), "succeeded");
-  add(c.diverged(), "diverged");
-  add(c.failed(), "failed");
-  add(c.cancelled(), "cancelled");
-  add(c.skipped(), "skipped");
+  for (const auto& [name, n] : CountsByState(c)) add(n, name);
   add(c.refined(), "added by refinement");
   return out;
 }

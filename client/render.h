@@ -30,6 +30,8 @@ std::string Duration(double seconds);              // "1h02m", "3m05s", "12s", "
 std::string Num(double value, int precision = 4);  // %.{p}g, "-" for NaN
 std::string TimeAgo(double unix_seconds);
 // "12/32 done, 2 running, ..."; with `color`, each state's count in its state's colour.
+// The counts by state name, live states first (running, leased, queued, then the finished ones).
+std::vector<std::pair<const char*, int>> CountsByState(const v1::SweepCounts& counts);
 std::string CountsLine(const v1::SweepCounts& counts, bool color = false);
 // `text` in the colour of run state `state` ("running", "failed", ...) as an ANSI SGR sequence.
 std::string Colored(const std::string& state, const std::string& text);

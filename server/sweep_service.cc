@@ -33,6 +33,9 @@ constexpr int64_t kDryRunRows = 100;
 // ListRuns: limit <= 0 means this many; larger limits are capped.
 constexpr int kDefaultListRuns = 1000;
 constexpr int kMaxListRuns = 10000;
+// ListCells, the same way.
+constexpr int kDefaultListCells = 1000;
+constexpr int kMaxListCells = 10000;
 
 std::vector<v1::RunState> States(const google::protobuf::RepeatedField<int>& states) {
   std::vector<v1::RunState> out;
@@ -289,6 +292,18 @@ grpc::Status SweepServiceImpl::ListRuns(grpc::ServerContext* ctx, const v1::List
         auto page, d_.sweep_reads->RunsPage(sweep_id, States(req->states()), limit, req->offset()));
     for (auto& r : page.runs) *resp->add_runs() = std::move(r);
     resp->set_total(page.total);
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status SweepServiceImpl::ListCells(grpc::ServerContext* ctx, const v1::ListCellsRequest* req,
+                                         v1::ListCellsResponse* resp) {
+  return guard_.Run(*ctx, "ListCells", [&](const Caller&) -> absl::Status {
+    // A cell key is grid values joined: 64 KiB of text at most, no NUL (PostgreSQL refuses it).
+    RETURN_IF_ERROR(util::CheckText("after_cell", req->after_cell()));
+    ASSIGN_OR_RETURN(const int64_t sweep_id, d_.sweep_reads->Resolve(req->sweep()));
+    const int limit = req->limit() <= 0 ? kDefaultListCells : std::min(req->limit(), kMaxListCells);
+    ASSIGN_OR_RETURN(*resp, d_.sweep_reads->CellsPage(sweep_id, req->after_cell(), limit));
     return absl::OkStatus();
   });
 }

@@ -51,6 +51,8 @@ class SweepServiceImpl final
                                                         const v1::WatchSweepRequest* req) override;
   grpc::Status ListRuns(grpc::ServerContext* ctx, const v1::ListRunsRequest* req,
                         v1::ListRunsResponse* resp) override;
+  grpc::Status ListCells(grpc::ServerContext* ctx, const v1::ListCellsRequest* req,
+                         v1::ListCellsResponse* resp) override;
   grpc::ServerWriteReactor<v1::GetRunMetricsResponse>* GetRunMetrics(
       grpc::CallbackServerContext* ctx, const v1::GetRunMetricsRequest* req) override;
   grpc::Status ListRunEvents(grpc::ServerContext* ctx, const v1::ListRunEventsRequest* req,

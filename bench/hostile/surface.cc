@@ -317,6 +317,14 @@ class Surface {
     v1::ListRunsResponse resp;
     return sweeps_->ListRuns(Ctx(token).get(), req, &resp);
   }
+  grpc::Status ListCells(const std::string& token, const std::string& after = "") {
+    v1::ListCellsRequest req;
+    req.mutable_sweep()->set_id(sweep_);
+    req.set_after_cell(after);
+    req.set_limit(std::numeric_limits<int32_t>::max());
+    v1::ListCellsResponse resp;
+    return sweeps_->ListCells(Ctx(token).get(), req, &resp);
+  }
   grpc::Status ListRunEvents(const std::string& token) {
     v1::ListRunEventsRequest req;
     req.set_run_id(ra_.run);
@@ -431,6 +439,7 @@ class Surface {
       Expect("GetSweep", w, code, GetSweep(token));
       Expect("ListSweeps", w, code, ListSweeps(token));
       Expect("ListRuns", w, code, ListRuns(token));
+      Expect("ListCells", w, code, ListCells(token));
       Expect("ListRunEvents", w, code, ListRunEvents(token));
       Expect("WatchSweep", w, code, WatchSweep(token));
       Expect("RetryRuns", w, code, Retry(token, sweep_));
@@ -465,6 +474,7 @@ class Surface {
     Expect("GetSweep", w, denied, GetSweep(t_.worker_a));
     Expect("ListSweeps", w, denied, ListSweeps(t_.worker_a));
     Expect("ListRuns", w, denied, ListRuns(t_.worker_a));
+    Expect("ListCells", w, denied, ListCells(t_.worker_a));
     Expect("ListRunEvents", w, denied, ListRunEvents(t_.worker_a));
     Expect("WatchSweep", w, denied, WatchSweep(t_.worker_a));
     Expect("SubmitSweep", w, denied, Submit(t_.worker_a, SweepYaml("by-worker")));
@@ -611,6 +621,10 @@ class Surface {
     path.set_name("../../etc/passwd");
     huge.set_name(std::string(100 << 10, 's'));
     Expect("DeleteSweep", "no id and no name", StatusCode::INVALID_ARGUMENT, Delete(t_.user, none));
+    Expect("ListCells", "after_cell with a NUL byte", StatusCode::INVALID_ARGUMENT,
+           ListCells(t_.user, std::string("a\0b", 3)));
+    Expect("ListCells", "a 100 KB after_cell", StatusCode::INVALID_ARGUMENT,
+           ListCells(t_.user, std::string(100 << 10, 'c')));
     Expect("DeleteSweep", "an id no sweep has", StatusCode::NOT_FOUND,
            Delete(t_.user, int64_t{1} << 60));
     Expect("DeleteSweep", "name \"../../etc/passwd\" (only looked up)", StatusCode::NOT_FOUND,

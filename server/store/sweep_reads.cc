@@ -119,6 +119,45 @@ absl::StatusOr<RunPage> SweepReads::RunsPage(int64_t sweep_id,
   });
 }
 
+absl::StatusOr<v1::ListCellsResponse> SweepReads::CellsPage(int64_t sweep_id,
+                                                            const std::string& after_cell,
+                                                            int limit) {
+  using Out = v1::ListCellsResponse;
+  return db_->Tx<Out>("list cells", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "cells_page", sweep_id, after_cell, limit);
+    Out out;
+    for (const auto& row : r) {
+      v1::CellSummary* c = out.add_cells();
+      if (!row[1].is_null()) {  // a map field, parsed through its message (FromJson clears it)
+        RETURN_IF_ERROR(
+            pg::FromJson(absl::StrCat("{\"grid_values\":", row[1].as<std::string>(), "}"), c));
+      }
+      c->set_cell(row[0].as<std::string>());
+      c->set_refine_round(row[2].as<int>());
+      v1::SweepCounts* n = c->mutable_counts();
+      n->set_queued(row[3].as<int>());
+      n->set_leased(row[4].as<int>());
+      n->set_running(row[5].as<int>());
+      n->set_succeeded(row[6].as<int>());
+      n->set_diverged(row[7].as<int>());
+      n->set_failed(row[8].as<int>());
+      n->set_cancelled(row[9].as<int>());
+      n->set_skipped(row[10].as<int>());
+      n->set_total(row[11].as<int>());
+      n->set_refined(row[12].as<int>());
+      const int loss_runs = row[14].as<int>();
+      c->set_loss_runs(loss_runs);
+      if (loss_runs > 0) c->set_mean_val_loss(row[13].as<double>() / loss_runs);
+      c->set_running_steps(row[15].as<int64_t>());
+      c->set_running_total_steps(row[16].as<int64_t>());
+    }
+    if (limit > 0 && static_cast<int>(r.size()) == limit) {
+      out.set_next_after_cell(out.cells(out.cells_size() - 1).cell());
+    }
+    return out;
+  });
+}
+
 absl::StatusOr<v1::GetRunMetricsResponse> SweepReads::Metrics(int64_t run_id,
                                                               const std::vector<std::string>& names,
                                                               int64_t after_step, int64_t after_seq,

@@ -50,6 +50,10 @@ class SweepReads {
   // What the CLI lists: newest first (as List orders sweeps), `limit` runs after `offset`.
   absl::StatusOr<RunPage> RunsPage(int64_t sweep_id, const std::vector<v1::RunState>& states,
                                    int limit, int offset);
+  // The sweep's cells after `after_cell` in key order, `limit` of them, each folded from its runs
+  // in the database (ListCells); next_after_cell is set when more may follow.
+  absl::StatusOr<v1::ListCellsResponse> CellsPage(int64_t sweep_id, const std::string& after_cell,
+                                                  int limit);
 
   // Points with step > after_step and, when after_seq > 0, changed since after_seq (ordered by
   // step). *max_seq receives the newest change seen: the next call's after_seq.

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <set>
 #include <thread>
 #include <vector>
@@ -63,6 +64,109 @@ class CountsTest : public ServerFixture {
     v1::ListRunsResponse resp;
     ASSERT_TRUE(SweepStub()->ListRuns(Ctx().get(), req, &resp).ok());
     EXPECT_EQ(resp.total(), r[0].as<int>() + r[5].as<int>());
+    ExpectCellsMatchRuns(sweep, 2);
+  }
+
+  // ListCells, read in pages of `page` cells, against the same fold over the sweep's runs as the
+  // CLI did before the server aggregated (ablate status).
+  void ExpectCellsMatchRuns(int64_t sweep, int page) {
+    struct Want {
+      v1::SweepCounts counts;
+      double loss_sum = 0;
+      int loss_n = 0;
+      int64_t steps = 0, total_steps = 0;
+      int round = 0;
+      int64_t first_id = 0;
+      google::protobuf::Map<std::string, std::string> grid;
+    };
+    std::map<std::string, Want> want;
+    const v1::GetSweepResponse all = GetSweep(sweep, /*runs=*/true);
+    for (const auto& r : all.runs()) {
+      auto [it, fresh] = want.try_emplace(r.cell());
+      Want& w = it->second;
+      if (fresh || r.id() < w.first_id) {
+        w.first_id = r.id();
+        w.grid = r.grid_values();
+        w.grid.erase("seed");
+      }
+      w.round = fresh ? r.refine_round() : std::min(w.round, r.refine_round());
+      v1::SweepCounts& c = w.counts;
+      switch (r.state()) {
+        case v1::QUEUED:
+          c.set_queued(c.queued() + 1);
+          break;
+        case v1::LEASED:
+          c.set_leased(c.leased() + 1);
+          break;
+        case v1::RUNNING:
+          c.set_running(c.running() + 1);
+          break;
+        case v1::SUCCEEDED:
+          c.set_succeeded(c.succeeded() + 1);
+          break;
+        case v1::DIVERGED:
+          c.set_diverged(c.diverged() + 1);
+          break;
+        case v1::FAILED:
+          c.set_failed(c.failed() + 1);
+          break;
+        case v1::CANCELLED:
+          c.set_cancelled(c.cancelled() + 1);
+          break;
+        case v1::SKIPPED:
+          c.set_skipped(c.skipped() + 1);
+          break;
+        default:
+          ADD_FAILURE() << "run " << r.id() << " in state " << r.state();
+      }
+      c.set_total(c.total() + 1);
+      if (r.refine_round() > 0) c.set_refined(c.refined() + 1);
+      const double loss = r.state() == v1::SUCCEEDED  ? r.result().final_val_loss()
+                          : r.state() == v1::DIVERGED ? NAN
+                          : r.latest_val_loss() > 0   ? r.latest_val_loss()
+                                                      : NAN;
+      if (std::isfinite(loss)) {
+        w.loss_sum += loss;
+        ++w.loss_n;
+      }
+      if (r.state() == v1::RUNNING) {
+        w.steps += r.step();
+        w.total_steps += r.total_steps();
+      }
+    }
+    v1::ListCellsRequest req;
+    req.mutable_sweep()->set_id(sweep);
+    req.set_limit(page);
+    std::vector<v1::CellSummary> got;
+    for (int calls = 0;; ++calls) {
+      ASSERT_LT(calls, 1000) << "ListCells never ended";
+      v1::ListCellsResponse resp;
+      auto st = SweepStub()->ListCells(Ctx().get(), req, &resp);
+      ASSERT_TRUE(st.ok()) << st.error_message();
+      EXPECT_LE(resp.cells_size(), page);
+      for (const auto& c : resp.cells()) got.push_back(c);
+      if (resp.next_after_cell().empty()) break;
+      req.set_after_cell(resp.next_after_cell());
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (const auto& c : got) {
+      SCOPED_TRACE(c.cell());
+      ASSERT_TRUE(want.contains(c.cell())) << "a cell twice, or one no run has";
+      const Want& w = want[c.cell()];
+      EXPECT_EQ(c.counts().SerializeAsString(), w.counts.SerializeAsString())
+          << c.counts().ShortDebugString() << " vs " << w.counts.ShortDebugString();
+      EXPECT_EQ(c.loss_runs(), w.loss_n);
+      if (w.loss_n > 0) {
+        EXPECT_NEAR(c.mean_val_loss(), w.loss_sum / w.loss_n, 1e-12);
+      }
+      EXPECT_EQ(c.running_steps(), w.steps);
+      EXPECT_EQ(c.running_total_steps(), w.total_steps);
+      EXPECT_EQ(c.refine_round(), w.round);
+      using Grid = std::map<std::string, std::string>;
+      EXPECT_EQ(Grid(c.grid_values().begin(), c.grid_values().end()),
+                Grid(w.grid.begin(), w.grid.end()));
+      want.erase(c.cell());
+    }
   }
 
   int64_t CountRows(int64_t sweep) {
@@ -119,10 +223,16 @@ TEST_F(CountsTest, EveryTransitionKeepsTheCountsExact) {
   ExpectExact(sweep, "lease");
   Beat(w, a);
   ExpectExact(sweep, "heartbeat: leased -> running");
+  // A live run's latest val loss counts in its cell's mean; a NaN one (a failed run's) does not.
+  Exec(absl::StrCat("UPDATE runs SET latest_val_loss = 2.5 WHERE id = ", a.lease().run_id()));
+  ExpectExact(sweep, "a running run's val loss");
   CompleteRun(a, v1::SUCCEEDED);
   ExpectExact(sweep, "complete succeeded");
   CompleteRun(LeaseRun(w), v1::DIVERGED);
-  CompleteRun(LeaseRun(w), v1::FAILED);
+  auto failing = LeaseRun(w);
+  Exec(absl::StrCat("UPDATE runs SET latest_val_loss = 'NaN' WHERE id = ",
+                    failing.lease().run_id()));
+  CompleteRun(failing, v1::FAILED);
   ExpectExact(sweep, "complete diverged, failed");
 
   auto released = LeaseRun(w);
@@ -285,6 +395,28 @@ TEST_F(CountsTest, ListRunsNeverAnswersMoreThanAPage) {
     }
   }
   EXPECT_EQ(static_cast<int>(seen.size()), total);
+  // Its 121 cells: the default page holds them all; pages of 50 cover each once, 100 runs each.
+  v1::ListCellsRequest cells;
+  cells.mutable_sweep()->set_id(sweep);
+  v1::ListCellsResponse cr;
+  ASSERT_TRUE(SweepStub()->ListCells(Ctx(admin_, 120).get(), cells, &cr).ok());
+  EXPECT_EQ(cr.cells_size(), 121);
+  EXPECT_TRUE(cr.next_after_cell().empty());
+  std::set<std::string> cell_keys;
+  cells.set_limit(50);
+  for (int calls = 0; calls < 10; ++calls) {
+    cr.Clear();
+    ASSERT_TRUE(SweepStub()->ListCells(Ctx(admin_, 120).get(), cells, &cr).ok());
+    EXPECT_LE(cr.cells_size(), 50);
+    for (const auto& c : cr.cells()) {
+      EXPECT_EQ(c.counts().total(), 100);
+      EXPECT_EQ(c.counts().queued(), 100);
+      EXPECT_TRUE(cell_keys.insert(c.cell()).second) << c.cell();
+    }
+    if (cr.next_after_cell().empty()) break;
+    cells.set_after_cell(cr.next_after_cell());
+  }
+  EXPECT_EQ(cell_keys.size(), 121u);
   v1::GetSweepRequest get;
   get.mutable_sweep()->set_id(sweep);
   get.set_include_runs(true);
