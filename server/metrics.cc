@@ -45,8 +45,13 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                      "Latest value of a run's aggregate probes (attention entropy, kurtosis, "
                      "grad and parameter norm, output-logit max, learning rate)");
   refined_ = gauge("ablate_sweep_refined_runs", "Runs a sweep's refinement added (any state)");
-  run_refine_round_ = gauge("ablate_run_refine_round",
-                            "Refinement round that added a run (only runs refinement added)");
+  cell_refine_round_ = gauge("ablate_cell_refine_round",
+                             "Refinement round that added a cell (only cells refinement added)");
+  cell_val_loss_ = gauge("ablate_cell_val_loss",
+                         "Mean validation loss of a cell's runs (final if succeeded, latest if "
+                         "live or failed; diverged runs have none)");
+  cell_logit_ = gauge("ablate_cell_max_attn_logit",
+                      "Highest max attention logit any of a cell's runs reported");
   auto counter = [&](const char* name, const char* help) {
     return std::make_unique<CounterSet>(
         &prometheus::BuildCounter().Name(name).Help(help).Register(r));
@@ -106,15 +111,16 @@ bool AxisLabelAllowed(const std::string& axis) {
 
 }  // namespace
 
-ServerMetrics::Labels ServerMetrics::RunLabels(const std::string& sweep, const RunStats& r) {
-  // qk_norm, lr, n_layer and seed always (the Run and Sweep dashboards' columns), then every
-  // other grid axis of the run's sweep under its own name, and `variant`: the run's values of
-  // the axes other than lr, n_layer and seed ("attn_softcap=30,pos=rope"; "all" when there are
-  // none), what the Sweep dashboard splits its LR x depth tables and legends by.
-  Labels labels = {{"sweep", sweep}, {"run", absl::StrCat(r.run_id)}, {"qk_norm", r.qk_norm},
-                   {"lr", r.lr},     {"n_layer", r.n_layer},          {"seed", r.seed}};
+ServerMetrics::Labels ServerMetrics::AxisLabels(
+    const std::string& sweep, const std::string& qk_norm, const std::string& lr,
+    const std::string& n_layer, const std::map<std::string, std::string>& grid_values) {
+  // qk_norm, lr and n_layer always (the Run and Sweep dashboards' columns), then every other grid
+  // axis of the sweep under its own name, and `variant`: the values of the axes other than lr,
+  // n_layer and seed ("attn_softcap=30,pos=rope"; "all" when there are none), what the Sweep
+  // dashboard splits its LR x depth tables and legends by.
+  Labels labels = {{"sweep", sweep}, {"qk_norm", qk_norm}, {"lr", lr}, {"n_layer", n_layer}};
   std::string variant;
-  for (const auto& [axis, value] : r.grid_values) {  // sorted by axis name
+  for (const auto& [axis, value] : grid_values) {  // sorted by axis name
     if (!AxisLabelAllowed(axis)) continue;
     labels[axis] = value;
     if (axis == "lr" || axis == "n_layer" || axis == "seed") continue;
@@ -124,11 +130,24 @@ ServerMetrics::Labels ServerMetrics::RunLabels(const std::string& sweep, const R
   return labels;
 }
 
+ServerMetrics::Labels ServerMetrics::RunLabels(const std::string& sweep, const RunStats& r) {
+  Labels labels = AxisLabels(sweep, r.qk_norm, r.lr, r.n_layer, r.grid_values);
+  labels["run"] = absl::StrCat(r.run_id);
+  labels["seed"] = r.seed;
+  return labels;
+}
+
+ServerMetrics::Labels ServerMetrics::CellLabels(const std::string& sweep, const CellStats& c) {
+  return AxisLabels(sweep, c.qk_norm, c.lr, c.n_layer, c.grid_values);  // no seed in a cell's
+}
+
 absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   auto active = sweeps->List(100000, /*active_only=*/true);
   if (!active.ok()) return active.status();
   auto runs = stats->ActiveRuns();
   if (!runs.ok()) return runs.status();
+  auto cells = stats->ActiveCells();
+  if (!cells.ok()) return cells.status();
   auto workers = stats->Workers();
   if (!workers.ok()) return workers.status();
   auto usage = stats->Usage();
@@ -143,7 +162,8 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   std::lock_guard<std::mutex> lock(refresh_mu_);
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
-                  run_probe_.get(), refined_.get(), run_refine_round_.get(), budget_used_.get()}) {
+                  run_probe_.get(), refined_.get(), cell_refine_round_.get(), cell_val_loss_.get(),
+                  cell_logit_.get(), budget_used_.get()}) {
     g->Begin();
   }
   device_seconds_->Begin();
@@ -187,16 +207,25 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
     if (r.val_loss) run_val_loss_->Set(labels, *r.val_loss);
     if (r.tokens_per_second) run_tps_->Set(labels, *r.tokens_per_second);
     if (r.max_attn_logit) run_logit_->Set(labels, *r.max_attn_logit);
-    if (r.refine_round > 0) run_refine_round_->Set(labels, r.refine_round);
     for (const auto& [probe, value] : r.probes) {
       Labels with_probe = labels;
       with_probe["probe"] = probe;
       run_probe_->Set(with_probe, value);
     }
   }
+  // Cardinality: the active sweeps' cells (finished runs are folded into them), not their runs.
+  for (const auto& c : *cells) {
+    auto it = label_of.find(c.sweep_id);
+    if (it == label_of.end()) continue;
+    const Labels labels = CellLabels(it->second, c);
+    if (c.val_loss) cell_val_loss_->Set(labels, *c.val_loss);
+    if (c.max_attn_logit) cell_logit_->Set(labels, *c.max_attn_logit);
+    if (c.refine_round > 0) cell_refine_round_->Set(labels, c.refine_round);
+  }
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
-                  run_probe_.get(), refined_.get(), run_refine_round_.get(), budget_used_.get()}) {
+                  run_probe_.get(), refined_.get(), cell_refine_round_.get(), cell_val_loss_.get(),
+                  cell_logit_.get(), budget_used_.get()}) {
     g->End();
   }
   device_seconds_->End();

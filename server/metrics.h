@@ -52,8 +52,13 @@ class ServerMetrics {
 
  private:
   using Labels = std::map<std::string, std::string>;
-  // The labels of a run's series: see docs/server.md#metrics-metrics (cardinality too).
+  // The labels of a run's and a cell's series: see docs/server.md#metrics-metrics (cardinality
+  // too). A cell's are its runs' without `run` and `seed`.
   static Labels RunLabels(const std::string& sweep, const RunStats& run);
+  static Labels CellLabels(const std::string& sweep, const CellStats& cell);
+  static Labels AxisLabels(const std::string& sweep, const std::string& qk_norm,
+                           const std::string& lr, const std::string& n_layer,
+                           const std::map<std::string, std::string>& grid_values);
   // A family whose series set is replaced wholesale on each refresh: Begin, then Series for
   // each one still there, then End removes the rest (their sweep ended).
   template <typename M>
@@ -112,9 +117,11 @@ class ServerMetrics {
   std::unique_ptr<GaugeSet> runs_, workers_, progress_, eta_;
   std::unique_ptr<GaugeSet> run_step_, run_train_loss_, run_val_loss_, run_tps_, run_logit_;
   std::unique_ptr<GaugeSet> run_probe_;  // labels of the run + probe
-  // Issue #11: runs a sweep's refinement added, and per added run the round that added it.
+  // Issue #11: runs a sweep's refinement added, and per added cell the round that added it.
   std::unique_ptr<GaugeSet> refined_;
-  std::unique_ptr<GaugeSet> run_refine_round_;
+  std::unique_ptr<GaugeSet> cell_refine_round_;
+  // Issue #22: every cell of an active sweep, its runs folded (what the LR x depth tables show).
+  std::unique_ptr<GaugeSet> cell_val_loss_, cell_logit_;
   std::unique_ptr<CounterSet> device_seconds_, cost_usd_;
   std::unique_ptr<GaugeSet> budget_used_;
 

@@ -14,6 +14,18 @@ std::optional<double> Opt(const pqxx::field& f) {
   return f.as<double>();
 }
 
+// A run's or cell's grid values ({"axis": "value"}, written at submit); anything else skipped.
+std::map<std::string, std::string> GridValues(const pqxx::field& f) {
+  std::map<std::string, std::string> out;
+  nlohmann::json grid = nlohmann::json::parse(f.as<std::string>(), nullptr, false);
+  if (grid.is_object()) {
+    for (const auto& [axis, value] : grid.items()) {
+      if (value.is_string()) out[axis] = value.get<std::string>();
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
@@ -42,15 +54,31 @@ absl::StatusOr<std::vector<RunStats>> StatsStore::ActiveRuns() {
           if (value.is_number()) s.probes[name] = value.get<double>();
         }
       }
-      // The run's grid values ({"axis": "value"}, seed included), written at submit.
-      nlohmann::json grid = nlohmann::json::parse(row[12].as<std::string>(), nullptr, false);
-      if (grid.is_object()) {
-        for (const auto& [axis, value] : grid.items()) {
-          if (value.is_string()) s.grid_values[axis] = value.get<std::string>();
-        }
-      }
+      s.grid_values = GridValues(row[12]);  // seed included
       s.refine_round = row[13].as<int>();
       out.push_back(std::move(s));
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<CellStats>> StatsStore::ActiveCells() {
+  using Out = std::vector<CellStats>;
+  return db_->Tx<Out>("cell stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "stats_active_cells");
+    Out out;
+    out.reserve(r.size());
+    for (const auto& row : r) {
+      CellStats c;
+      c.sweep_id = row[0].as<int64_t>();
+      c.qk_norm = row[1].as<std::string>();
+      c.lr = row[2].as<std::string>();
+      c.n_layer = row[3].as<std::string>();
+      c.grid_values = GridValues(row[4]);
+      c.refine_round = row[5].as<int>();
+      c.val_loss = Opt(row[6]);
+      c.max_attn_logit = Opt(row[7]);
+      out.push_back(std::move(c));
     }
     return out;
   });

@@ -32,6 +32,17 @@ struct RunStats {
   int refine_round = 0;                  // 0: a base-grid run; k: added by refinement round k
 };
 
+// One cell of an active sweep (its runs folded, seeds and all): the Sweep dashboard's LR x depth
+// tables read these rather than every run, so a 100,000-run sweep exports its cells.
+struct CellStats {
+  int64_t sweep_id = 0;
+  std::string qk_norm, lr, n_layer;                // label values as written in the sweep
+  std::map<std::string, std::string> grid_values;  // the cell's grid point, seed left out
+  int refine_round = 0;                            // 0: the grid's; k: added by refinement round k
+  std::optional<double> val_loss;                  // the mean over its runs (run_loss, 0013)
+  std::optional<double> max_attn_logit;            // the highest any of its runs reported
+};
+
 // What an active sweep's runs were charged on one device class (docs/architecture.md#cost).
 struct UsageStats {
   int64_t sweep_id = 0;
@@ -52,7 +63,10 @@ class StatsStore {
   StatsStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
 
   // Every run of an active sweep that has started (queued runs have nothing to show yet).
+  // Runs of active sweeps in flight (leased, running) that have started.
   absl::StatusOr<std::vector<RunStats>> ActiveRuns();
+  // Every cell of an active sweep with a loss, a logit or a refinement round to show.
+  absl::StatusOr<std::vector<CellStats>> ActiveCells();
   absl::StatusOr<std::vector<WorkerCount>> Workers();
   absl::StatusOr<std::vector<UsageStats>> Usage();
   // The `sweep` label of every active sweep (sweeps.metric_label, migration 0006). A sweep gets

@@ -23,7 +23,8 @@ SWEEP = "smoke"
 STATES = ("queued", "leased", "running", "succeeded", "diverged", "failed", "cancelled", "skipped")
 # Per-run labels as the server writes them (server/metrics.cc RunLabels): qk_norm, lr, n_layer,
 # seed always; every grid axis of the sweep under its own name; `variant`, the run's values of
-# the axes other than lr, n_layer and seed.
+# the axes other than lr, n_layer and seed. A cell's (CellLabels) are the same without run and
+# seed.
 RUNS = [
     dict(run=f"r{i:02d}", qk_norm=q, lr=lr, n_layer=L, seed=s, variant=f"qk_norm={q}")
     for i, (q, lr, L, s) in enumerate(
@@ -62,7 +63,7 @@ def render():
                  "ablate_worker_busy", "ablate_worker_step_seconds", "ablate_worker_tokens_per_second",
                  "ablate_worker_device_memory_used_bytes", "ablate_worker_current_run",
                  "ablate_worker_spooled_points", "ablate_worker_paused_runs", "ablate_sweep_refined_runs",
-                 "ablate_run_refine_round"):
+                 "ablate_cell_val_loss", "ablate_cell_max_attn_logit", "ablate_cell_refine_round"):
         out.append(f"# TYPE {name} gauge")
     counts = dict(queued=10, leased=1, running=1, succeeded=10, diverged=2, failed=0, cancelled=0, skipped=2)
     for sweep in SWEEP_RUNS if sweep_active else ():
@@ -71,22 +72,30 @@ def render():
     for state, n in (("idle", 1), ("busy", 2), ("offline", 0)):
         gauge("ablate_workers", n, state=state, device="cpu")
     for sweep, runs in SWEEP_RUNS.items() if sweep_active else ():
+        cells = {}  # the run's labels without run and seed -> its seeds' (val loss, logit)
         for r in runs:
             lr, depth = float(r["lr"]), int(r["n_layer"])
             loss = 2.0 + 6.0 * math.exp(-step / 200) + (3.0 * lr * depth if r["qk_norm"] == "none" else 0.0)
             loss += 0.1 * (r.get("pos") == "rope") + 0.01 * float(r.get("attn_softcap", 0))
+            logit = round(5 + (lr * 1000 * depth if r["qk_norm"] == "none" else 2), 2)
+            cell = tuple((k, v) for k, v in r.items() if k not in ("run", "seed"))
+            cells.setdefault(cell, []).append((loss + 0.05, logit))
             gauge("ablate_run_step", step, sweep=sweep, **r)
             gauge("ablate_run_train_loss", round(loss, 4), sweep=sweep, **r)
             gauge("ablate_run_val_loss", round(loss + 0.05, 4), sweep=sweep, **r)
             gauge("ablate_run_tokens_per_second", 12000 + 100 * depth, sweep=sweep, **r)
-            gauge("ablate_run_max_attn_logit",
-                  round(5 + (lr * 1000 * depth if r["qk_norm"] == "none" else 2), 2), sweep=sweep, **r)
+            gauge("ablate_run_max_attn_logit", logit, sweep=sweep, **r)
             for probe, value in (("attn_entropy", 2.5), ("kurtosis", 3.2), ("grad_norm", 0.8),
                                  ("param_norm", 120.0), ("output_logit_max", 9.0), ("lr", lr)):
                 gauge("ablate_run_probe", value, sweep=sweep, probe=probe, **r)
-    for sweep, runs in SWEEP_RUNS.items() if sweep_active else ():
-        for r in runs[-2:]:  # the last two stand for runs refinement added
-            gauge("ablate_run_refine_round", 1, sweep=sweep, **r)
+        # Cells as the server folds them (server/metrics.cc CellLabels): the seeds' mean loss and
+        # highest logit; the last cell stands for one refinement added.
+        for i, (cell, seeds) in enumerate(cells.items()):
+            gauge("ablate_cell_val_loss", round(sum(v for v, _ in seeds) / len(seeds), 4),
+                  sweep=sweep, **dict(cell))
+            gauge("ablate_cell_max_attn_logit", max(g for _, g in seeds), sweep=sweep, **dict(cell))
+            if i == len(cells) - 1:
+                gauge("ablate_cell_refine_round", 1, sweep=sweep, **dict(cell))
     if sweep_active:
         for sweep in SWEEP_RUNS:
             gauge("ablate_sweep_refined_runs", 2, sweep=sweep)

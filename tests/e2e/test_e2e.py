@@ -435,8 +435,8 @@ class Observability(E2E):
              f"127.0.0.1:{s.metrics_port}", f"127.0.0.1:{worker_metrics}", "--",
              "--sweep", "e2e-obs", "--run", str(run["id"]), "--var", "qk_norm=none",
              "--lookback", "600",
-             # This sweep has no refine: (e2e.Refinement covers it), so no run has a round.
-             "--optional", "ablate_run_refine_round"],
+             # This sweep has no refine: (e2e.Refinement covers it), so no cell has a round.
+             "--optional", "ablate_cell_refine_round"],
             capture_output=True, text=True, timeout=600)
         self.assertEqual(live.returncode, 0, live.stdout + live.stderr)
         s.cli("cancel", str(self.sweep_id))

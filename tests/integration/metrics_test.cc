@@ -8,11 +8,14 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "pqxx/pqxx"
 #include "tests/integration/harness.h"
 
 namespace ablate::testing {
@@ -220,6 +223,79 @@ TEST_F(MetricsTest, PerRunSeriesCarryTheSweepsOwnAxes) {
     }
   }
   EXPECT_EQ(variants.size(), 4u);
+}
+
+// Issue #22: a finished run leaves the per-run series while its sweep is still live; its cell
+// (seeds folded, in the database) carries its loss and logit, so the series of a big sweep are
+// its cells and the runs in flight, not every run it has started.
+TEST_F(MetricsTest, FinishedRunsFoldIntoTheirCellsSeries) {
+  auto sub = Submit(SweepYaml("folded", 2, 2));
+  ASSERT_EQ(sub.runs(), 4);
+  const int64_t w = Register("fold-worker", "cpu", 0, /*slots=*/4);
+  auto report = [&](const v1::LeaseResponse& l, double val, double logit) {
+    v1::ReportMetricsRequest rep;
+    rep.set_run_id(l.spec().run_id());
+    rep.set_attempt(l.lease().attempt());
+    rep.set_lease_token(l.lease().token());
+    for (const auto& [name, value] : {std::pair<const char*, double>{"train_loss", val},
+                                      {"val_loss", val},
+                                      {"max_attn_logit", logit}}) {
+      auto* p = rep.add_points();
+      p->set_name(name);
+      p->set_step(5);
+      p->set_value(value);
+    }
+    v1::ReportMetricsResponse rr;
+    ASSERT_TRUE(WorkerStub()->ReportMetrics(Ctx().get(), rep, &rr).ok());
+  };
+  // All four leased; the first cell's two seeds: one finishes (final loss 2.0, logit 10), one
+  // trains on (4.0, 20). The other cell's runs report nothing.
+  std::vector<v1::LeaseResponse> first, other;
+  for (int i = 0; i < 4; ++i) {
+    auto l = Lease(w);
+    ASSERT_TRUE(l.has_run());
+    (l.spec().grid_values().at("lr") == "0.001" ? first : other).push_back(l);
+  }
+  ASSERT_EQ(first.size(), 2u);
+  const v1::LeaseResponse& a = first[0];
+  const v1::LeaseResponse& b = first[1];
+  const std::string lr = "lr=\"0.001\"";
+  report(a, 3.0, 10);
+  report(b, 4.0, 20);
+  const std::string run_a = absl::StrCat("run=\"", a.spec().run_id(), "\"");
+  const std::string run_b = absl::StrCat("run=\"", b.spec().run_id(), "\"");
+  WaitFor("ablate_run_val_loss", {run_a});
+  v1::CompleteRequest c;
+  c.set_run_id(a.spec().run_id());
+  c.set_attempt(a.lease().attempt());
+  c.set_lease_token(a.lease().token());
+  c.set_state(v1::SUCCEEDED);
+  c.mutable_result()->set_final_val_loss(2.0);
+  v1::CompleteResponse cr;
+  ASSERT_TRUE(WorkerStub()->Complete(Ctx().get(), c, &cr).ok());
+  std::string text = WaitFor("ablate_run_val_loss", {run_a}, /*present=*/false);
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_val_loss", {run_b}), " 4")) << text;
+  // The cell: the mean of a's final loss and b's latest, the higher logit, no run or seed label.
+  text = WaitFor("ablate_cell_val_loss", {"sweep=\"folded\"", lr, "variant=\"all\""});
+  const std::string cell = Line(text, "ablate_cell_val_loss", {"sweep=\"folded\"", lr});
+  EXPECT_TRUE(absl::EndsWith(cell, " 3")) << cell;
+  EXPECT_FALSE(absl::StrContains(cell, "run=")) << cell;
+  EXPECT_FALSE(absl::StrContains(cell, "seed=")) << cell;
+  EXPECT_TRUE(
+      absl::EndsWith(Line(text, "ablate_cell_max_attn_logit", {"sweep=\"folded\"", lr}), " 20"))
+      << text;
+  // The other cell has no run with a loss or logit yet: no series.
+  EXPECT_EQ(Line(text, "ablate_cell_val_loss", {"sweep=\"folded\"", "lr=\"0.002\""}), "") << text;
+  // A cell refinement added says so, whether or not its runs have reported anything.
+  pqxx::connection conn(url_);
+  pqxx::work tx(conn);
+  tx.exec(absl::StrCat("UPDATE runs SET refine_round = 1 WHERE id IN (", other[0].spec().run_id(),
+                       ", ", other[1].spec().run_id(), ")"));
+  tx.commit();
+  text = WaitFor("ablate_cell_refine_round", {"sweep=\"folded\"", "lr=\"0.002\""});
+  EXPECT_TRUE(absl::EndsWith(
+      Line(text, "ablate_cell_refine_round", {"sweep=\"folded\"", "lr=\"0.002\""}), " 1"));
+  EXPECT_EQ(Line(text, "ablate_cell_refine_round", {"sweep=\"folded\"", lr}), "") << text;
 }
 
 TEST_F(MetricsTest, ASecondSweepOfALiveSweepsNameDoesNotRenameIt) {

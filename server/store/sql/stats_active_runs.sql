@@ -1,4 +1,6 @@
--- The started runs of active sweeps, for the Prometheus exporter.
+-- The started runs of active sweeps still in flight (leased, running), for the Prometheus
+-- exporter's per-run series; a finished run is folded into its cell (stats_active_cells), so the
+-- series of a 100,000-run sweep are its cells and the runs training now.
 SELECT r.id, r.sweep_id,
   coalesce(rs.spec->'grid_values'->>'qk_norm', rs.spec->'config'->>'qk_norm', ''),
   coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''),
@@ -8,4 +10,4 @@ SELECT r.id, r.sweep_id,
   coalesce(rs.spec->'grid_values', '{}'::jsonb)::text, r.refine_round
 FROM runs r JOIN sweeps s ON s.id = r.sweep_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id
-WHERE s.state = 'active' AND r.state <> 'queued' AND r.started_at IS NOT NULL
+WHERE s.state = 'active' AND r.state IN ('leased', 'running') AND r.started_at IS NOT NULL

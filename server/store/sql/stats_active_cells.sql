@@ -1,0 +1,23 @@
+-- The cells of active sweeps, for the Prometheus exporter (the Sweep dashboard's LR x depth
+-- tables): per (sweep, cell) its first run's label values and grid point (no seed), the round
+-- that added it, the mean val loss over its runs by run_loss (migration 0013, as ListCells) and
+-- the highest max attention logit any of its runs reported (diverged ones too; NaN left out).
+-- Every run of an active sweep is read, queued ones included, so a refined cell shows its round
+-- before it starts.
+SELECT c.sweep_id,
+  coalesce(rs.spec->'grid_values'->>'qk_norm', rs.spec->'config'->>'qk_norm', ''),
+  coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''),
+  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''),
+  coalesce((rs.spec->'grid_values') - 'seed', '{}'::jsonb)::text, c.round,
+  c.loss_sum / nullif(c.loss_n, 0), c.max_logit
+FROM (
+  SELECT r.sweep_id, r.cell, min(r.id) AS first_id, min(r.refine_round) AS round,
+    sum(run_loss(r.state, r.result, r.latest_val_loss)) AS loss_sum,
+    count(run_loss(r.state, r.result, r.latest_val_loss)) AS loss_n,
+    max(r.latest_max_attn_logit) FILTER (WHERE r.latest_max_attn_logit <> 'NaN'::float8)
+      AS max_logit
+  FROM runs r JOIN sweeps s ON s.id = r.sweep_id
+  WHERE s.state = 'active'
+  GROUP BY r.sweep_id, r.cell
+) c LEFT JOIN run_specs rs ON rs.run_id = c.first_id
+WHERE c.loss_n > 0 OR c.max_logit IS NOT NULL OR c.round > 0
