@@ -124,9 +124,12 @@ absl::StatusOr<v1::ListCellsResponse> SweepReads::CellsPage(int64_t sweep_id,
                                                             int limit) {
   using Out = v1::ListCellsResponse;
   return db_->Tx<Out>("list cells", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = pg::Exec(tx, "cells_page", sweep_id, after_cell, limit);
+    // One cell more than the page: whether another page follows, without a call that finds none.
+    pqxx::result r = pg::Exec(tx, "cells_page", sweep_id, after_cell, limit + 1);
+    const int n = std::min<int>(static_cast<int>(r.size()), limit);
     Out out;
-    for (const auto& row : r) {
+    for (int i = 0; i < n; ++i) {
+      const pqxx::row row = r[i];
       v1::CellSummary* c = out.add_cells();
       if (!row[1].is_null()) {  // a map field, parsed through its message (FromJson clears it)
         RETURN_IF_ERROR(
@@ -151,8 +154,8 @@ absl::StatusOr<v1::ListCellsResponse> SweepReads::CellsPage(int64_t sweep_id,
       c->set_running_steps(row[15].as<int64_t>());
       c->set_running_total_steps(row[16].as<int64_t>());
     }
-    if (limit > 0 && static_cast<int>(r.size()) == limit) {
-      out.set_next_after_cell(out.cells(out.cells_size() - 1).cell());
+    if (static_cast<int>(r.size()) > limit && n > 0) {
+      out.set_next_after_cell(out.cells(n - 1).cell());
     }
     return out;
   });

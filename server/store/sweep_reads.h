@@ -51,7 +51,7 @@ class SweepReads {
   absl::StatusOr<RunPage> RunsPage(int64_t sweep_id, const std::vector<v1::RunState>& states,
                                    int limit, int offset);
   // The sweep's cells after `after_cell` in key order, `limit` of them, each folded from its runs
-  // in the database (ListCells); next_after_cell is set when more may follow.
+  // in the database (ListCells); next_after_cell is set when more follow.
   absl::StatusOr<v1::ListCellsResponse> CellsPage(int64_t sweep_id, const std::string& after_cell,
                                                   int limit);
 
