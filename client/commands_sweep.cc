@@ -263,6 +263,10 @@ absl::StatusOr<std::vector<v1::CellSummary>> FetchCells(Context& ctx, int64_t sw
     if (!got.ok()) return got.status();
     for (auto& c : *got->mutable_cells()) cells.push_back(std::move(c));
     if (got->next_after_cell().empty()) return cells;
+    if (got->next_after_cell() == req.after_cell() || got->cells().empty()) {
+      // A page that does not move on would be asked for forever.
+      return absl::InternalError("list cells: the server answered the same page again");
+    }
     req.set_after_cell(got->next_after_cell());
   }
 }
