@@ -5,6 +5,8 @@
 #endif
 
 #include <algorithm>
+#include <cstdlib>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -154,6 +156,14 @@ absl::Status CheckOptions(const ServerOptions& o) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (auto s = CheckOptions(options); !s.ok()) return s;
+#if defined(__GLIBC__)
+  // glibc gives a thread that finds the arenas busy an arena of its own, up to 8 per core, and
+  // keeps each: a fresh replica's RSS grew as load brought more contention (docs/soak.md). Two
+  // per core bound that; MALLOC_ARENA_MAX in the environment still decides when set.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
+    mallopt(M_ARENA_MAX, static_cast<int>(2 * std::max(1u, std::thread::hardware_concurrency())));
+  }
+#endif
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   const ServerOptions& o = impl->options;
@@ -162,6 +172,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     auto applied = Migrate(impl->db.get(), BuiltinMigrations());
     if (!applied.ok()) return applied.status();
     for (const auto& v : *applied) spdlog::info("migration applied version={}", v);
+  }
+  if (auto s = impl->db->Fill(); !s.ok()) {
+    spdlog::warn("database pool not filled at start ({}); connections open as requests need them",
+                 std::string(s.message()));
   }
   impl->blobs = std::make_unique<BlobStore>(o.store_dir);
   if (auto s = impl->blobs->Init(); !s.ok()) return s;

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -56,11 +57,39 @@ std::unique_ptr<pqxx::connection>* Db::Acquire() {
 
 void Db::Release(std::unique_ptr<pqxx::connection>* slot, bool broken) {
   // A connection that broke mid-transaction is dropped rather than reused: libpqxx would try to
-  // reactivate it, but a fresh one is simpler to reason about after a PostgreSQL restart.
-  if (broken) slot->reset();
+  // reactivate it, but a fresh one is simpler to reason about after a PostgreSQL restart. Its
+  // record of prepared statements goes with it (a new connection may not reuse its address).
+  if (broken && *slot != nullptr) {
+    pg::ForgetConnection(**slot);
+    slot->reset();
+  }
   std::lock_guard<std::mutex> lock(mu_);
   free_.push_back(slot);
   cv_.notify_one();
+}
+
+absl::Status Db::Fill() {
+  // Every slot at once: the pool is this call's until it returns.
+  std::vector<std::unique_ptr<pqxx::connection>*> taken;
+  for (size_t i = 0; i < slots_.size(); ++i) taken.push_back(Acquire());
+  absl::Status first;
+  for (auto* slot : taken) {
+    bool broken = false;
+    try {
+      if (*slot == nullptr) {
+        *slot = std::make_unique<pqxx::connection>(url_);
+        pg::ForgetConnection(**slot);
+      }
+      pg::RegisterAll(**slot);
+    } catch (...) {
+      bool retry = false;
+      absl::Status s = Convert("open the connection pool", &retry, &broken);
+      broken = true;
+      if (first.ok()) first = s;
+    }
+    Release(slot, broken);
+  }
+  return first;
 }
 
 absl::Status Db::Ping() {

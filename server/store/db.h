@@ -54,6 +54,13 @@ class Db {
 
   // Checks that a connection can be made now (startup, readiness).
   absl::Status Ping();
+  // Opens every connection of the pool now, each with every statement registered
+  // (pg::RegisterAll), so the process starts at the memory its pool keeps rather than growing
+  // toward it as load opens connections and meets statements one by one (docs/soak.md), and no
+  // request waits for a connection to open. Call it once the schema is migrated. A connection
+  // that cannot be opened stays lazy, opened by the first transaction that needs it; the first
+  // failure is returned.
+  absl::Status Fill();
 
  private:
   struct Lease;

@@ -49,6 +49,17 @@ void ForgetConnection(const Connection& conn) {
   Prepared().erase(&conn);
 }
 
+void RegisterAll([[maybe_unused]] Connection& conn) {
+#if PQXX_VERSION_MAJOR < 7
+  for (const sql::Statement& statement : sql::kStatements) {
+    const std::string id(statement.name);
+    if (IsPrepared(conn, id)) continue;
+    conn.prepare(id, std::string(statement.text));
+    MarkPrepared(conn, id);
+  }
+#endif
+}
+
 std::shared_ptr<void> Listen(pqxx::connection& conn, const std::string& channel, NotifyFn fn) {
 #if PQXX_VERSION_MAJOR >= 7
   conn.listen(channel, [fn = std::move(fn)](pqxx::notification n) {

@@ -27,6 +27,12 @@ using Connection = pqxx::connection_base;
 bool IsPrepared(const Connection& conn, const std::string& name);
 void MarkPrepared(const Connection& conn, const std::string& name);
 void ForgetConnection(const Connection& conn);
+// libpqxx 6: registers every statement of server/store/sql on `conn` as Exec would one at a time
+// (6 keeps each statement's text on the client and sends PREPARE at first use), so a
+// connection's client-side memory is whole from the start. libpqxx 7 keeps nothing on the client
+// and would PREPARE each at once on the server: there it does nothing, and Exec prepares a
+// statement when it is first run.
+void RegisterAll(Connection& conn);
 
 // Runs the named statement (server/store/sql/<name>.sql, statements.h) with $1..$n bound to
 // `args`, preparing it under its name once per connection: a statement is parsed and planned

@@ -1,4 +1,5 @@
 // `ablate-server migrate`: idempotent, recorded in schema_migrations, safe when replicas race.
+// And the pool a server opens once the schema is there (Db::Fill).
 #include <thread>
 
 #include "pqxx/pqxx"
@@ -44,6 +45,40 @@ TEST(MigrateTest, ConcurrentReplicasApplyEachMigrationExactlyOnce) {
   pqxx::work tx(conn);
   EXPECT_EQ(tx.exec("SELECT count(*) FROM schema_migrations")[0][0].as<size_t>(),
             server::BuiltinMigrations().size());
+}
+
+// A server fills its pool at start: every connection open, each with every statement registered
+// (what it would otherwise reach one request at a time). A pool that cannot open stays usable:
+// every slot is back, and a later transaction says why it fails rather than waiting.
+TEST(MigrateTest, FillOpensEveryConnectionAndAFailureLeavesThePoolUsable) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  server::Db setup(url, 1);
+  ASSERT_TRUE(server::Migrate(&setup, server::BuiltinMigrations()).ok());
+  pqxx::connection watcher(url);
+  auto connections = [&] {
+    pqxx::nontransaction tx(watcher);
+    return tx
+        .exec1(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()")[0]
+        .as<int>();
+  };
+  const int before = connections();
+  server::Db db(url, 5);
+  EXPECT_EQ(connections(), before) << "a pool opens nothing until asked";
+  absl::Status filled = db.Fill();
+  ASSERT_TRUE(filled.ok()) << filled;
+  EXPECT_EQ(connections(), before + 5);
+  EXPECT_TRUE(db.Fill().ok()) << "filling a full pool again opens nothing more";
+  EXPECT_EQ(connections(), before + 5);
+  EXPECT_TRUE(db.Ping().ok());
+
+  server::Db nowhere("postgresql://127.0.0.1:1/nothing?connect_timeout=2", 3);
+  absl::Status failed = nowhere.Fill();
+  EXPECT_FALSE(failed.ok());
+  EXPECT_NE(failed.message().find("open the connection pool"), std::string::npos) << failed;
+  EXPECT_FALSE(nowhere.Ping().ok());  // answers (slots released), does not hang
 }
 
 TEST(MigrateTest, AFailingMigrationLeavesNoTrace) {
