@@ -115,6 +115,17 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states) {
 
 double OrZero(const pqxx::field& field) { return field.is_null() ? 0.0 : field.as<double>(); }
 
+absl::Status GridValuesFromJson(const pqxx::field& field,
+                                google::protobuf::Map<std::string, std::string>* out) {
+  out->clear();
+  if (field.is_null()) return absl::OkStatus();
+  v1::RunSpec holder;
+  absl::Status s =
+      FromJson(absl::StrCat("{\"grid_values\":", field.as<std::string>(), "}"), &holder);
+  if (s.ok()) out->swap(*holder.mutable_grid_values());
+  return s;
+}
+
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
   v1::Run run;
   run.set_id(row[0].as<int64_t>());
@@ -139,13 +150,7 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
   run.set_finished_at(OrZero(row[16]));
   run.set_lease_expires_at(OrZero(row[17]));
   run.set_order_index(row[18].as<int>());
-  v1::RunSpec holder;  // grid_values is a map field: parse it through its owning message
-  if (!row[19].is_null()) {
-    absl::Status s =
-        FromJson(absl::StrCat("{\"grid_values\":", row[19].as<std::string>(), "}"), &holder);
-    if (!s.ok()) return s;
-    run.mutable_grid_values()->swap(*holder.mutable_grid_values());
-  }
+  if (absl::Status s = GridValuesFromJson(row[19], run.mutable_grid_values()); !s.ok()) return s;
   if (!row[20].is_null()) {
     absl::Status s = FromJson(row[20].as<std::string>(), run.mutable_config());
     if (!s.ok()) return s;

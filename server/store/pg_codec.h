@@ -27,6 +27,11 @@ absl::Status FromJson(const std::string& json, google::protobuf::Message* messag
 // The runs.state names of `states`, for `state = ANY($n::text[])`.
 std::vector<std::string> StateNames(const std::vector<v1::RunState>& states);
 
+// A spec's grid_values object ({"axis": "value"}) into `out` (left empty when the field is NULL):
+// a map field is parsed through its owning message, which FromJson clears first.
+absl::Status GridValuesFromJson(const pqxx::field& field,
+                                google::protobuf::Map<std::string, std::string>* out);
+
 // A Run from a row of the columns runs_page (server/store/sql/runs_page.sql) selects.
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row);
 

@@ -131,23 +131,20 @@ absl::StatusOr<v1::ListCellsResponse> SweepReads::CellsPage(int64_t sweep_id,
     for (int i = 0; i < n; ++i) {
       const pqxx::row row = r[i];
       v1::CellSummary* c = out.add_cells();
-      if (!row[1].is_null()) {  // a map field, parsed through its message (FromJson clears it)
-        RETURN_IF_ERROR(
-            pg::FromJson(absl::StrCat("{\"grid_values\":", row[1].as<std::string>(), "}"), c));
-      }
       c->set_cell(row[0].as<std::string>());
+      RETURN_IF_ERROR(pg::GridValuesFromJson(row[1], c->mutable_grid_values()));
       c->set_refine_round(row[2].as<int>());
-      v1::SweepCounts* n = c->mutable_counts();
-      n->set_queued(row[3].as<int>());
-      n->set_leased(row[4].as<int>());
-      n->set_running(row[5].as<int>());
-      n->set_succeeded(row[6].as<int>());
-      n->set_diverged(row[7].as<int>());
-      n->set_failed(row[8].as<int>());
-      n->set_cancelled(row[9].as<int>());
-      n->set_skipped(row[10].as<int>());
-      n->set_total(row[11].as<int>());
-      n->set_refined(row[12].as<int>());
+      v1::SweepCounts* counts = c->mutable_counts();
+      counts->set_queued(row[3].as<int>());
+      counts->set_leased(row[4].as<int>());
+      counts->set_running(row[5].as<int>());
+      counts->set_succeeded(row[6].as<int>());
+      counts->set_diverged(row[7].as<int>());
+      counts->set_failed(row[8].as<int>());
+      counts->set_cancelled(row[9].as<int>());
+      counts->set_skipped(row[10].as<int>());
+      counts->set_total(row[11].as<int>());
+      counts->set_refined(row[12].as<int>());
       const int loss_runs = row[14].as<int>();
       c->set_loss_runs(loss_runs);
       if (loss_runs > 0) c->set_mean_val_loss(row[13].as<double>() / loss_runs);
