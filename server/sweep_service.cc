@@ -90,6 +90,9 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   const std::string file_name = req.file_name().empty() ? "sweep.yaml" : req.file_name();
   sweep::Limits limits;
   limits.max_runs = d_.options->max_grid;
+  // Each run is checked by the one walk that stores it (or, for a dry run, answers with it):
+  // a run the grid makes invalid fails that walk with the same error, and nothing is stored.
+  limits.check_runs = false;
   auto parsed = sweep::ParseSweep(req.spec_yaml(), file_name, limits);
   if (!parsed.ok()) return parsed.status();
   v1::DataSpec data = parsed->data;
@@ -106,8 +109,8 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   s.refine = parsed->refine;
   s.prune_above_divergence = parsed->prune_above_divergence;
   s.budget = parsed->budget;
-  // ParseSweep has validated every run, so the walks below cannot fail on a run; they only
-  // fill in what the sweep file leaves to the server.
+  // The walks below check every run (ForEachRun) and fill in what the sweep file leaves to the
+  // server.
   auto finish = [&](v1::RunSpec* run) {
     run->set_sweep_name(parsed->name);
     *run->mutable_data() = data;
@@ -146,7 +149,7 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   auto count = sweep::CountRuns(*parsed, limits);
   if (!count.ok()) return count.status();
   s.run_count = *count;
-  // The store walks the grid again for each attempt at its transaction, inserting a few
+  // The store walks the grid for each attempt at its transaction, inserting a few
   // thousand runs at a time; the expansion is deterministic, so every walk yields the same runs.
   s.for_each_run = [&](const NewSweep::RunVisitor& visit) {
     return sweep::ForEachRun(*parsed, limits, [&](v1::RunSpec&& run) {

@@ -83,9 +83,14 @@ absl::Status CheckFileName(std::string_view file_name);
 
 struct Limits {
   int64_t max_runs = 100000;  // a grid larger than this is refused
+  // ParseSweep walks the grid to check each run. False leaves that to the caller's own walk
+  // (ForEachRun applies the same checks and the size limit, with the same errors): the server's
+  // submit walks once, as it stores the runs, rather than twice.
+  bool check_runs = true;
 };
 
-// Parses and validates a sweep file. Expansion is also checked (size, per-run validity).
+// Parses and validates a sweep file. Expansion is also checked (size, per-run validity) unless
+// limits.check_runs is false.
 absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view file_name,
                                      const Limits& limits = {});
 

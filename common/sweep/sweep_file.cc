@@ -646,8 +646,8 @@ absl::StatusOr<SweepSpec> ParseSweep(std::string_view yaml, std::string_view fil
   ASSIGN_OR_RETURN(const YAML::Node root, source.Load(std::string(yaml)));
   SweepSpec sweep;
   sweep.file_name = std::string(file_name);
-  RETURN_IF_ERROR(
-      source.CatchYaml([&] { return ParseSweepBody(source, root, limits, true, &sweep); }));
+  RETURN_IF_ERROR(source.CatchYaml(
+      [&] { return ParseSweepBody(source, root, limits, limits.check_runs, &sweep); }));
   return sweep;
 }
 

@@ -132,49 +132,63 @@ bool AppendValue(const Message& m, const FieldDescriptor* f, int index, std::str
   return false;
 }
 
+// The value of field `f` of `m` (a set field: ListFields lists it): an object for a map, an
+// array for a repeated field, else the one value.
+bool AppendFieldValue(const Message& m, const FieldDescriptor* f, std::string* out) {
+  if (f->is_extension()) return false;
+  const Reflection* r = m.GetReflection();
+  if (f->is_map()) {
+    const FieldDescriptor* key = f->message_type()->map_key();
+    const FieldDescriptor* value = f->message_type()->map_value();
+    if (key->cpp_type() != FieldDescriptor::CPPTYPE_STRING) return false;
+    out->push_back('{');
+    const int n = r->FieldSize(m, f);
+    for (int i = 0; i < n; ++i) {
+      const Message& entry = r->GetRepeatedMessage(m, f, i);
+      if (i > 0) out->push_back(',');
+      std::string scratch;
+      AppendString(entry.GetReflection()->GetStringReference(entry, key, &scratch), out);
+      out->push_back(':');
+      if (!AppendValue(entry, value, -1, out)) return false;
+    }
+    out->push_back('}');
+    return true;
+  }
+  if (f->is_repeated()) {
+    out->push_back('[');
+    const int n = r->FieldSize(m, f);
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) out->push_back(',');
+      if (!AppendValue(m, f, i, out)) return false;
+    }
+    out->push_back(']');
+    return true;
+  }
+  return AppendValue(m, f, -1, out);
+}
+
 bool AppendMessage(const Message& m, std::string* out) {
   const Descriptor* d = m.GetDescriptor();
   if (IsWellKnown(d)) return false;
-  const Reflection* r = m.GetReflection();
   std::vector<const FieldDescriptor*> fields;
-  r->ListFields(m, &fields);
+  m.GetReflection()->ListFields(m, &fields);
   out->push_back('{');
   bool first = true;
   for (const FieldDescriptor* f : fields) {
-    if (f->is_extension()) return false;
     if (!first) out->push_back(',');
     first = false;
     AppendString(f->name(), out);
     out->push_back(':');
-    if (f->is_map()) {
-      const FieldDescriptor* key = f->message_type()->map_key();
-      const FieldDescriptor* value = f->message_type()->map_value();
-      if (key->cpp_type() != FieldDescriptor::CPPTYPE_STRING) return false;
-      out->push_back('{');
-      const int n = r->FieldSize(m, f);
-      for (int i = 0; i < n; ++i) {
-        const Message& entry = r->GetRepeatedMessage(m, f, i);
-        if (i > 0) out->push_back(',');
-        std::string scratch;
-        AppendString(entry.GetReflection()->GetStringReference(entry, key, &scratch), out);
-        out->push_back(':');
-        if (!AppendValue(entry, value, -1, out)) return false;
-      }
-      out->push_back('}');
-    } else if (f->is_repeated()) {
-      out->push_back('[');
-      const int n = r->FieldSize(m, f);
-      for (int i = 0; i < n; ++i) {
-        if (i > 0) out->push_back(',');
-        if (!AppendValue(m, f, i, out)) return false;
-      }
-      out->push_back(']');
-    } else if (!AppendValue(m, f, -1, out)) {
-      return false;
-    }
+    if (!AppendFieldValue(m, f, out)) return false;
   }
   out->push_back('}');
   return true;
+}
+
+// Whether ListFields lists `f` of `m` (and AppendMessage writes it).
+bool IsSet(const Message& m, const FieldDescriptor* f) {
+  const Reflection* r = m.GetReflection();
+  return f->is_repeated() ? r->FieldSize(m, f) > 0 : r->HasField(m, f);
 }
 
 // The reader. Every method returns false on malformed input or a value it does not take, and
@@ -562,6 +576,82 @@ bool AppendMessageJson(const Message& message, std::string* out) {
 
 bool MergeMessageJson(std::string_view json, Message* message) {
   return Reader(json).Document(message);
+}
+
+std::optional<JsonDelta> JsonDelta::Make(const Message& base, std::string_view nested) {
+  JsonDelta delta;
+  const Descriptor* type = base.GetDescriptor();
+  if (IsWellKnown(type) || !delta.top_.Fill(base)) return std::nullopt;
+  delta.nested_ = type->FindFieldByName(std::string(nested));
+  if (delta.nested_ != nullptr) {
+    if (delta.nested_->is_repeated() ||
+        delta.nested_->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE ||
+        IsWellKnown(delta.nested_->message_type())) {
+      return std::nullopt;
+    }
+    const Message& sub = base.GetReflection()->GetMessage(base, delta.nested_);
+    if (!delta.inner_.Fill(sub)) return std::nullopt;
+  }
+  return delta;
+}
+
+bool JsonDelta::Level::Fill(const Message& base) {
+  type = base.GetDescriptor();
+  values.assign(type->field_count(), std::nullopt);
+  for (int i = 0; i < type->field_count(); ++i) {
+    const FieldDescriptor* f = type->field(i);
+    if (!IsSet(base, f)) continue;
+    std::string text;
+    if (!AppendFieldValue(base, f, &text)) return false;
+    values[i] = std::move(text);
+  }
+  return true;
+}
+
+bool JsonDelta::AppendLevel(const Message& m, const Level& level, const FieldDescriptor* nested,
+                            std::string* out) const {
+  if (m.GetDescriptor() != level.type) return false;
+  out->push_back('{');
+  bool first = true;
+  auto key = [&](const FieldDescriptor* f) {
+    if (!first) out->push_back(',');
+    first = false;
+    AppendString(f->name(), out);
+    out->push_back(':');
+  };
+  std::string value;
+  for (int i = 0; i < level.type->field_count(); ++i) {
+    const FieldDescriptor* f = level.type->field(i);
+    const std::optional<std::string>& base = level.values[i];
+    if (!IsSet(m, f)) {
+      if (base) {
+        key(f);
+        out->append("null");
+      }
+      continue;
+    }
+    value.clear();
+    if (f == nested && base) {
+      if (!AppendLevel(m.GetReflection()->GetMessage(m, f), inner_, nullptr, &value)) {
+        return false;
+      }
+      if (value == "{}") continue;  // the base's fields, all of them
+    } else {
+      if (!AppendFieldValue(m, f, &value)) return false;
+      if (base && *base == value) continue;
+    }
+    key(f);
+    out->append(value);
+  }
+  out->push_back('}');
+  return true;
+}
+
+bool JsonDelta::Append(const Message& message, std::string* out) const {
+  const size_t size = out->size();
+  if (AppendLevel(message, top_, nested_, out)) return true;
+  out->resize(size);
+  return false;
 }
 
 }  // namespace ablate::server::pg

@@ -13,9 +13,12 @@
 #ifndef ABLATE_SERVER_STORE_PROTO_JSON_H_
 #define ABLATE_SERVER_STORE_PROTO_JSON_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
 namespace ablate::server::pg {
@@ -23,6 +26,37 @@ namespace ablate::server::pg {
 // Appends `message` as a JSON object to `out`. False (and `out` as it was) for a shape it does
 // not handle.
 bool AppendMessageJson(const google::protobuf::Message& message, std::string* out);
+
+// The JSON of messages that share most of their values, written as what each holds apart from a
+// base message of the same type (run specs: the sweep's first run is the base, migration 0014).
+// An object with each field whose JSON differs from the base's, `null` for each field the base
+// has and the message does not (read back as unset), and for the singular message field named
+// `nested`, when both have it, an object of its fields written the same way (omitted when they
+// all match). Merged over the base's JSON (jsonb `||`, and `||` of the two `nested` objects) it
+// is the message's JSON (AppendMessageJson).
+class JsonDelta {
+ public:
+  // The base's values, written once. nullopt for a shape AppendMessageJson does not handle, or
+  // for a `nested` that is not a singular message field (no field of that name: no nesting).
+  static std::optional<JsonDelta> Make(const google::protobuf::Message& base,
+                                       std::string_view nested);
+
+  // Appends `message`'s delta. False (and `out` as it was) for a message of another type or a
+  // shape AppendMessageJson does not handle.
+  bool Append(const google::protobuf::Message& message, std::string* out) const;
+
+ private:
+  struct Level {
+    const google::protobuf::Descriptor* type = nullptr;
+    std::vector<std::optional<std::string>> values;  // by field index: the base's JSON, if set
+    bool Fill(const google::protobuf::Message& base);
+  };
+  bool AppendLevel(const google::protobuf::Message& m, const Level& level,
+                   const google::protobuf::FieldDescriptor* nested, std::string* out) const;
+
+  Level top_, inner_;
+  const google::protobuf::FieldDescriptor* nested_ = nullptr;
+};
 
 // Merges the JSON object `json` into `message`. False for malformed JSON, a value of the wrong
 // type for its field, or a shape it does not handle; `message` may then be partly set.

@@ -1,6 +1,7 @@
 #include "server/store/refine_store.h"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "common/util/log.h"
 #include "server/store/channels.h"
 #include "server/store/pg_codec.h"
+#include "server/store/proto_json.h"
 
 namespace ablate::server {
 namespace {
@@ -98,9 +100,11 @@ int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
   return static_cast<int>(done.size());
 }
 
+// `delta`: the sweep's base run spec, which its runs' specs are stored against (migration 0014);
+// null for a sweep stored before it, whose runs hold their whole spec.
 int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
            const v1::RefineStatus& rule, const analysis::Options& options, int priority,
-           int max_attempts, const std::vector<v1::Run>& runs) {
+           int max_attempts, const std::vector<v1::Run>& runs, const pg::JsonDelta* delta) {
   auto plan = analysis::PlanRefinement(runs, rule, options);
   if (!plan.ok()) {
     LogPlanningError(sweep_id, plan.status());
@@ -134,10 +138,17 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
                                                                   add.template_run_id)));
       continue;
     }
+    std::string own;
+    if (delta == nullptr) {
+      own = pg::ToJson(spec);
+    } else if (!delta->Append(spec, &own)) {
+      LogPlanningError(sweep_id, absl::InternalError("a refined run's spec cannot be written"));
+      continue;
+    }
     const std::string device = spec.config().device().empty() ? "auto" : spec.config().device();
     pqxx::result ins = pg::Exec(
         tx, "refine_insert_run", sweep_id, add.cell, add.seed, priority, device, max_attempts,
-        spec.config().steps(), add.round, pg::ToJson(spec),
+        spec.config().steps(), add.round, own,
         absl::StrCat("added by refinement round ", add.round, ": ", add.boundary),
         cost::RunFlops(spec.config(), cost::VocabOf(spec.data())),
         cost::FlopsPerToken(spec.config(), cost::VocabOf(spec.data())), spec.config().dtype());
@@ -186,8 +197,19 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
     out.requeued = Requeue(tx, sweep_id, options, &runs);
   }
   if (refine) {
-    out.added =
-        Refine(tx, sweep_id, *sweep, rule, options, s[0][3].as<int>(), s[0][4].as<int>(), runs);
+    std::optional<pg::JsonDelta> delta;
+    if (!s[0][7].is_null()) {
+      v1::RunSpec base;
+      if (pg::FromJson(s[0][7].as<std::string>(), &base).ok()) {
+        delta = pg::JsonDelta::Make(base, "config");
+      }
+      if (!delta) {
+        LogPlanningError(sweep_id, absl::InternalError("run_spec_base is not a RunSpec"));
+        return out;
+      }
+    }
+    out.added = Refine(tx, sweep_id, *sweep, rule, options, s[0][3].as<int>(), s[0][4].as<int>(),
+                       runs, delta ? &*delta : nullptr);
   }
   return out;
 }

@@ -460,6 +460,48 @@ TEST_F(BigInputTest, ListRunsLimitIsDefaultedAndCapped) {
   EXPECT_EQ(count(std::numeric_limits<int32_t>::max()), 10000);
 }
 
+// The server checks each run in the walk that stores it: a run the grid makes invalid past the
+// first insert chunk (n_head 4 does not divide n_embd 30) refuses the submit with the error a
+// dry run gives, naming the field, and stores nothing of the runs inserted before it.
+TEST_F(BigInputTest, ARunTheGridMakesInvalidRefusesTheSubmitAndStoresNothing) {
+  const std::string yaml =
+      "name: late-bad\n"
+      "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: "
+      "512}}\n"
+      "fixed: {n_embd: 30, block_size: 16, batch_size: 2, steps: 10, warmup: 1}\n"
+      "grid:\n  n_head: [2, 4]\n  seed: {linspace: {min: 0, max: 5999, num: 6000}}\n";
+  v1::SubmitSweepRequest dry;
+  dry.set_spec_yaml(yaml);
+  dry.set_file_name("big.yaml");
+  dry.set_dry_run(true);
+  v1::SubmitSweepResponse dry_resp;
+  const grpc::Status dry_status = SweepStub()->SubmitSweep(Ctx(admin_, 60).get(), dry, &dry_resp);
+  ASSERT_EQ(dry_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(dry_status.error_message().find("not divisible by n_head (4)"), std::string::npos)
+      << dry_status.error_message();
+  const grpc::Status s = TrySubmit(yaml);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), dry_status.error_message());
+  {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    for (const char* table : {"sweeps", "runs", "run_specs", "run_spec_base", "run_counts"}) {
+      EXPECT_EQ(server::pg::ExecText(tx, absl::StrCat("SELECT count(*) FROM ", table))[0][0]
+                    .as<int64_t>(),
+                0)
+          << table;
+    }
+  }
+  // The server goes on: the same grid without the bad value is stored whole.
+  std::string good = yaml;
+  good.replace(good.find("[2, 4]"), 6, "[2, 3]");
+  good.replace(good.find("n_embd: 30"), 10, "n_embd: 36");
+  v1::SubmitSweepResponse sub;
+  const grpc::Status ok = TrySubmit(good, &sub);
+  ASSERT_TRUE(ok.ok()) << ok.error_message();
+  EXPECT_EQ(sub.sweep().counts().queued(), 12000);
+}
+
 TEST_F(BigInputTest, BigSubmitIsStoredInExpansionOrderAcrossInsertChunks) {
   // The store inserts a few thousand runs per statement; 12,001 runs span several statements
   // and end with a partial one. Every run must be stored once, at its position in the

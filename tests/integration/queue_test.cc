@@ -2,6 +2,7 @@
 // complete, expiry and fencing, resume without duplicate or missing steps, cancel, release.
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <thread>
 #include <vector>
@@ -9,7 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/sweep/sweep.h"
 #include "common/util/sha256.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "pqxx/pqxx"
 #include "server/store/pqxx_compat.h"
 #include "tests/integration/harness.h"
@@ -157,6 +160,116 @@ TEST_F(QueueTest, SubmitLeaseHeartbeatReportComplete) {
   std::vector<std::string> kinds;
   for (const auto& e : events.events()) kinds.push_back(e.kind());
   EXPECT_EQ(kinds, (std::vector<std::string>{"leased", "started", "completed"}));
+}
+
+// A run's spec is stored as what it has apart from its sweep's first run (migration 0014). What
+// a worker leases, and the config and grid values ListRuns and ListCells show, are still exactly
+// the runs the sweep file expands to: runs that differ from the first in the LR, the depth, the
+// QK-norm, the dropout (0.1 first, 0 after) and the seed, and runs of a sweep stored whole, as
+// every sweep was before the migration (no base row).
+TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnce) {
+  auto yaml = [](const std::string& name, const std::string& extra_axes) {
+    return "name: " + name +
+           "\n"
+           "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: "
+           "512}}\n"
+           "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100, warmup: 10}\n"
+           "grid:\n  lr: {logspace: {min: 1.0e-3, max: 1.0e-1, per_decade: 1}}\n  seed: [0, 1]\n" +
+           extra_axes + "divergence: {loss_above_init_by: 2.0, patience: 7}\n";
+  };
+  const std::string narrow =
+      yaml("narrow", "  n_layer: [1, 2]\n  qk_norm: [none, layernorm]\n  dropout: [0.1, 0.0]\n");
+  const std::string whole = yaml("whole", "");
+  const int64_t narrow_id = Submit(narrow).sweep().id();
+  const int64_t whole_id = Submit(whole).sweep().id();
+  std::map<std::string, v1::RunSpec> want;  // by sweep name, cell and seed
+  for (const std::string* text : {&narrow, &whole}) {
+    auto parsed = sweep::ParseSweep(*text, "sweep.yaml");
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    auto runs = sweep::Expand(*parsed);
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    for (const auto& r : *runs) {
+      want[r.sweep_name() + "/" + r.cell() + "/" + r.grid_values().at("seed")] = r;
+    }
+  }
+  ASSERT_EQ(want.size(), 48u + 6u);
+  {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    // Stored narrow: the first run holds nothing of its own, the others a fraction of the base.
+    pqxx::row sizes = server::pg::ExecText(
+        tx,
+        "SELECT (SELECT length(spec::text) FROM run_spec_base WHERE sweep_id = $1), "
+        "max(length(s.spec::text)), min(length(s.spec::text)) "
+        "FROM run_specs s JOIN runs r ON r.id = s.run_id WHERE r.sweep_id = $1",
+        narrow_id)[0];
+    EXPECT_LT(sizes[1].as<int>() * 3, sizes[0].as<int>());
+    EXPECT_EQ(sizes[2].as<int>(), 2);  // "{}"
+    // The other sweep as an older server stored it: whole specs and no base.
+    server::pg::ExecText(tx,
+                         "UPDATE run_specs s SET spec = run_spec(b.spec, s.spec) FROM runs r, "
+                         "run_spec_base b WHERE r.id = s.run_id AND b.sweep_id = r.sweep_id "
+                         "AND r.sweep_id = $1",
+                         whole_id);
+    server::pg::ExecText(tx, "DELETE FROM run_spec_base WHERE sweep_id = $1", whole_id);
+    tx.commit();
+  }
+  auto key = [](const std::string& sweep, const std::string& cell,
+                const google::protobuf::Map<std::string, std::string>& grid) {
+    return sweep + "/" + cell + "/" + grid.at("seed");
+  };
+  // ListRuns and ListCells read the merged spec in SQL.
+  for (const auto& [sweep, name] : {std::pair{narrow_id, "narrow"}, std::pair{whole_id, "whole"}}) {
+    v1::ListRunsRequest lr;
+    lr.mutable_sweep()->set_id(sweep);
+    lr.set_limit(1000);
+    v1::ListRunsResponse runs;
+    ASSERT_TRUE(SweepStub()->ListRuns(Ctx().get(), lr, &runs).ok());
+    ASSERT_EQ(runs.runs_size(), name == std::string("narrow") ? 48 : 6);
+    for (const auto& r : runs.runs()) {
+      const auto it = want.find(key(name, r.cell(), r.grid_values()));
+      ASSERT_NE(it, want.end()) << r.cell();
+      EXPECT_TRUE(
+          google::protobuf::util::MessageDifferencer::Equals(r.config(), it->second.config()))
+          << r.cell() << ": " << r.config().ShortDebugString();
+    }
+    v1::ListCellsRequest lc;
+    lc.mutable_sweep()->set_id(sweep);
+    v1::ListCellsResponse cells;
+    ASSERT_TRUE(SweepStub()->ListCells(Ctx().get(), lc, &cells).ok());
+    ASSERT_EQ(cells.cells_size(), name == std::string("narrow") ? 24 : 3);
+    for (const auto& c : cells.cells()) {
+      auto grid = c.grid_values();
+      grid["seed"] = "0";
+      const auto it = want.find(key(name, c.cell(), grid));
+      ASSERT_NE(it, want.end()) << c.cell();
+      grid.erase("seed");
+      auto expected = it->second.grid_values();
+      expected.erase("seed");
+      using Sorted = std::map<std::string, std::string>;
+      EXPECT_EQ(Sorted(grid.begin(), grid.end()), Sorted(expected.begin(), expected.end()));
+    }
+  }
+  // What workers lease: every run once, each exactly its expansion.
+  const int64_t w = Register("w-specs");
+  std::set<std::string> leased;
+  for (;;) {
+    auto l = Lease(w);
+    if (!l.has_run()) break;
+    v1::RunSpec got = l.spec();
+    const std::string k = key(got.sweep_name(), got.cell(), got.grid_values());
+    EXPECT_TRUE(leased.insert(k).second) << k;
+    const auto it = want.find(k);
+    ASSERT_NE(it, want.end()) << k;
+    got.set_run_id(0);
+    got.set_sweep_id(0);
+    std::string diff;
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesToString(&diff);
+    EXPECT_TRUE(differ.Compare(it->second, got)) << k << ":\n" << diff;
+    ASSERT_TRUE(Complete(l.spec().run_id(), l.lease().attempt()).ok());
+  }
+  EXPECT_EQ(leased.size(), want.size());
 }
 
 // ablate-worker --slots N holds up to N leases at once. Each is its own: a second Lease, an

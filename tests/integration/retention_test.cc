@@ -194,10 +194,18 @@ TEST_F(RetentionTest, DeletesAFinishedSweepsRowsAndFilesAndNothingOfAnother) {
     EXPECT_EQ(server::pg::ExecText(tx, "SELECT count(*) FROM runs WHERE sweep_id = $1", a)[0][0]
                   .as<int64_t>(),
               0);
+    for (const char* table : {"run_usage", "run_spec_base"}) {
+      EXPECT_EQ(
+          server::pg::ExecText(
+              tx, absl::StrCat("SELECT count(*) FROM ", table, " WHERE sweep_id = $1"), a)[0][0]
+              .as<int64_t>(),
+          0)
+          << table;
+    }
     EXPECT_EQ(
-        server::pg::ExecText(tx, "SELECT count(*) FROM run_usage WHERE sweep_id = $1", a)[0][0]
+        server::pg::ExecText(tx, "SELECT count(*) FROM run_spec_base WHERE sweep_id = $1", b)[0][0]
             .as<int64_t>(),
-        0);
+        1);
     EXPECT_EQ(server::pg::ExecText(tx,
                                    "SELECT count(*) FROM workers WHERE current_run_id = "
                                    "ANY($1::bigint[])",

@@ -3,7 +3,7 @@
 -- (run_loss, migration 0013), the running runs' steps, the round that added the cell, and the
 -- grid point of its first run. The (sweep_id, cell, seed) unique index gives the rows in cell
 -- order, so a page reads its own cells' runs and stops.
-SELECT c.cell, ((rs.spec->'grid_values') - 'seed')::text, c.round,
+SELECT c.cell, (run_spec_part(b.spec, rs.spec, 'grid_values') - 'seed')::text, c.round,
   c.queued, c.leased, c.running, c.succeeded, c.diverged, c.failed, c.cancelled, c.skipped,
   c.total, c.refined, c.loss_sum, c.loss_n, c.steps, c.total_steps
 FROM (
@@ -26,4 +26,5 @@ FROM (
   WHERE r.sweep_id = $1 AND r.cell > $2
   GROUP BY r.cell ORDER BY r.cell LIMIT $3
 ) c LEFT JOIN run_specs rs ON rs.run_id = c.first_id
+LEFT JOIN run_spec_base b ON b.sweep_id = $1
 ORDER BY c.cell

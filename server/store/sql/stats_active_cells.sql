@@ -5,10 +5,10 @@
 -- Every run of an active sweep is read, queued ones included, so a refined cell shows its round
 -- before it starts.
 SELECT c.sweep_id,
-  coalesce(rs.spec->'grid_values'->>'qk_norm', rs.spec->'config'->>'qk_norm', ''),
-  coalesce(rs.spec->'grid_values'->>'lr', rs.spec->'config'->>'lr', ''),
-  coalesce(rs.spec->'grid_values'->>'n_layer', rs.spec->'config'->>'n_layer', ''),
-  coalesce((rs.spec->'grid_values') - 'seed', '{}'::jsonb)::text, c.round,
+  coalesce(p.grid->>'qk_norm', p.config->>'qk_norm', ''),
+  coalesce(p.grid->>'lr', p.config->>'lr', ''),
+  coalesce(p.grid->>'n_layer', p.config->>'n_layer', ''),
+  coalesce(p.grid - 'seed', '{}'::jsonb)::text, c.round,
   c.loss_sum / nullif(c.loss_n, 0), c.max_logit
 FROM (
   SELECT r.sweep_id, r.cell, min(r.id) AS first_id, min(r.refine_round) AS round,
@@ -20,4 +20,7 @@ FROM (
   WHERE s.state = 'active'
   GROUP BY r.sweep_id, r.cell
 ) c LEFT JOIN run_specs rs ON rs.run_id = c.first_id
+LEFT JOIN run_spec_base b ON b.sweep_id = c.sweep_id
+CROSS JOIN LATERAL (SELECT run_spec_part(b.spec, rs.spec, 'grid_values') AS grid,
+  run_spec_part(b.spec, rs.spec, 'config') AS config) p
 WHERE c.loss_n > 0 OR c.max_logit IS NOT NULL OR c.round > 0
