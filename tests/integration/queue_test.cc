@@ -200,17 +200,20 @@ TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnc
     pqxx::row sizes = server::pg::ExecText(
         tx,
         "SELECT (SELECT length(spec::text) FROM run_spec_base WHERE sweep_id = $1), "
-        "max(length(s.spec::text)), min(length(s.spec::text)) "
+        "max(length(s.own::text)), min(length(s.own::text)), count(s.spec) "
         "FROM run_specs s JOIN runs r ON r.id = s.run_id WHERE r.sweep_id = $1",
         narrow_id)[0];
     EXPECT_LT(sizes[1].as<int>() * 3, sizes[0].as<int>());
     EXPECT_EQ(sizes[2].as<int>(), 2);  // "{}"
+    EXPECT_EQ(sizes[3].as<int>(), 0);  // no whole spec: an older replica finds none
     // The other sweep as an older server stored it: whole specs and no base.
-    server::pg::ExecText(tx,
-                         "UPDATE run_specs s SET spec = run_spec(b.spec, s.spec) FROM runs r, "
-                         "run_spec_base b WHERE r.id = s.run_id AND b.sweep_id = r.sweep_id "
-                         "AND r.sweep_id = $1",
-                         whole_id);
+    server::pg::ExecText(
+        tx,
+        "UPDATE run_specs s SET spec = run_spec(b.spec, s.spec, s.own), own = NULL "
+        "FROM runs r, "
+        "run_spec_base b WHERE r.id = s.run_id AND b.sweep_id = r.sweep_id "
+        "AND r.sweep_id = $1",
+        whole_id);
     server::pg::ExecText(tx, "DELETE FROM run_spec_base WHERE sweep_id = $1", whole_id);
     tx.commit();
   }

@@ -48,7 +48,7 @@ wu AS (UPDATE workers SET last_seen_at = now(),
   current_run_id = (SELECT id FROM upd) WHERE id = $1)
 SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt,
   extract(epoch from upd.lease_expires_at),
-  (SELECT run_spec(b.spec, rs.spec)::text FROM run_specs rs
+  (SELECT run_spec(b.spec, rs.spec, rs.own)::text FROM run_specs rs
     LEFT JOIN run_spec_base b ON b.sweep_id = upd.sweep_id WHERE rs.run_id = upd.id), ck.step, ck.sha256,
   ck.size_bytes, (SELECT n FROM held),
   coalesce((SELECT array_to_string(ids, ', ') FROM held), '')

@@ -9,8 +9,8 @@ SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
   r.result::text, r.error, extract(epoch from r.created_at),
   extract(epoch from r.started_at), extract(epoch from r.finished_at),
   extract(epoch from r.lease_expires_at), r.order_index,
-  run_spec_part(b.spec, rs.spec, 'grid_values')::text,
-  run_spec_part(b.spec, rs.spec, 'config')::text, r.refine_round,
+  run_spec_part(b.spec, rs.spec, rs.own, 'grid_values')::text,
+  run_spec_part(b.spec, rs.spec, rs.own, 'config')::text, r.refine_round,
   ru.device_seconds, ru.usd, ru.priced, ru.device_class
 FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id

@@ -21,6 +21,6 @@ FROM (
   GROUP BY r.sweep_id, r.cell
 ) c LEFT JOIN run_specs rs ON rs.run_id = c.first_id
 LEFT JOIN run_spec_base b ON b.sweep_id = c.sweep_id
-CROSS JOIN LATERAL (SELECT run_spec_part(b.spec, rs.spec, 'grid_values') AS grid,
-  run_spec_part(b.spec, rs.spec, 'config') AS config) p
+CROSS JOIN LATERAL (SELECT run_spec_part(b.spec, rs.spec, rs.own, 'grid_values') AS grid,
+  run_spec_part(b.spec, rs.spec, rs.own, 'config') AS config) p
 WHERE c.loss_n > 0 OR c.max_logit IS NOT NULL OR c.round > 0

@@ -11,6 +11,6 @@ SELECT r.id, r.sweep_id,
 FROM runs r JOIN sweeps s ON s.id = r.sweep_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id
 LEFT JOIN run_spec_base b ON b.sweep_id = r.sweep_id
-CROSS JOIN LATERAL (SELECT run_spec_part(b.spec, rs.spec, 'grid_values') AS grid,
-  run_spec_part(b.spec, rs.spec, 'config') AS config) p
+CROSS JOIN LATERAL (SELECT run_spec_part(b.spec, rs.spec, rs.own, 'grid_values') AS grid,
+  run_spec_part(b.spec, rs.spec, rs.own, 'config') AS config) p
 WHERE s.state = 'active' AND r.state IN ('leased', 'running') AND r.started_at IS NOT NULL
