@@ -369,10 +369,14 @@ int64_t SubmitFigure(const Bench& b, int lrs, int seeds) {
   std::filesystem::remove_all(dir);
   std::printf(
       "submit      %d-run sweep: %.2f s median of 3 (%.2f / %.2f / %.2f)   [target <= 2 s]\n"
-      "  raw PG    COPY of the same %lld runs + run_specs rows into tables of the same shape and\n"
-      "            indexes (no triggers), one transaction, psql \\copy: %.2f s median of 3 -> "
+      "  raw PG    COPY of the same %lld runs + run_specs rows (as stored: a run's spec as its "
+      "delta)\n"
+      "            into tables of the same shape and indexes (no triggers), one transaction, psql\n"
+      "            \\copy: %.2f s median of 3 -> "
       "submit = %.1fx raw\n"
-      "            CPU per submit: %.2f s server (parse, expand, JSON, gRPC), %.2f s PostgreSQL\n",
+      "            CPU per submit: %.2f s server (parse, expand, JSON, gRPC; the walk on a thread "
+      "of\n"
+      "            its own beside the inserts), %.2f s PostgreSQL\n",
       b.runs, Percentile(ms, 0.5) / 1000, ms[0] / 1000, ms[1] / 1000, ms[2] / 1000,
       static_cast<long long>(copied), Percentile(raw_ms, 0.5) / 1000,
       Percentile(ms, 0.5) / std::max(1.0, Percentile(raw_ms, 0.5)), self_cpu, pg_cpu);

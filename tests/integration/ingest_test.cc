@@ -158,16 +158,38 @@ TEST_F(IngestTest, ARefusedReportLeavesTheOthersStoredAndSaysWhy) {
             0);
 }
 
+// metric_points and run_specs have no foreign key to runs, nor runs to sweeps (migrations 0010,
+// 0015): statement-level triggers delete what the keys' cascades did.
 TEST_F(IngestTest, DeletingRunsTakesTheirPointsWithoutAForeignKey) {
   const auto leases = LeaseRuns(2);
   ASSERT_TRUE(Send(Report(leases[0], 0, 4, 1.0)).ok());
   ASSERT_TRUE(Send(Report(leases[1], 0, 4, 1.0)).ok());
-  pqxx::connection c(url_);
-  pqxx::work tx(c);
-  tx.exec("DELETE FROM runs WHERE id = " + std::to_string(leases[0].lease().run_id()));
-  tx.commit();
-  EXPECT_EQ(Count(absl::StrCat("run_id = ", leases[0].lease().run_id())), 0);
-  EXPECT_EQ(Count(absl::StrCat("run_id = ", leases[1].lease().run_id())), 12);
+  const int64_t gone = leases[0].lease().run_id(), kept = leases[1].lease().run_id();
+  auto rows = [&](const std::string& sql) {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    return tx.exec(sql)[0][0].as<int64_t>();
+  };
+  {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    tx.exec("DELETE FROM runs WHERE id = " + std::to_string(gone));
+    tx.commit();
+  }
+  EXPECT_EQ(Count(absl::StrCat("run_id = ", gone)), 0);
+  EXPECT_EQ(Count(absl::StrCat("run_id = ", kept)), 12);
+  EXPECT_EQ(rows(absl::StrCat("SELECT count(*) FROM run_specs WHERE run_id = ", gone)), 0);
+  EXPECT_EQ(rows(absl::StrCat("SELECT count(*) FROM run_specs WHERE run_id = ", kept)), 1);
+  // Deleting the sweep takes its other runs, with their specs and points, and its base spec.
+  {
+    pqxx::connection c(url_);
+    pqxx::work tx(c);
+    tx.exec("DELETE FROM sweeps");
+    tx.commit();
+  }
+  for (const char* table : {"runs", "run_specs", "run_spec_base", "metric_points"}) {
+    EXPECT_EQ(rows(absl::StrCat("SELECT count(*) FROM ", table)), 0) << table;
+  }
 }
 
 }  // namespace

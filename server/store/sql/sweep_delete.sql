@@ -1,5 +1,5 @@
--- Deletes sweep $1; ON DELETE CASCADE takes its runs and with them run_specs, metric_points,
--- checkpoints, run_events, run_logs and run_usage. Workers whose current run was one of them
+-- Deletes sweep $1; triggers (migrations 0010, 0015) and ON DELETE CASCADE take its runs and with
+-- them run_specs, run_spec_base, metric_points, checkpoints, run_events, run_logs and run_usage. Workers whose current run was one of them
 -- forget it (workers.current_run_id has no foreign key). Returns the SHA-256 of every checkpoint
 -- the sweep's runs kept, each once: the blob files to remove after commit if nothing else
 -- references them (blob_unreferenced).
