@@ -2,10 +2,10 @@
 --
 -- PostgreSQL checks a foreign key with one lookup per inserted row (an AFTER ROW trigger each).
 -- runs -> sweeps and run_specs -> runs were 0.8 s of PostgreSQL's 2.0 s of CPU in a 100,000-run
--- submit (scale_bench), for checks that cannot fail: runs are inserted by the submit that inserted their sweep,
--- in the same transaction, and by refinement, which takes the sweep's row lock the key's check
--- took (refine_insert_run: no sweep, no run); a run's spec is inserted in the statement that
--- inserts its run, with the id it returned. What the keys' ON DELETE CASCADE did, statement-level
+-- submit (scale_bench), for checks that cannot fail: runs are inserted by the submit that
+-- inserted their sweep, in the same transaction, and by refinement, which takes the sweep's row
+-- lock the key's check took (refine_insert_run: no sweep, no run); a run's spec is inserted in
+-- the statement that inserts its run, with the id it returned. What the keys' ON DELETE CASCADE did, statement-level
 -- triggers do, one statement per DELETE (as for metric_points, migration 0010): deleting sweeps
 -- deletes their runs, and deleting runs their specs (beside their points). run_spec_base (one
 -- row a sweep) keeps its key.

@@ -9,6 +9,7 @@
 #include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "server/store/pqxx_compat.h"
 #include "server/store/proto_json.h"
 #include "server/store/statements.h"
 
@@ -126,7 +127,24 @@ absl::Status GridValuesFromJson(const pqxx::field& field,
   return s;
 }
 
-absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
+absl::StatusOr<BaseConfigs> LoadBaseConfigs(pqxx::transaction_base& tx, const pqxx::result& rows) {
+  std::vector<int64_t> sweeps;
+  for (const auto& row : rows) {
+    if (!row[26].as<bool>()) continue;
+    const int64_t sweep = row[1].as<int64_t>();
+    if (std::find(sweeps.begin(), sweeps.end(), sweep) == sweeps.end()) sweeps.push_back(sweep);
+  }
+  BaseConfigs out;
+  if (sweeps.empty()) return out;
+  for (const auto& row : Exec(tx, "run_spec_base_configs", Int64Array(sweeps))) {
+    v1::RunConfig& config = out[row[0].as<int64_t>()];
+    if (row[1].is_null()) continue;
+    if (absl::Status s = FromJson(row[1].as<std::string>(), &config); !s.ok()) return s;
+  }
+  return out;
+}
+
+absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row, const BaseConfigs& bases) {
   v1::Run run;
   run.set_id(row[0].as<int64_t>());
   run.set_sweep_id(row[1].as<int64_t>());
@@ -151,9 +169,27 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row) {
   run.set_lease_expires_at(OrZero(row[17]));
   run.set_order_index(row[18].as<int>());
   if (absl::Status s = GridValuesFromJson(row[19], run.mutable_grid_values()); !s.ok()) return s;
+  const bool delta = row[26].as<bool>();
+  if (delta) {
+    const auto base = bases.find(run.sweep_id());
+    if (base == bases.end()) {
+      return absl::InternalError(
+          absl::StrCat("run ", run.id(), ": no base config for sweep ", run.sweep_id()));
+    }
+    *run.mutable_config() = base->second;
+  }
   if (!row[20].is_null()) {
-    absl::Status s = FromJson(row[20].as<std::string>(), run.mutable_config());
-    if (!s.ok()) return s;
+    const std::string config = row[20].as<std::string>();
+    if (config == "null") {  // a delta: the run has no config (the base has)
+      run.clear_config();
+    } else if (delta) {
+      // The run's own values over the base's; a field the run lacks is null, read as unset.
+      if (!MergeMessageJson(config, run.mutable_config())) {
+        return absl::InternalError(absl::StrCat("run ", run.id(), ": stored config is not valid"));
+      }
+    } else if (absl::Status s = FromJson(config, run.mutable_config()); !s.ok()) {
+      return s;
+    }
   }
   run.set_refine_round(row[21].as<int>());
   if (!row[22].is_null()) {  // charged attempts (run_usage)

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "pqxx/pqxx"
 
@@ -32,8 +33,15 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states);
 absl::Status GridValuesFromJson(const pqxx::field& field,
                                 google::protobuf::Map<std::string, std::string>* out);
 
-// A Run from a row of the columns runs_page (server/store/sql/runs_page.sql) selects.
-absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row);
+// The base config of each sweep whose runs' configs are stored as deltas (run_spec_base,
+// migration 0014), by sweep id.
+using BaseConfigs = absl::flat_hash_map<int64_t, v1::RunConfig>;
+// Those of the sweeps in `rows` (runs_page's columns) that RunFromRow needs, read in one query.
+absl::StatusOr<BaseConfigs> LoadBaseConfigs(pqxx::transaction_base& tx, const pqxx::result& rows);
+
+// A Run from a row of the columns runs_page (server/store/sql/runs_page.sql) selects; a config
+// stored as a delta is merged over its sweep's base config from `bases`.
+absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row, const BaseConfigs& bases);
 
 // A Sweep, counts and ETA included, from a row of the columns sweep_get
 // (server/store/sql/sweep_get.sql) selects.

@@ -31,9 +31,14 @@ void LogPlanningError(int64_t sweep_id, const absl::Status& status) {
 std::vector<v1::Run> LoadRuns(pqxx::work& tx, int64_t sweep_id) {
   pqxx::result r = pg::Exec(tx, "refine_load_runs", sweep_id);
   std::vector<v1::Run> runs;
+  auto bases = pg::LoadBaseConfigs(tx, r);
+  if (!bases.ok()) {
+    LogPlanningError(sweep_id, bases.status());
+    return runs;
+  }
   runs.reserve(r.size());
   for (const auto& row : r) {
-    auto run = pg::RunFromRow(row);
+    auto run = pg::RunFromRow(row, *bases);
     if (run.ok()) runs.push_back(*std::move(run));
   }
   return runs;

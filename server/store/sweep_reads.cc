@@ -18,11 +18,13 @@ namespace {
 // ListRuns, for the server's own readers (GetSweep, WatchSweep): no sweep is larger.
 constexpr int kAllRuns = 1000000;
 
-absl::StatusOr<std::vector<v1::Run>> Runs(const pqxx::result& r) {
+absl::StatusOr<std::vector<v1::Run>> Runs(pqxx::work& tx, const pqxx::result& r) {
+  auto bases = pg::LoadBaseConfigs(tx, r);
+  if (!bases.ok()) return bases.status();
   std::vector<v1::Run> out;
   out.reserve(r.size());
   for (const auto& row : r) {
-    auto run = pg::RunFromRow(row);
+    auto run = pg::RunFromRow(row, *bases);
     if (!run.ok()) return run.status();
     out.push_back(*std::move(run));
   }
@@ -32,8 +34,8 @@ absl::StatusOr<std::vector<v1::Run>> Runs(const pqxx::result& r) {
 absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
                                           const std::vector<v1::RunState>& states, int limit,
                                           int offset) {
-  return Runs(
-      pg::Exec(tx, "runs_page", sweep_id, pg::TextArray(pg::StateNames(states)), limit, offset));
+  return Runs(tx, pg::Exec(tx, "runs_page", sweep_id, pg::TextArray(pg::StateNames(states)), limit,
+                           offset));
 }
 
 }  // namespace
@@ -103,7 +105,7 @@ absl::StatusOr<std::vector<v1::Run>> SweepReads::ListRuns(int64_t sweep_id,
 absl::StatusOr<std::vector<v1::Run>> SweepReads::InFlight(int64_t sweep_id) {
   using Out = std::vector<v1::Run>;
   return db_->Tx<Out>("list runs in flight", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    return Runs(pg::Exec(tx, "runs_in_flight", sweep_id));
+    return Runs(tx, pg::Exec(tx, "runs_in_flight", sweep_id));
   });
 }
 

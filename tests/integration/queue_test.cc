@@ -221,7 +221,8 @@ TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnc
                 const google::protobuf::Map<std::string, std::string>& grid) {
     return sweep + "/" + cell + "/" + grid.at("seed");
   };
-  // ListRuns and ListCells read the merged spec in SQL.
+  // ListRuns merges a run's config over its sweep's base (pg::LoadBaseConfigs), ListCells reads
+  // the grid point in SQL (run_spec_part).
   for (const auto& [sweep, name] : {std::pair{narrow_id, "narrow"}, std::pair{whole_id, "whole"}}) {
     v1::ListRunsRequest lr;
     lr.mutable_sweep()->set_id(sweep);
@@ -273,6 +274,37 @@ TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnc
     ASSERT_TRUE(Complete(l.spec().run_id(), l.lease().attempt()).ok());
   }
   EXPECT_EQ(leased.size(), want.size());
+
+  // A field the base has and a run does not is stored as null, and read back as unset.
+  const auto it = want.find("narrow/" + want.begin()->second.cell() + "/1");
+  ASSERT_NE(it, want.end());
+  {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    server::pg::ExecText(tx,
+                         "UPDATE run_specs s SET own = jsonb_set(s.own, '{config}', "
+                         "coalesce(s.own->'config', '{}') || '{\"dropout\": null}') FROM runs r "
+                         "WHERE r.id = s.run_id AND r.sweep_id = $1 AND r.cell = $2 AND r.seed = 1",
+                         narrow_id, it->second.cell());
+    tx.commit();
+  }
+  v1::ListRunsRequest lr;
+  lr.mutable_sweep()->set_id(narrow_id);
+  lr.set_limit(1000);
+  v1::ListRunsResponse runs;
+  ASSERT_TRUE(SweepStub()->ListRuns(Ctx().get(), lr, &runs).ok());
+  int checked = 0;
+  for (const auto& r : runs.runs()) {
+    v1::RunConfig expected = want.at(key("narrow", r.cell(), r.grid_values())).config();
+    if (r.cell() == it->second.cell() && r.seed() == 1) {
+      expected.clear_dropout();
+      EXPECT_FALSE(r.config().has_dropout());
+      ++checked;
+    }
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(r.config(), expected))
+        << r.cell() << "/" << r.seed() << ": " << r.config().ShortDebugString();
+  }
+  EXPECT_EQ(checked, 1);
 }
 
 // ablate-worker --slots N holds up to N leases at once. Each is its own: a second Lease, an

@@ -1,6 +1,8 @@
 -- Runs of sweep $1 (every sweep when 0) in states $2 (any when empty), newest first as
 -- sweep_list orders sweeps (the highest sweep id, then its last run first): $3 of them after
--- skipping $4. The columns pg::RunFromRow reads (refine_load_runs reads the same).
+-- skipping $4. The columns pg::RunFromRow reads (refine_load_runs reads the same): a run's
+-- config as stored, and whether that is a delta over its sweep's base config (migration 0014),
+-- which RunFromRow merges in (pg::BaseConfigs: read once per sweep, not built here row by row).
 -- The page's ids are picked first, walking the runs_sweep_order index (the sweep id as a range,
 -- so a generic plan still uses it), and only those rows are joined: a skipped row never touches
 -- run_specs or run_charge.
@@ -10,8 +12,8 @@ SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
   extract(epoch from r.started_at), extract(epoch from r.finished_at),
   extract(epoch from r.lease_expires_at), r.order_index,
   run_spec_part(b.spec, rs.spec, rs.own, 'grid_values')::text,
-  run_spec_part(b.spec, rs.spec, rs.own, 'config')::text, r.refine_round,
-  ru.device_seconds, ru.usd, ru.priced, ru.device_class
+  (CASE WHEN rs.own IS NULL THEN rs.spec ELSE rs.own END->'config')::text, r.refine_round,
+  ru.device_seconds, ru.usd, ru.priced, ru.device_class, b.spec IS NOT NULL AND rs.own IS NOT NULL
 FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id
 LEFT JOIN run_spec_base b ON b.sweep_id = r.sweep_id
