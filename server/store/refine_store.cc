@@ -105,17 +105,28 @@ int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
   return static_cast<int>(done.size());
 }
 
-// `delta`: the sweep's base run spec, which its runs' specs are stored against (migration 0014);
-// null for a sweep stored before it, whose runs hold their whole spec.
 int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
            const v1::RefineStatus& rule, const analysis::Options& options, int priority,
-           int max_attempts, const std::vector<v1::Run>& runs, const pg::JsonDelta* delta) {
+           int max_attempts, const std::vector<v1::Run>& runs) {
   auto plan = analysis::PlanRefinement(runs, rule, options);
   if (!plan.ok()) {
     LogPlanningError(sweep_id, plan.status());
     return 0;
   }
   if (plan->runs.empty()) return 0;
+  // The sweep's base run spec, which its runs' specs are stored against (migration 0014); none
+  // for a sweep stored before it, whose runs hold their whole spec.
+  std::optional<pg::JsonDelta> delta;
+  if (pqxx::result b = pg::Exec(tx, "run_spec_base_get", sweep_id); !b.empty()) {
+    v1::RunSpec base;
+    if (pg::FromJson(b[0][0].as<std::string>(), &base).ok()) {
+      delta = pg::JsonDelta::Make(base, "config");
+    }
+    if (!delta) {
+      LogPlanningError(sweep_id, absl::InternalError("run_spec_base is not a RunSpec"));
+      return 0;
+    }
+  }
   int added = 0;
   std::map<std::string, bool> devices;
   for (const auto& add : plan->runs) {
@@ -144,7 +155,7 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
       continue;
     }
     std::string own;
-    if (delta == nullptr) {
+    if (!delta) {
       own = pg::ToJson(spec);
     } else if (!delta->Append(spec, &own)) {
       LogPlanningError(sweep_id, absl::InternalError("a refined run's spec cannot be written"));
@@ -202,19 +213,8 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
     out.requeued = Requeue(tx, sweep_id, options, &runs);
   }
   if (refine) {
-    std::optional<pg::JsonDelta> delta;
-    if (!s[0][7].is_null()) {
-      v1::RunSpec base;
-      if (pg::FromJson(s[0][7].as<std::string>(), &base).ok()) {
-        delta = pg::JsonDelta::Make(base, "config");
-      }
-      if (!delta) {
-        LogPlanningError(sweep_id, absl::InternalError("run_spec_base is not a RunSpec"));
-        return out;
-      }
-    }
-    out.added = Refine(tx, sweep_id, *sweep, rule, options, s[0][3].as<int>(), s[0][4].as<int>(),
-                       runs, delta ? &*delta : nullptr);
+    out.added =
+        Refine(tx, sweep_id, *sweep, rule, options, s[0][3].as<int>(), s[0][4].as<int>(), runs);
   }
   return out;
 }

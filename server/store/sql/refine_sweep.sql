@@ -1,5 +1,3 @@
--- What refinement and pruning read of sweep $1, with the base its runs' specs are stored against
--- (migration 0014; NULL for a sweep stored before it).
+-- What refinement and pruning read of sweep $1.
 SELECT refine::text, prune_above_divergence, state, priority,
-  max_attempts, spec_yaml, file_name, (SELECT spec::text FROM run_spec_base WHERE sweep_id = $1)
-FROM sweeps WHERE id = $1
+  max_attempts, spec_yaml, file_name FROM sweeps WHERE id = $1
