@@ -13,6 +13,7 @@
 #include "common/analysis/curve_metrics.h"
 #include "common/analysis/deciding.h"
 #include "common/analysis/stats.h"
+#include "common/analysis/uncertainty.h"
 #include "common/analysis/verdicts.h"
 #include "common/sweep/run_config.h"
 #include "common/util/run_state.h"
@@ -101,20 +102,20 @@ std::string PickBaseline(const Options& o, const std::vector<std::string>& varia
 
 Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::string& lr_text,
                      std::optional<double> fallback_l0, const std::set<std::string>& all_seeds,
-                     bool has_threshold) {
+                     bool has_threshold, const Options& options) {
   Point p;
   p.lr = lr;
   p.lr_text = lr_text;
   p.l0 = MeanInitialLoss(runs);
   if (!p.l0) p.l0 = fallback_l0;
-  std::vector<double> losses, stable, train, steps;
+  std::vector<double> train, steps;
   std::map<std::string, std::vector<double>> probes;
   std::set<std::string> seeds;
   p.refine_round = runs.empty() ? 0 : runs.front()->refine_round();
+  for (const Run* r : runs) p.refine_round = std::min(p.refine_round, r->refine_round());
   for (const Run* r : runs) {
     seeds.insert(SeedOf(*r));
     p.run_ids.push_back(r->id());
-    p.refine_round = std::min(p.refine_round, r->refine_round());
     if (!Finished(*r)) {
       if (util::IsTerminal(r->state())) {
         ++p.n_failed;
@@ -131,25 +132,36 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
       ++p.n_failed;
       continue;
     }
-    ++p.n;
+    // A seed refine.seeds added at a grid LR: a later round than the point's own.
+    const bool grid = r->refine_round() <= p.refine_round;
+    if (!grid) ++p.n_extra_seeds;
+    SeedValue v;
+    v.grid = grid;
     if (r->state() == ablate::v1::SKIPPED) {
       // Never ran: no provenance, no probes, no steps; it stands for a divergence at ℓ0.
-      ++p.n_diverged;
       ++p.n_inferred;
-      losses.push_back(*p.l0);
+      v.diverged = true;
+      v.loss = *p.l0;
+      p.seed_values.push_back(v);
       if (has_threshold) steps.push_back(kNever);
       continue;
     }
     ++p.provenance[ProvenanceOf(*r)];
     if (diverged) {
-      ++p.n_diverged;
-      losses.push_back(*p.l0);
+      v.diverged = true;
+      v.loss = *p.l0;
     } else {
-      losses.push_back(r->result().final_val_loss());
-      stable.push_back(r->result().final_val_loss());
+      // Each seed is capped at ℓ0 before averaging: a run that ended worse than it started is
+      // as bad as not training, and no worse.
+      const double final_loss = r->result().final_val_loss();
+      v.loss = p.l0 ? std::min(final_loss, *p.l0) : final_loss;
+      v.untrained = p.l0 && final_loss >= *p.l0 - options.untrained_margin;
       train.push_back(r->result().final_train_loss());
     }
+    p.seed_values.push_back(v);
     if (has_threshold) {
+      // A diverged seed counts as never reaching the target, even if it had passed it before it
+      // blew up: the run did not end trained.
       const int64_t s = r->result().steps_to_threshold();
       steps.push_back(!diverged && s >= 0 ? static_cast<double>(s) : kNever);
     }
@@ -158,12 +170,8 @@ Point SummarisePoint(const std::vector<const Run*>& runs, double lr, const std::
     }
   }
   for (const auto& seed : all_seeds) p.n_absent += seeds.count(seed) == 0 ? 1 : 0;
-  p.loss = Mean(losses);
-  p.loss_std = SampleStd(losses);
-  p.stable_loss_std = SampleStd(stable);
-  p.n_stable = static_cast<int>(stable.size());
+  FoldSeeds(&p);
   p.train_loss = Mean(train);
-  if (p.loss) p.perplexity = std::exp(*p.loss);
   p.steps_to_threshold = MedianOrNever(steps);
   for (const auto& [name, xs] : probes) {
     p.probes[name] = *Mean(xs);
@@ -267,7 +275,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
         if (!c.l0) c.l0 = vocab_l0;
         for (const auto& [lr, slot] : it->second) {
           c.points.push_back(
-              SummarisePoint(slot.second, lr, slot.first, c.l0, seeds, has_threshold));
+              SummarisePoint(slot.second, lr, slot.first, c.l0, seeds, has_threshold, options));
         }
         ComputeCurveMetrics(options, &c);
         a.curves.push_back(std::move(c));
@@ -331,7 +339,26 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
     a.notes.push_back(absl::StrCat("only one value of '", options.variant_axis,
                                    "' in the runs: nothing to compare, no eta-dagger"));
   }
-  a.verdicts = ComputeVerdicts(a);
+  // Cells refine.seeds gave extra seeds: they enter every figure but max stable LR.
+  for (const auto& c : a.curves) {
+    for (const auto& p : c.points) {
+      if (p.n_extra_seeds == 0) continue;
+      std::vector<std::string> key;
+      if (!c.context.empty()) key.push_back(c.context);
+      key.push_back(absl::StrCat(options.variant_axis, "=", c.variant));
+      key.push_back(absl::StrCat(options.moderator_axis, "=", c.moderator));
+      key.push_back(absl::StrCat(options.lr_axis, "=", p.lr_text));
+      a.adaptive_seed_cells.push_back(absl::StrCat(absl::StrJoin(key, ","), " +", p.n_extra_seeds));
+    }
+  }
+  if (!a.adaptive_seed_cells.empty()) {
+    a.notes.push_back(absl::StrCat(
+        "adaptive seeds (refine.seeds) where a deciding comparison was within noise: ",
+        absl::StrJoin(a.adaptive_seed_cells, "; "),
+        "; they enter every figure except max stable LR, which counts the grid's seeds only"));
+  }
+  const Draws draws = Bootstrap(&a);
+  a.verdicts = ComputeVerdicts(a, draws);
   CountVerdictSeeds(&a);
   FlagMixedRuns(&a);
   return a;

@@ -38,6 +38,36 @@ struct Options {
   double tau = 0.2;           // max good LR keeps (1 - tau) of the achievable improvement
   // ℓ0 fallback when no run of a cell reports an initial loss: ln(vocab). 0 = no fallback.
   int vocab = 0;
+  // The verdicts' tests control their false-positive rate at alpha across everything each looks
+  // at; intervals are (1 - alpha) percentile intervals (docs/report.md#uncertainty).
+  double alpha = 0.05;
+  // The seed bootstrap behind every interval and H2's and H3's tests: resamples and the seed of
+  // its generator (the same report from the same runs). 0 resamples: no intervals, H2 and H3
+  // inconclusive (the server plans refinement with 0: it needs the point figures only).
+  int bootstrap_resamples = 1000;
+  uint64_t bootstrap_seed = 20261203;
+  // The effect (nats) an inconclusive verdict says how many seeds would detect, with `power`.
+  double effect = 0.1;
+  double power = 0.8;
+  // A run whose final loss is within this many nats of ℓ0 never trained: above the curve's best
+  // LR it ends the stable range as a divergence does.
+  double untrained_margin = 0.1;
+};
+
+// A (1 - alpha) percentile interval from the seed bootstrap. Special ends keep their meaning:
+// +infinity is "never" / "above every compared LR" (η†), 0 is "none" (below the smallest LR:
+// max stable and good LR).
+struct Interval {
+  double lo = 0;
+  double hi = 0;
+};
+
+// One finished seed of a cell, as the analysis and the bootstrap use it.
+struct SeedValue {
+  double loss = 0;         // final validation loss capped at ℓ0; ℓ0 when diverged
+  bool diverged = false;   // diverged or skipped (inferred)
+  bool grid = true;        // a seed of the grid (false: added by refine.seeds at this LR)
+  bool untrained = false;  // did not diverge but ended within untrained_margin of ℓ0
 };
 
 // One (curve, LR) cell: its runs summarised over seeds.
@@ -45,8 +75,11 @@ struct Point {
   double lr = 0;
   std::string lr_text;       // as in grid_values
   std::optional<double> l0;  // mean initial loss of the cell's runs (else the curve's, ln vocab)
-  // ℓ(η): final validation loss, diverged runs counted as ℓ0, over finished seeds.
+  // ℓ(η): final validation loss, each seed capped at ℓ0 (a diverged one is ℓ0), averaged over
+  // finished seeds.
   std::optional<double> loss;
+  // The mean's (1 - alpha) t-interval from the curve's pooled seed spread; nullopt without one.
+  std::optional<Interval> loss_ci;
   std::optional<double> loss_std;    // sample std; nullopt with fewer than 2 finished seeds
   std::optional<double> train_loss;  // mean final train loss over succeeded runs
   std::optional<double> perplexity;  // exp(loss)
@@ -61,6 +94,10 @@ struct Point {
   // seed noise, and counting it would make δ exceed any gap (docs/report.md).
   std::optional<double> stable_loss_std;
   int n_stable = 0;
+  std::vector<SeedValue> seed_values;  // the finished seeds, in run order
+  int n_diverged_grid = 0;  // diverged seeds of the grid (max stable LR counts only these)
+  int n_untrained = 0;      // grid seeds that neither diverged nor trained (SeedValue::untrained)
+  int n_extra_seeds = 0;    // finished seeds refine.seeds added here
   // 0: an LR of the base grid; k >= 1: an LR the sweep's refinement added in round k (the
   // smallest round of the point's runs). LR sensitivity averages over base-grid LRs only.
   int refine_round = 0;
@@ -94,7 +131,23 @@ struct Curve {
   std::optional<double> opt_lr;
   std::optional<double> opt_loss;
   bool opt_fitted = false;
+  // The fitted ℓ* fell more than two standard errors below the best measured mean and was raised
+  // to that bound (next to a wall a steep side drags the vertex below every measured point).
+  bool opt_clamped = false;
+  // The seed noise of the curve: the std of its non-diverged seeds about their cell means, pooled
+  // over its cells (dof = sum of n_stable - 1); nullopt with no cell of 2+ such seeds.
+  std::optional<double> seed_sigma;
+  int seed_dof = 0;
+  // LR sensitivity: the capped curve's area over [lr_min, lr_max] divided by log10(lr_max /
+  // lr_min), the finished LRs joined point to point and the end values carried flat to the range
+  // ends; coverage is the share of the range the finished LRs span.
   std::optional<double> lr_sensitivity;
+  std::optional<double> lr_sensitivity_coverage;
+  // Wortsman et al. (2023)'s own estimator: the plain mean of min(ℓ, ℓ0) - ℓ* over the
+  // half-decade grid 3e-4, 1e-3, ..., 3e-1 within [lr_min, lr_max], the curve read off (log-linear)
+  // at each grid LR the finished LRs span; paper_points of them.
+  std::optional<double> lr_sensitivity_paper;
+  int paper_points = 0;
   int sensitivity_points = 0;  // finished LRs in [lr_min, lr_max] that entered the area
   // Of those, LRs whose ℓ rests on skipped runs (inferred at ℓ0, never measured).
   int sensitivity_inferred = 0;
@@ -105,6 +158,12 @@ struct Curve {
   // bracket is open above.
   std::optional<double> max_stable_above;
   std::optional<double> max_good_above;
+  // Seed-bootstrap intervals (Options::bootstrap_resamples); nullopt without resamples or spread.
+  std::optional<Interval> opt_lr_ci;
+  std::optional<Interval> opt_loss_ci;
+  std::optional<Interval> lr_sensitivity_ci;
+  std::optional<Interval> max_stable_ci;
+  std::optional<Interval> max_good_ci;
   // The sweep refines this boundary, its bracket is still wider than until_ratio, and the
   // refinement budget (max_new_runs) could not pay for its midpoint (MarkUnresolvedByBudget).
   bool max_stable_unresolved_by_budget = false;
@@ -142,6 +201,16 @@ struct Necessity {
   // and the failing one below it that made it so. Ascending; empty without a comparison.
   std::vector<double> deciding_lrs;
   int seeds = 0;  // the fewest finished seeds of either variant at a deciding LR; 0: none
+  // No η† but the comparison stopped short: the treated variant is not good (or not measured with
+  // the baseline) above `censored_at`, so "not necessary up to censored_at", not "never".
+  // Uncensored and no η†: never necessary over every LR both variants finished.
+  bool censored = false;
+  std::optional<double> censored_at;  // nullopt when censored: no comparison at all
+  std::string censor_reason;
+  // The bootstrap's interval for η† (+infinity: no η† in that share of resamples) and the share
+  // of resamples with no η†.
+  std::optional<Interval> eta_dagger_ci;
+  double never_share = 0;
 };
 
 struct Verdict {
@@ -157,6 +226,14 @@ struct Verdict {
   // deciding LRs.
   std::vector<std::pair<std::string, double>> deciding;
   int seeds = 0;  // the fewest finished seeds of either variant at a deciding point; 0: none
+  // The test that decided it (docs/report.md#tests), its p-value (Holm-adjusted, the smallest of
+  // its family; H3: the bootstrap share of resamples in which η† does not fall) and the level.
+  std::string test;
+  std::optional<double> p_value;
+  double alpha = 0.05;
+  // Inconclusive: about how many seeds per cell would detect Options::effect with
+  // Options::power at alpha; 0 when not estimated (no seed spread yet).
+  int seeds_needed = 0;
 };
 
 struct Analysis {
@@ -183,6 +260,9 @@ struct Analysis {
   bool partial = false;            // some run is pending, failed or absent
   std::vector<std::string> notes;  // honest caveats ("no spread available: 1 seed")
   std::vector<MixedRuns> mixed;    // every cell, pair, pair of curves, trend on mixed runs
+  int bootstrap_resamples = 0;     // the resamples behind the intervals (0: none drawn)
+  // Cells that got seeds from refine.seeds: "qk_norm=none,n_layer=4,lr=0.01 +1".
+  std::vector<std::string> adaptive_seed_cells;
 
   const Curve* FindCurve(const std::string& context, const std::string& variant,
                          const std::string& moderator) const;

@@ -6,6 +6,9 @@
 
 namespace ablate::analysis {
 
+// A point's summary (n, n_diverged, loss, spreads, ...) from its seed_values.
+void FoldSeeds(Point* point);
+
 // Fills opt_lr/opt_loss, lr_sensitivity, max_stable_lr, max_good_lr, seeds and complete.
 void ComputeCurveMetrics(const Options& options, Curve* curve);
 

@@ -219,6 +219,7 @@ absl::StatusOr<RefinePlan> PlanRefinement(const std::vector<Run>& runs,
   options.lr_axis = rule.axis();
   RefinePlan plan;
   for (const auto& r : runs) plan.used += r.refine_round() > 0 ? 1 : 0;
+  options.bootstrap_resamples = 0;  // planning reads the point figures only
   absl::StatusOr<Analysis> analysed = Analyze(runs, options);
   if (!analysed.ok()) return analysed.status();
   const Analysis& a = *analysed;
@@ -439,6 +440,7 @@ bool Holds(const PointEvidence& e) {
 }  // namespace
 
 absl::StatusOr<std::vector<PruneRun>> PlanPruning(const std::vector<Run>& runs, Options options) {
+  options.bootstrap_resamples = 0;  // planning reads the point figures only
   absl::StatusOr<Analysis> analysed = Analyze(runs, options);
   if (!analysed.ok()) return analysed.status();
   std::map<int64_t, const Run*> by_id;
@@ -472,6 +474,7 @@ absl::StatusOr<std::vector<PruneRun>> PlanRequeue(const std::vector<Run>& runs, 
   bool any_skipped = false;
   for (const auto& r : runs) any_skipped |= r.state() == ablate::v1::SKIPPED;
   if (!any_skipped) return std::vector<PruneRun>{};
+  options.bootstrap_resamples = 0;  // planning reads the point figures only
   absl::StatusOr<Analysis> analysed = Analyze(runs, options);
   if (!analysed.ok()) return analysed.status();
   std::map<int64_t, const Run*> by_id;

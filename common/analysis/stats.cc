@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
 namespace ablate::analysis {
 
 std::optional<double> Mean(const std::vector<double>& xs) {
@@ -34,6 +37,16 @@ double LogLinearRoot(double x0, double y0, double x1, double y1) {
   if (y0 == y1) return x0;
   const double t = y0 / (y0 - y1);
   return std::exp(std::log(x0) + t * (std::log(x1) - std::log(x0)));
+}
+
+std::string IntervalText(const std::optional<Interval>& ci, bool zero_is_none) {
+  if (!ci) return "";
+  auto end = [&](double x) {
+    if (std::isinf(x)) return std::string("never");
+    if (zero_is_none && x == 0) return std::string("none");
+    return absl::StrFormat("%.4g", x);
+  };
+  return absl::StrCat(" [", end(ci->lo), ", ", end(ci->hi), "]");
 }
 
 bool LessOrClose(double a, double b) { return a <= b * (1 + 1e-9); }

@@ -2,7 +2,10 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
+
+#include "common/analysis/analysis.h"
 
 namespace ablate::analysis {
 
@@ -16,6 +19,10 @@ std::optional<double> MedianOrNever(std::vector<double> xs);
 
 // The x in [x0, x1] where the line through (log x0, y0), (log x1, y1) crosses y = 0.
 double LogLinearRoot(double x0, double y0, double x1, double y1);
+
+// " [lo, hi]" with 4 significant digits; "" without an interval. +infinity reads "never", and 0
+// reads "none" when `zero_is_none` (max stable and good LR: below the smallest LR).
+std::string IntervalText(const std::optional<Interval>& ci, bool zero_is_none = false);
 
 // a <= b within a relative 1e-9, for LRs that went through text and back.
 bool LessOrClose(double a, double b);

@@ -12,83 +12,204 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/analysis/curve_metrics.h"
+#include "common/analysis/inference.h"
 #include "common/analysis/stats.h"
 
 namespace ablate::analysis {
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 std::string Num(const std::optional<double>& x) {
   return x ? absl::StrFormat("%.4g", *x) : std::string("none");
 }
+
+std::string P(double p) { return p < 1e-4 ? std::string("<0.0001") : absl::StrFormat("%.2g", p); }
 
 std::string Scope(const std::string& context) {
   return context.empty() ? "" : absl::StrCat(" [", context, "]");
 }
 
-std::string Outcome(int total, int positive, int negative) {
-  if (total == 0) return "inconclusive";
-  if (positive == total) return "supported";
-  if (positive == 0 || negative == total) return "not supported";
-  return "mixed";
+// The seed noise pooled over curves: sqrt(Σ dof σ² / Σ dof), and Σ dof.
+std::pair<double, int> PooledNoise(const std::vector<const Curve*>& curves) {
+  double sum_sq = 0;
+  int dof = 0;
+  for (const Curve* c : curves) {
+    if (c == nullptr || !c->seed_sigma) continue;
+    sum_sq += c->seed_dof * *c->seed_sigma * *c->seed_sigma;
+    dof += c->seed_dof;
+  }
+  return {dof > 0 ? std::sqrt(sum_sq / dof) : 0.0, dof};
+}
+
+// The curves a verdict about (context, variant) rests on: each moderator's baseline and treated.
+std::vector<const Curve*> PairCurves(const Analysis& a, const std::string& context,
+                                     const std::string& variant) {
+  std::vector<const Curve*> out;
+  for (const auto& m : a.moderators) {
+    const Curve* b = a.FindCurve(context, a.baseline, m);
+    const Curve* q = a.FindCurve(context, variant, m);
+    if (b != nullptr && q != nullptr) {
+      out.push_back(b);
+      out.push_back(q);
+    }
+  }
+  return out;
+}
+
+// "inconclusive (...; ~N seeds per cell would detect a 0.1-nat difference with 80% power)".
+std::string SeedsAdvice(const Options& o, int seeds_needed) {
+  if (seeds_needed <= 0) return "";
+  return absl::StrFormat(
+      "; ~%d seeds per cell would detect a %.3g-nat difference with %.0f%% power", seeds_needed,
+      o.effect, 100 * o.power);
+}
+
+struct Test {
+  std::string label;
+  double p = 1;
+  int direction = 0;  // +1 favours the treated variant, -1 the baseline, 0 no direction
+};
+
+// Holm over `tests`: the adjusted p-values, in the same order.
+std::vector<double> Adjusted(const std::vector<Test>& tests) {
+  std::vector<double> p;
+  for (const auto& t : tests) p.push_back(t.p);
+  return HolmAdjust(p);
 }
 
 Verdict H1(const Analysis& a, const std::string& context, const std::string& variant) {
   const auto& o = a.options;
-  int compared = 0, depends = 0, inferred = 0;
+  int compared = 0, inferred = 0;
+  bool informative_divergence = false, within_floor = true;
   std::string example;
   double widest = -1;
   std::vector<std::pair<std::string, double>> deciding;
+  std::vector<Test> tests;
   for (const auto& m : a.moderators) {
     const Curve* b = a.FindCurve(context, a.baseline, m);
     const Curve* q = a.FindCurve(context, variant, m);
     if (b == nullptr || q == nullptr) continue;
-    // Class of each common LR: -1 variant worse, 0 within δ, +1 variant better.
-    std::set<int> classes;
+    const auto [sigma, dof] = PooledNoise({b, q});
+    struct Stable {
+      double lr, diff, var_factor;
+    };
+    std::vector<Stable> stable;
+    std::vector<Stratum> strata;
     std::optional<std::pair<double, double>> lo, hi;  // (lr, diff) at the min and max diff
-    double delta_at_hi = 0;
     int common = 0;
     for (const auto& pq : q->points) {
-      for (const auto& pb : b->points) {
-        if (!pq.loss || !pb.loss || std::fabs(pq.lr - pb.lr) > 1e-9 * pq.lr) continue;
-        const double diff = *pb.loss - *pq.loss;
-        const double delta = Delta(o, pb, pq);
-        classes.insert(diff > delta ? 1 : (diff < -delta ? -1 : 0));
-        ++common;
-        if (pb.n_inferred > 0 || pq.n_inferred > 0) ++inferred;
-        if (!lo || diff < lo->second) lo = {{pq.lr, diff}};
-        if (!hi || diff > hi->second) {
-          hi = {{pq.lr, diff}};
-          delta_at_hi = delta;
-        }
+      const Point* pb = b->PointAt(pq.lr);
+      if (pb == nullptr || !pq.loss || !pb->loss) continue;
+      const double diff = *pb->loss - *pq.loss;
+      ++common;
+      if (pb->n_inferred > 0 || pq.n_inferred > 0) ++inferred;
+      if (!lo || diff < lo->second) lo = {{pq.lr, diff}};
+      if (!hi || diff > hi->second) hi = {{pq.lr, diff}};
+      if (pb->n_diverged == 0 && pq.n_diverged == 0) {
+        stable.push_back({pq.lr, diff, 1.0 / pb->n + 1.0 / pq.n});
+      } else {
+        // Where a seed diverged the loss is a cap, not a measurement: the comparison there is
+        // of divergence counts. Both variants diverging alike carries no information (the exact
+        // test's margins fix the count).
+        strata.push_back({pb->n, pq.n, pb->n_diverged + pq.n_diverged, pb->n_diverged});
       }
     }
     if (common < 2) continue;
     ++compared;
-    if (classes.size() > 1) ++depends;
-    // The smallest and largest gap: whether their classes differ is what this value says.
     deciding.emplace_back(m, lo->first);
     if (hi->first != lo->first) deciding.emplace_back(m, hi->first);
     if (hi->second - lo->second > widest) {
       widest = hi->second - lo->second;
-      example = absl::StrFormat("%s=%s: %s-%s = %+.4g at lr=%.4g, %+.4g at lr=%.4g (delta %.4g)",
-                                o.moderator_axis, m, a.baseline, variant, lo->second, lo->first,
-                                hi->second, hi->first, delta_at_hi);
+      example =
+          absl::StrFormat("%s=%s: %s-%s = %+.4g at lr=%.4g, %+.4g at lr=%.4g", o.moderator_axis, m,
+                          a.baseline, variant, lo->second, lo->first, hi->second, hi->first);
+    }
+    // Heterogeneity of the gaps where every seed trained: F = Σ w (d - d̄)² / ((k - 1) σ²),
+    // w = 1 / (1/n_b + 1/n_t), on (k - 1, dof) degrees of freedom.
+    if (stable.size() >= 2 && dof > 0) {
+      double sw = 0, swd = 0;
+      for (const auto& s : stable) {
+        sw += 1 / s.var_factor;
+        swd += s.diff / s.var_factor;
+      }
+      const double mean = swd / sw;
+      double q_stat = 0;
+      for (const auto& s : stable) q_stat += (s.diff - mean) * (s.diff - mean) / s.var_factor;
+      const double k1 = static_cast<double>(stable.size() - 1);
+      double p = 1;
+      if (sigma > 0) {
+        p = 1 - FCdf(q_stat / (k1 * sigma * sigma), k1, dof);
+      } else if (q_stat > 0) {
+        p = 0;
+      }
+      tests.push_back({absl::StrFormat("%s=%s gaps differ across %d LRs (F test)", o.moderator_axis,
+                                       m, static_cast<int>(stable.size())),
+                       p, 0});
+      // Equivalence: every gap within the δ floor of the mean gap at (1 - alpha) confidence.
+      const double t = StudentTQuantile(1 - o.alpha / 2, dof);
+      for (const auto& s : stable) {
+        if (std::fabs(s.diff - mean) + t * sigma * std::sqrt(s.var_factor) > o.delta_floor) {
+          within_floor = false;
+        }
+      }
+    } else {
+      within_floor = false;
+    }
+    const ExactTest exact = StratifiedExact(strata);
+    if (exact.informative > 0) {
+      informative_divergence = true;
+      if (!stable.empty()) {
+        tests.push_back({absl::StrFormat("%s=%s divergence counts differ (exact test over %d LRs)",
+                                         o.moderator_axis, m, exact.informative),
+                         exact.p_two_sided, 0});
+      }
     }
   }
   Verdict v;
   v.deciding = std::move(deciding);
   v.hypothesis = "H1";
-  v.outcome = Outcome(compared, depends, compared - depends);
-  v.line = absl::StrCat("H1 (the effect of ", o.variant_axis, "=", variant, " depends on ",
-                        o.lr_axis, ")", Scope(context), ": ", v.outcome);
-  if (compared == 0) {
-    absl::StrAppend(&v.line, " - no ", o.moderator_axis, " value has 2+ LRs finished for both ",
-                    a.baseline, " and ", variant);
-  } else {
-    absl::StrAppend(&v.line, " at ", depends, " of ", compared, " ", o.moderator_axis,
-                    " values; widest: ", example);
+  v.alpha = o.alpha;
+  const auto [sigma, dof] = PooledNoise(PairCurves(a, context, variant));
+  const std::vector<double> adjusted = Adjusted(tests);
+  size_t best = 0;
+  for (size_t i = 1; i < adjusted.size(); ++i) {
+    if (adjusted[i] < adjusted[best]) best = i;
   }
-  // A skipped run counts as diverged at ℓ0 without having run: the classes it entered are
+  v.test = absl::StrCat("Holm over ", tests.size(),
+                        " tests (F tests of equal gaps, exact tests of divergence counts)");
+  std::string why;
+  if (compared == 0) {
+    v.outcome = "inconclusive";
+    why = absl::StrCat("no ", o.moderator_axis, " value has 2+ LRs finished for both ", a.baseline,
+                       " and ", variant);
+  } else if (dof == 0 || tests.empty()) {
+    v.outcome = "inconclusive";
+    why = dof == 0 ? "no seed spread (1 seed per cell): nothing to test against"
+                   : "no test possible (fewer than 2 LRs where every seed trained)";
+  } else {
+    v.p_value = adjusted[best];
+    if (adjusted[best] <= o.alpha) {
+      v.outcome = "supported";
+      why = absl::StrCat(tests[best].label, ", adjusted p = ", P(adjusted[best]), " <= alpha ",
+                         o.alpha);
+    } else if (within_floor && !informative_divergence) {
+      v.outcome = "not supported";
+      why = absl::StrCat("adjusted p = ", P(adjusted[best]), "; every gap within ", o.delta_floor,
+                         " of the mean gap at ", 100 * (1 - o.alpha), "% confidence");
+    } else {
+      v.outcome = "inconclusive";
+      v.seeds_needed =
+          dof > 0 ? SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(tests.size()))
+                  : 0;
+      why = absl::StrCat("smallest adjusted p = ", P(adjusted[best]), " > alpha ", o.alpha,
+                         SeedsAdvice(o, v.seeds_needed));
+    }
+  }
+  v.line = absl::StrCat("H1 (the effect of ", o.variant_axis, "=", variant, " depends on ",
+                        o.lr_axis, ")", Scope(context), ": ", v.outcome, " (", why, ")");
+  if (!example.empty()) absl::StrAppend(&v.line, " - widest: ", example);
+  // A skipped run counts as diverged at ℓ0 without having run: the comparisons it entered are
   // inferred, and the line says how many.
   if (inferred > 0) {
     absl::StrAppend(&v.line, " [", inferred, " compared LRs rest on skipped runs: inferred]");
@@ -97,50 +218,33 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
   return v;
 }
 
-// -1 / 0 / +1: is `treated` worse / equal / better than `base`; higher is better unless `lower`.
-// Differences within `tolerance` (absolute) are ties.
-int Compare(const std::optional<double>& base, const std::optional<double>& treated, bool lower,
-            double tolerance = 0) {
-  // "none" (no stable or good LR at all) ranks below every LR.
-  const double b = base.value_or(lower ? std::numeric_limits<double>::infinity() : 0);
-  const double t = treated.value_or(lower ? std::numeric_limits<double>::infinity() : 0);
-  const double tol = std::max(tolerance, 1e-9 * std::max(std::fabs(b), std::fabs(t)));
-  if (std::fabs(b - t) <= tol) return 0;
-  return (lower ? t < b : t > b) ? 1 : -1;
-}
-
-// Where a boundary lies, as far as the runs say: in [lo, hi), lo the boundary itself (the last
-// LR that still held), hi the next LR tried above it (infinity when none was). "none" (the
-// smallest LR tried already failed) lies in [0, that LR).
-struct Span {
-  double lo = 0;
-  double hi = std::numeric_limits<double>::infinity();
-};
-
-Span BoundarySpan(const Curve& c, const std::optional<double>& value,
-                  const std::optional<double>& above) {
-  if (value) return {*value, above.value_or(std::numeric_limits<double>::infinity())};
-  for (const auto& p : c.points) {
-    if (p.n > 0) return {0, p.lr};
+// Per seed, whether it ended worse than the curve's good limit (diverged included).
+int NotGood(const Curve& c, const Point& p, const Options& o) {
+  if (!c.opt_loss || !c.l0) return 0;
+  const double limit = *c.opt_loss + o.tau * (*c.l0 - *c.opt_loss);
+  int n = 0;
+  for (const auto& s : p.seed_values) {
+    if (s.grid && (s.diverged || s.loss > limit)) ++n;
   }
-  return {};
+  return n;
 }
 
-// -1 / 0 / +1: the treated boundary lies below / indistinguishably from / above the baseline's.
-// Boundaries are compared as brackets, not values: under a budget one curve's bracket may be
-// refined and the other's not, and a difference within a bracket is not a measured difference.
-// Only brackets that do not overlap decide.
-int CompareSpans(const Span& base, const Span& treated) {
-  if (LessOrClose(base.hi, treated.lo)) return 1;
-  if (LessOrClose(treated.hi, base.lo)) return -1;
-  return 0;
+int GridSeeds(const Point& p) {
+  int n = 0;
+  for (const auto& s : p.seed_values) n += s.grid ? 1 : 0;
+  return n;
 }
 
-Verdict H2(const Analysis& a, const std::string& context, const std::string& variant) {
+Verdict H2(const Analysis& a, const std::string& context, const std::string& variant,
+           const Draws& draws) {
   const auto& o = a.options;
-  int compared = 0, better = 0, worse = 0;
+  int compared = 0;
   std::vector<std::string> parts;
   std::vector<std::pair<std::string, double>> deciding;
+  std::vector<Stratum> diverged, not_good;
+  std::vector<std::pair<size_t, size_t>> sensitivity;  // curve indices (baseline, treated)
+  double sens_diff = 0;
+  auto index = [&](const Curve* c) { return static_cast<size_t>(c - a.curves.data()); };
   for (const auto& m : a.moderators) {
     const Curve* b = a.FindCurve(context, a.baseline, m);
     const Curve* q = a.FindCurve(context, variant, m);
@@ -152,116 +256,220 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
         if (lr) deciding.emplace_back(m, *lr);
       }
     }
-    const int stable = CompareSpans(BoundarySpan(*b, b->max_stable_lr, b->max_stable_above),
-                                    BoundarySpan(*q, q->max_stable_lr, q->max_stable_above));
-    const int good = CompareSpans(BoundarySpan(*b, b->max_good_lr, b->max_good_above),
-                                  BoundarySpan(*q, q->max_good_lr, q->max_good_above));
-    const int sens = (b->lr_sensitivity && q->lr_sensitivity)
-                         // Sensitivities are losses: closer than the δ floor is a tie.
-                         ? Compare(b->lr_sensitivity, q->lr_sensitivity, true, o.delta_floor)
-                         : 0;
-    const bool any_worse = stable < 0 || good < 0 || sens < 0;
-    const bool any_better = stable > 0 || good > 0 || sens > 0;
-    if (any_worse) ++worse;
-    if (any_better && !any_worse) ++better;
-    parts.push_back(absl::StrCat(o.moderator_axis, "=", m, ": stable ", Num(b->max_stable_lr), "->",
-                                 Num(q->max_stable_lr), ", good ", Num(b->max_good_lr), "->",
-                                 Num(q->max_good_lr), ", sensitivity ", Num(b->lr_sensitivity),
-                                 "->", Num(q->lr_sensitivity)));
+    const double from = std::min(*b->best_lr, *q->best_lr);
+    for (const auto& pq : q->points) {
+      const Point* pb = b->PointAt(pq.lr);
+      if (pb == nullptr || GridSeeds(*pb) == 0 || GridSeeds(pq) == 0) continue;
+      const int nb = GridSeeds(*pb), nq = GridSeeds(pq);
+      diverged.push_back({nb, nq, pb->n_diverged_grid + pq.n_diverged_grid, pb->n_diverged_grid});
+      if (pq.lr >= from * (1 - 1e-9)) {
+        const int gb = NotGood(*b, *pb, o), gq = NotGood(*q, pq, o);
+        not_good.push_back({nb, nq, gb + gq, gb});
+      }
+    }
+    if (b->lr_sensitivity && q->lr_sensitivity) {
+      sensitivity.emplace_back(index(b), index(q));
+      sens_diff += *b->lr_sensitivity - *q->lr_sensitivity;
+    }
+    parts.push_back(absl::StrCat(o.moderator_axis, "=", m, ": stable ", Num(b->max_stable_lr),
+                                 IntervalText(b->max_stable_ci, true), "->", Num(q->max_stable_lr),
+                                 IntervalText(q->max_stable_ci, true), ", good ",
+                                 Num(b->max_good_lr), IntervalText(b->max_good_ci, true), "->",
+                                 Num(q->max_good_lr), IntervalText(q->max_good_ci, true),
+                                 ", sensitivity ", Num(b->lr_sensitivity),
+                                 IntervalText(b->lr_sensitivity_ci), "->", Num(q->lr_sensitivity),
+                                 IntervalText(q->lr_sensitivity_ci)));
+  }
+  std::vector<Test> tests;
+  auto direction = [](const ExactTest& e) { return e.p_greater < e.p_less ? 1 : -1; };
+  const ExactTest div = StratifiedExact(diverged);
+  if (div.informative > 0) {
+    tests.push_back({absl::StrCat("divergences (exact test over ", div.informative, " LRs)"),
+                     div.p_two_sided, direction(div)});
+  }
+  const ExactTest good = StratifiedExact(not_good);
+  if (good.informative > 0) {
+    tests.push_back(
+        {absl::StrCat("seeds above the good limit (exact test over ", good.informative, " LRs)"),
+         good.p_two_sided, direction(good)});
+  }
+  const auto [sigma, dof] = PooledNoise(PairCurves(a, context, variant));
+  if (!sensitivity.empty() && draws.resamples > 1 && dof > 0) {
+    // The mean over moderator values of LRS(baseline) - LRS(variant), its standard error the
+    // bootstrap's.
+    const double mean = sens_diff / static_cast<double>(sensitivity.size());
+    std::vector<double> resampled;
+    for (int r = 0; r < draws.resamples; ++r) {
+      double sum = 0;
+      bool ok = true;
+      for (const auto& [ib, iq] : sensitivity) {
+        const double x = draws.curves[ib].lr_sensitivity[r] - draws.curves[iq].lr_sensitivity[r];
+        ok &= !std::isnan(x);
+        sum += x;
+      }
+      if (ok) resampled.push_back(sum / static_cast<double>(sensitivity.size()));
+    }
+    if (resampled.size() > 1) {
+      const double rmean = *Mean(resampled);
+      double sq = 0;
+      for (double x : resampled) sq += (x - rmean) * (x - rmean);
+      const double se = std::sqrt(sq / static_cast<double>(resampled.size() - 1));
+      const double p = se > 0 ? TwoSidedP(mean / se, dof) : (mean != 0 ? 0.0 : 1.0);
+      tests.push_back(
+          {absl::StrFormat("LR sensitivity lower by %+.3g (t test, bootstrap SE %.2g)", mean, se),
+           p, mean > 0 ? 1 : -1});
+    }
   }
   Verdict v;
   v.deciding = std::move(deciding);
   v.hypothesis = "H2";
-  v.outcome = Outcome(compared, better, worse);
+  v.alpha = o.alpha;
+  v.test = absl::StrCat("Holm over ", tests.size(),
+                        " tests (exact tests of divergences and of seeds above the good limit, "
+                        "t test of LR sensitivity)");
+  const std::vector<double> adjusted = Adjusted(tests);
+  std::vector<std::string> favour_treated, favour_base;
+  double smallest = 1;
+  for (size_t i = 0; i < tests.size(); ++i) {
+    smallest = std::min(smallest, adjusted[i]);
+    if (adjusted[i] > o.alpha) continue;
+    (tests[i].direction > 0 ? favour_treated : favour_base)
+        .push_back(absl::StrCat(tests[i].label, ", adjusted p = ", P(adjusted[i])));
+  }
+  std::string why;
+  if (compared == 0) {
+    v.outcome = "inconclusive";
+    why = absl::StrCat("no ", o.moderator_axis, " value has both variants finished");
+  } else if (dof == 0 || tests.empty()) {
+    v.outcome = "inconclusive";
+    why = dof == 0 ? "no seed spread (1 seed per cell): nothing to test against"
+                   : "nothing to test (no divergence, no bootstrap)";
+  } else {
+    v.p_value = smallest;
+    if (!favour_base.empty()) {
+      v.outcome = "not supported";
+      why = absl::StrCat(a.baseline, " is better: ", absl::StrJoin(favour_base, "; "));
+    } else if (!favour_treated.empty()) {
+      v.outcome = "supported";
+      why = absl::StrJoin(favour_treated, "; ");
+    } else {
+      v.outcome = "inconclusive";
+      v.seeds_needed =
+          dof > 0 ? SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(tests.size()))
+                  : 0;
+      why = absl::StrCat("smallest adjusted p = ", P(smallest), " > alpha ", o.alpha,
+                         SeedsAdvice(o, v.seeds_needed));
+    }
+  }
   v.line = absl::StrCat("H2 (", o.variant_axis, "=", variant,
                         " raises max stable/good LR, lowers LR sensitivity; ", a.baseline, "->",
-                        variant, ")", Scope(context), ": ", v.outcome);
-  if (compared == 0) {
-    absl::StrAppend(&v.line, " - no ", o.moderator_axis, " value has both variants finished");
-  } else {
-    absl::StrAppend(&v.line, " at ", better, " of ", compared, " - ", absl::StrJoin(parts, "; "));
-  }
+                        variant, ")", Scope(context), ": ", v.outcome, " (", why, ")");
+  if (!parts.empty()) absl::StrAppend(&v.line, " - ", absl::StrJoin(parts, "; "));
   return v;
 }
 
-Verdict H3(const Analysis& a, const std::string& context, const std::string& variant) {
-  const auto& o = a.options;
-  struct Entry {
-    std::string moderator;
-    std::optional<double> eta;
-    Span span;  // where η† lies as far as the runs say; "none" = (inf, inf)
-  };
-  std::vector<Entry> seq;
-  std::vector<std::pair<std::string, double>> deciding;
-  for (const auto& m : a.moderators) {
-    for (const auto& n : a.necessity) {
-      if (n.context != context || n.variant != variant || n.moderator != m) continue;
-      for (double lr : n.deciding_lrs) deciding.emplace_back(m, lr);
-      Entry e{m, n.eta_dagger, {}};
-      if (!n.eta_dagger) {
-        e.span = {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
-      } else if (n.bracket_lo && n.bracket_hi) {
-        e.span = {*n.bracket_lo, *n.bracket_hi};  // interpolated: in (lo, hi]
-      } else {
-        e.span = {0, *n.eta_dagger};  // worse from the smallest compared LR on: at or below it
+// Kendall's S over a sequence of intervals: each later-earlier pair adds -1 when the later one
+// lies wholly below, +1 wholly above; overlapping ones (and never vs never) add 0.
+int TrendS(const std::vector<std::pair<double, double>>& spans) {
+  int s = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    for (size_t j = i + 1; j < spans.size(); ++j) {
+      const auto& from = spans[i];
+      const auto& to = spans[j];
+      if (std::isinf(from.first) && std::isinf(to.first)) continue;
+      if (to.second < from.first) {
+        --s;
+      } else if (from.second < to.first) {
+        ++s;
       }
-      seq.push_back(std::move(e));
     }
   }
-  int defined = 0;
-  for (const auto& e : seq) defined += e.eta ? 1 : 0;
+  return s;
+}
+
+Verdict H3(const Analysis& a, const std::string& context, const std::string& variant,
+           const Draws& draws) {
+  const auto& o = a.options;
+  std::vector<size_t> seq;
+  std::vector<std::pair<std::string, double>> deciding;
   std::vector<std::string> parts;
-  for (const auto& e : seq) parts.push_back(absl::StrCat(e.moderator, ": ", Num(e.eta)));
+  int defined = 0;
+  for (const auto& m : a.moderators) {
+    for (size_t k = 0; k < a.necessity.size(); ++k) {
+      const Necessity& n = a.necessity[k];
+      if (n.context != context || n.variant != variant || n.moderator != m) continue;
+      for (double lr : n.deciding_lrs) deciding.emplace_back(m, lr);
+      seq.push_back(k);
+      defined += n.eta_dagger ? 1 : 0;
+      std::string value = n.eta_dagger ? Num(n.eta_dagger)
+                          : n.censored ? (n.censored_at ? absl::StrCat("> ", Num(n.censored_at))
+                                                        : std::string("no comparison"))
+                                       : std::string("never");
+      parts.push_back(absl::StrCat(m, ": ", value, IntervalText(n.eta_dagger_ci)));
+    }
+  }
+  const auto [sigma, dof] = PooledNoise(PairCurves(a, context, variant));
   Verdict v;
   v.deciding = std::move(deciding);
   v.hypothesis = "H3";
+  v.alpha = o.alpha;
+  v.test = absl::StrCat("Kendall's trend of eta-dagger over ", o.moderator_axis, " in ",
+                        draws.resamples, " bootstrap resamples");
   v.outcome = "inconclusive";
-  if (seq.size() >= 2 && defined >= 1) {
-    // Each η† is known only to its bracket (the two compared LRs it lies between): a step is a
-    // fall or a rise only when the two brackets are disjoint, so 0.00132 -> 0.00126 within one
-    // bracket is no trend, and 0.0012 in (1e-3, 3e-3] -> 0.0009 in (3e-4, 1e-3] is a fall
-    // (at 1e-3 the baseline was not worse at one depth and was at the other). Each η†'s own
-    // bracket, not a sweep-wide grid step: refining another group's LRs changes nothing here.
-    // "none" = never needed = +infinity, so none -> 0.05 -> 0.01 is a falling threshold.
-    auto step = [](const Span& from, const Span& to) {  // -1 falls, 0 flat, +1 rises
-      if (std::isinf(from.lo) && std::isinf(to.lo)) return 0;
-      if (LessOrClose(to.hi, from.lo)) return -1;
-      if (LessOrClose(from.hi, to.lo)) return 1;
-      return 0;
-    };
-    bool rises = false, falls = false;
-    for (size_t i = 1; i < seq.size(); ++i) {
-      const int s = step(seq[i - 1].span, seq[i].span);
-      rises |= s > 0;
-      falls |= s < 0;
+  std::string why;
+  if (seq.size() < 2) {
+    why = "needs 2+ values";
+  } else if (draws.resamples == 0 || dof == 0) {
+    why = dof == 0 ? "no seed spread (1 seed per cell): nothing to test against"
+                   : "no bootstrap resamples";
+  } else {
+    int falls = 0, not_falls = 0, all_never = 0;
+    for (int r = 0; r < draws.resamples; ++r) {
+      std::vector<std::pair<double, double>> spans;
+      bool never = true;
+      for (size_t k : seq) {
+        spans.emplace_back(draws.necessity[k].lo[r], draws.necessity[k].hi[r]);
+        never &= std::isinf(draws.necessity[k].lo[r]);
+      }
+      const int s = TrendS(spans);
+      (s < 0 ? falls : not_falls) += 1;
+      all_never += never ? 1 : 0;
     }
-    const int overall = step(seq.front().span, seq.back().span);
-    if (!rises && overall < 0) {
+    const double fall_share = static_cast<double>(falls) / draws.resamples;
+    v.p_value = 1 - fall_share;
+    const std::string share = absl::StrFormat("eta-dagger falls in %.1f%% of %d resamples",
+                                              100 * fall_share, draws.resamples);
+    if (fall_share >= 1 - o.alpha) {
       v.outcome = "supported";
-    } else if (!falls || overall >= 0) {
-      v.outcome = rises && falls ? "mixed" : "not supported";
+      why = absl::StrCat(share, ", >= ", 100 * (1 - o.alpha), "%");
+    } else if (defined == 0 && all_never >= (1 - o.alpha) * draws.resamples) {
+      why = absl::StrCat("never necessary at any value, in ",
+                         absl::StrFormat("%.1f%%", 100.0 * all_never / draws.resamples),
+                         " of resamples");
+    } else if (1 - fall_share >= 1 - o.alpha) {
+      v.outcome = "not supported";
+      why = absl::StrCat(share, ", does not fall in >= ", 100 * (1 - o.alpha), "%");
     } else {
-      v.outcome = "mixed";
+      v.seeds_needed =
+          SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(seq.size()));
+      why = absl::StrCat(share, SeedsAdvice(o, v.seeds_needed));
     }
   }
   v.line = absl::StrCat("H3 (eta-dagger of ", variant, " falls as ", o.moderator_axis, " grows)",
-                        Scope(context), ": ", v.outcome, " - ", o.moderator_axis, " ",
+                        Scope(context), ": ", v.outcome, " (", why, ") - ", o.moderator_axis, " ",
                         parts.empty() ? "(no comparison)" : absl::StrJoin(parts, ", "));
-  if (v.outcome == "inconclusive" && !parts.empty()) {
-    absl::StrAppend(&v.line,
-                    defined == 0 ? " (never necessary at any value)" : " (needs 2+ values)");
-  }
   return v;
 }
 
 }  // namespace
 
-std::vector<Verdict> ComputeVerdicts(const Analysis& a) {
+std::vector<Verdict> ComputeVerdicts(const Analysis& a, const Draws& draws) {
   std::vector<Verdict> out;
   for (const auto& context : a.contexts) {
     for (const auto& variant : a.variants) {
       if (variant == a.baseline) continue;
-      for (auto v : {H1(a, context, variant), H2(a, context, variant), H3(a, context, variant)}) {
+      for (auto v : {H1(a, context, variant), H2(a, context, variant, draws),
+                     H3(a, context, variant, draws)}) {
         v.context = context;
         v.variant = variant;
         out.push_back(std::move(v));
