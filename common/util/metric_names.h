@@ -25,7 +25,11 @@ inline constexpr char kValPpl[] = "val_ppl";
 // Probes, every probe_every steps. The first five are also reported per layer (LayerMetric);
 // q_rms_pre and k_rms_pre only per layer;
 // without a suffix they are the aggregate over layers (mean, or max for kMaxAttnLogit).
+// kAttnEntropy is also per head (HeadMetric).
+// kAttnEntropy is normalised per query position (0..1; docs/trainer.md), not raw nats.
 inline constexpr char kAttnEntropy[] = "attn_entropy";
+// The lowest head: min over layers and heads of the head's mean normalised entropy.
+inline constexpr char kAttnEntropyMinHead[] = "attn_entropy_min_head";
 inline constexpr char kMaxAttnLogit[] = "max_attn_logit";
 inline constexpr char kQRms[] = "q_rms";
 inline constexpr char kKRms[] = "k_rms";
@@ -41,6 +45,14 @@ inline constexpr char kOutputLogitMax[] = "output_logit_max";
 // probe match on the aggregate name as a prefix.
 inline std::string LayerMetric(const char* probe, size_t layer) {
   return absl::StrCat(probe, ".l", layer);
+}
+
+// A probe's per-head name: `attn_entropy.l3.h1` for head 1 of layer 3. It extends the layer's
+// name, so a reader that wants only the per-layer series matches `<probe>.l<i>` exactly, not as a
+// prefix. (kAttnEntropyMinHead also starts with kAttnEntropy's name: match `<probe>.` with the
+// dot.)
+inline std::string HeadMetric(const char* probe, size_t layer, size_t head) {
+  return absl::StrCat(LayerMetric(probe, layer), ".h", head);
 }
 
 }  // namespace ablate::metric

@@ -8,6 +8,7 @@
 
 #include "common/cost/flops.h"
 #include "common/sweep/run_config.h"
+#include "common/util/metric_names.h"
 #include "worker/train/adamw.h"
 #include "worker/train/probes.h"
 
@@ -24,17 +25,52 @@ ablate::v1::RunConfig TinyConfig() {
   return c;
 }
 
-double MeanLogPrefix(int t) {
-  double sum = 0;
-  for (int i = 1; i <= t; ++i) sum += std::log(i);
-  return sum / t;
+// (B, H, T, T) causal attention, uniform over the t + 1 keys each query t sees.
+torch::Tensor UniformCausal(int64_t b, int64_t h, int64_t t) {
+  auto probs = torch::zeros({b, h, t, t}, torch::kDouble);
+  for (int64_t q = 0; q < t; ++q) {
+    probs.select(2, q).slice(-1, 0, q + 1).fill_(1.0 / static_cast<double>(q + 1));
+  }
+  return probs;
 }
 
-TEST(ProbesTest, UniformCausalAttentionHasEntropyLogN) {
-  const int t = 6;
-  auto probs = torch::zeros({1, 1, t, t}, torch::kDouble);
-  for (int q = 0; q < t; ++q) probs[0][0][q].slice(0, 0, q + 1).fill_(1.0 / (q + 1));
-  EXPECT_NEAR(AttentionEntropy(probs), MeanLogPrefix(t), 1e-12);
+// Raw entropy grows as log(t + 1) along the sequence; normalised per query position it is 1 at
+// every position and head, so a layer's figure no longer depends on the context length.
+TEST(ProbesTest, UniformCausalAttentionHasNormalisedEntropyOneAtEveryPositionAndHead) {
+  auto probs = UniformCausal(2, 3, 7);
+  auto per_query = NormalisedEntropyPerQuery(probs);
+  ASSERT_EQ(per_query.sizes().vec(), (std::vector<int64_t>{2, 3, 6}));  // query 0 left out
+  EXPECT_NEAR((per_query - 1).abs().max().item<double>(), 0.0, 1e-12);
+  for (double h : AttentionEntropyPerHead(probs)) EXPECT_NEAR(h, 1.0, 1e-12);
+  EXPECT_EQ(AttentionEntropyPerHead(probs).size(), 3u);
+  EXPECT_NEAR(AttentionEntropy(probs), 1.0, 1e-12);
+}
+
+TEST(ProbesTest, OneHotAttentionHasNormalisedEntropyZero) {
+  const int64_t t = 5;
+  auto probs = torch::zeros({2, 2, t, t}, torch::kDouble);
+  for (int64_t q = 0; q < t; ++q) {
+    probs.select(2, q).select(-1, 0).fill_(1.0);  // head 0: every query on the first token
+  }
+  probs.select(1, 1).copy_(torch::eye(t, torch::kDouble));  // head 1: every query on itself
+  EXPECT_EQ(NormalisedEntropyPerQuery(probs).abs().max().item<double>(), 0.0);
+  EXPECT_EQ(AttentionEntropy(probs), 0.0);
+}
+
+// Hand-computed: head 0 uniform (1 at every query), head 1 splits every query t >= 1 evenly
+// between its first two keys, entropy log 2 over a maximum of log(t + 1).
+TEST(ProbesTest, NormalisedEntropyDividesEachQueryByItsOwnKeyCount) {
+  const int64_t t = 4;
+  auto probs = UniformCausal(1, 2, t);
+  probs.select(1, 1).zero_();
+  probs[0][1][0][0] = 1.0;
+  probs.select(1, 1).slice(1, 1).slice(2, 0, 2).fill_(0.5);
+  const double head1 = (1.0 + std::log(2) / std::log(3) + std::log(2) / std::log(4)) / 3;
+  auto heads = AttentionEntropyPerHead(probs);
+  ASSERT_EQ(heads.size(), 2u);
+  EXPECT_NEAR(heads[0], 1.0, 1e-12);
+  EXPECT_NEAR(heads[1], head1, 1e-12);
+  EXPECT_NEAR(AttentionEntropy(probs), (1.0 + head1) / 2, 1e-12);
 }
 
 // MPS has no float64: on a device the probes must reduce in float32 (docs/trainer.md, Devices).
@@ -69,14 +105,55 @@ TEST(ProbesTest, ModelWithZeroQueriesAttendsUniformly) {
   }
   auto x = torch::randint(32, {2, 6}, torch::kInt64);
   auto probes = RunProbes(model, x);
-  EXPECT_NEAR(probes.at("attn_entropy.l0"), MeanLogPrefix(6), 1e-6);  // float32 probabilities
-  EXPECT_NEAR(probes.at("attn_entropy"), MeanLogPrefix(6), 1e-6);     // float32 probabilities
+  // Zero logits: uniform attention, normalised entropy 1 in every layer and head (to float32
+  // rounding of the probabilities).
+  for (const char* name :
+       {"attn_entropy.l0", "attn_entropy.l1", "attn_entropy.l0.h0", "attn_entropy.l0.h1",
+        "attn_entropy.l1.h0", "attn_entropy.l1.h1", "attn_entropy", "attn_entropy_min_head"}) {
+    EXPECT_NEAR(probes.at(name), 1.0, 1e-6) << name;
+  }
+  EXPECT_FALSE(probes.contains("attn_entropy.l0.h2"));
   EXPECT_DOUBLE_EQ(probes.at("max_attn_logit.l1"), 0.0);
   EXPECT_DOUBLE_EQ(probes.at("q_rms.l0"), 0.0);
   EXPECT_GT(probes.at("k_rms.l0"), 0.0);
   EXPECT_GT(probes.at("param_norm"), 0.0);
   EXPECT_TRUE(probes.contains("kurtosis.l1"));
   EXPECT_TRUE(probes.contains("output_logit_max"));
+}
+
+// On a trained-looking (random) model the heads differ: the summary is the lowest head, never
+// above the mean, and every series is where its name says.
+TEST(ProbesTest, MinHeadIsTheLowestHeadAndAtMostTheMean) {
+  auto c = TinyConfig();
+  c.set_n_head(4);
+  torch::manual_seed(0);
+  GPT model(c, 32);
+  {
+    torch::NoGradGuard no_grad;
+    // Large q/k projections give peaked, unequal heads.
+    for (auto& [name, t] : model->NamedTensors()) {
+      if (name.ends_with("c_attn.weight")) t.slice(0, 0, 32).normal_(0.0, 1.0);
+    }
+  }
+  auto probes = RunProbes(model, torch::randint(32, {3, 6}, torch::kInt64));
+  double lowest = 2, layer_sum = 0;
+  for (int l = 0; l < 2; ++l) {
+    double head_sum = 0;
+    for (int h = 0; h < 4; ++h) {
+      const double e = probes.at(metric::HeadMetric(metric::kAttnEntropy, l, h));
+      EXPECT_GE(e, 0.0);
+      EXPECT_LE(e, 1.0 + 1e-6);
+      lowest = std::min(lowest, e);
+      head_sum += e;
+    }
+    const double layer = probes.at(metric::LayerMetric(metric::kAttnEntropy, l));
+    EXPECT_NEAR(layer, head_sum / 4, 1e-12);
+    layer_sum += layer;
+  }
+  EXPECT_EQ(probes.at(metric::kAttnEntropyMinHead), lowest);
+  EXPECT_NEAR(probes.at(metric::kAttnEntropy), layer_sum / 2, 1e-12);
+  EXPECT_LT(probes.at(metric::kAttnEntropyMinHead), probes.at(metric::kAttnEntropy));
+  EXPECT_LT(probes.at(metric::kAttnEntropy), 0.99);  // the projections did make heads peaked
 }
 
 TEST(ProbesTest, KnownQueryKeyGivesItsLogit) {

@@ -93,10 +93,18 @@ def reference_probes(model, x, y):
         out[f"k_rms_pre.l{i}"] = r["k_pre"].double().pow(2).mean().sqrt().item()
         out[f"max_attn_logit.l{i}"] = (
             r["logits"].double().masked_fill(r["mask"], float("-inf")).max().item())
-        out[f"attn_entropy.l{i}"] = (-torch.xlogy(p, p).sum(-1)).mean().item()
+        # Query t sees t + 1 keys: its entropy over log(t + 1); query 0 (one key) is left out.
+        t = p.size(-1)
+        entropy = -torch.xlogy(p, p).sum(-1)[:, :, 1:]
+        normalised = entropy / torch.log(torch.arange(2, t + 1, dtype=torch.float64))
+        out[f"attn_entropy.l{i}"] = normalised.mean().item()
+        for h, value in enumerate(normalised.mean(dim=(0, 2)).tolist()):
+            out[f"attn_entropy.l{i}.h{h}"] = value
         out[f"kurtosis.l{i}"] = (res.pow(4).mean(-1) / res.pow(2).mean(-1).pow(2)).mean().item()
     n = len(records)
     out["attn_entropy"] = sum(out[f"attn_entropy.l{i}"] for i in range(n)) / n
+    out["attn_entropy_min_head"] = min(
+        v for name, v in out.items() if name.startswith("attn_entropy.l") and ".h" in name)
     out["kurtosis"] = sum(out[f"kurtosis.l{i}"] for i in range(n)) / n
     out["max_attn_logit"] = max(out[f"max_attn_logit.l{i}"] for i in range(n))
     out["param_norm"] = math.sqrt(sum(p.double().pow(2).sum().item() for p in model.parameters()))

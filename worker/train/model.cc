@@ -233,7 +233,14 @@ torch::Tensor GPTImpl::Attention(const Block& b, const torch::Tensor& x, LayerPr
     if (probe != nullptr) RecordQk(q, k, att, mask, probe);
   }
   att = torch::softmax(att, -1, torch::kFloat);
-  if (probe != nullptr) probe->attn_entropy = AttentionEntropy(att);
+  if (probe != nullptr) {
+    probe->attn_entropy_heads = AttentionEntropyPerHead(att);
+    // Every head averages over the same batch and queries, so the mean of the heads is the mean
+    // over batch, heads and queries; no second pass over the probabilities.
+    double sum = 0;
+    for (double e : probe->attn_entropy_heads) sum += e;
+    probe->attn_entropy = sum / static_cast<double>(probe->attn_entropy_heads.size());
+  }
   att = Dropout(att);
   auto y = torch::matmul(att, v).transpose(1, 2).contiguous().view({batch, t, c});
   return Dropout(b.attn_proj(y));

@@ -17,7 +17,10 @@ namespace ablate::train {
 // Scalar statistics one forward pass records when probing (docs/architecture.md#the-trainer);
 // filled only when a ProbeRecord is passed to forward(), so training steps pay nothing for them.
 struct LayerProbe {
-  double attn_entropy = 0;    // mean over batch, heads, queries of -sum A log A
+  // Normalised attention entropy (probes.h, NormalisedEntropyPerQuery): the mean over batch,
+  // heads and queries 1..T-1, and per head the mean over batch and queries.
+  double attn_entropy = 0;
+  std::vector<double> attn_entropy_heads;
   double max_attn_logit = 0;  // max of q.k/sqrt(d_h) over causal pairs, before any softcap
   double q_rms = 0;           // of q and k as they enter the dot product (after qk_norm, rope)
   double k_rms = 0;

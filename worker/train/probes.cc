@@ -31,13 +31,31 @@ double MaxCausalLogit(const torch::Tensor& logits, const torch::Tensor& mask) {
       .item<double>();
 }
 
-double AttentionEntropy(const torch::Tensor& probs) {
-  auto p = Widen(probs);
+torch::Tensor NormalisedEntropyPerQuery(const torch::Tensor& probs) {
+  TORCH_CHECK(probs.dim() == 4 && probs.size(2) == probs.size(3) && probs.size(3) >= 2,
+              "attention entropy needs (B, H, T, T) probabilities with T >= 2, got ",
+              probs.sizes());
+  const int64_t t = probs.size(3);
+  auto p = Widen(probs).slice(2, 1);  // queries 1..T-1
   // p * log(max(p, FLT_MIN)) is exactly 0 for p = 0 and equals p log p for every other value a
   // float softmax can produce; it uses only ops every backend has (xlogy is missing on MPS in
   // older LibTorch releases).
   auto plogp = p * p.clamp_min(std::numeric_limits<float>::min()).log();
-  return (-plogp.sum(-1)).mean().item<double>();
+  // Query t sees t + 1 keys: log(t + 1) for t = 1..T-1, made on the device in the probe dtype.
+  auto uniform = torch::arange(2, t + 1, p.options()).log();
+  return -plogp.sum(-1) / uniform;
+}
+
+std::vector<double> AttentionEntropyPerHead(const torch::Tensor& probs) {
+  // One (H) copy to the host, never the (B, H, T, T) probabilities.
+  auto per_head = NormalisedEntropyPerQuery(probs).mean(torch::IntArrayRef{0, 2}).to(torch::kCPU);
+  std::vector<double> out(per_head.size(0));
+  for (size_t h = 0; h < out.size(); ++h) out[h] = per_head[h].item<double>();
+  return out;
+}
+
+double AttentionEntropy(const torch::Tensor& probs) {
+  return NormalisedEntropyPerQuery(probs).mean().item<double>();
 }
 
 double Kurtosis(const torch::Tensor& x) {
@@ -66,9 +84,19 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
   std::map<std::string, double> out;
   double entropy_sum = 0, kurtosis_sum = 0;
   double max_logit = -std::numeric_limits<double>::infinity();
+  double min_head = std::numeric_limits<double>::infinity();
+  size_t heads = 0;
   for (size_t i = 0; i < record.layers.size(); ++i) {
     const LayerProbe& l = record.layers[i];
     out[metric::LayerMetric(metric::kAttnEntropy, i)] = l.attn_entropy;
+    for (size_t h = 0; h < l.attn_entropy_heads.size(); ++h) {
+      const double v = l.attn_entropy_heads[h];
+      out[metric::HeadMetric(metric::kAttnEntropy, i, h)] = v;
+      // A NaN head (a diverged model) makes the minimum NaN rather than being skipped.
+      min_head = std::isnan(v) || std::isnan(min_head) ? std::numeric_limits<double>::quiet_NaN()
+                                                       : std::min(min_head, v);
+      ++heads;
+    }
     out[metric::LayerMetric(metric::kMaxAttnLogit, i)] = l.max_attn_logit;
     out[metric::LayerMetric(metric::kQRms, i)] = l.q_rms;
     out[metric::LayerMetric(metric::kKRms, i)] = l.k_rms;
@@ -82,6 +110,8 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
   const double layers = std::max<double>(1, static_cast<double>(record.layers.size()));
   out[metric::kAttnEntropy] = entropy_sum / layers;
   out[metric::kMaxAttnLogit] = max_logit;
+  // The lowest head shows a collapse that the mean over a layer's heads averages away.
+  if (heads > 0) out[metric::kAttnEntropyMinHead] = min_head;
   out[metric::kKurtosis] = kurtosis_sum / layers;
   std::vector<torch::Tensor> params;
   for (const auto& [name, t] : model->NamedTensors()) params.push_back(t);
