@@ -25,7 +25,7 @@ inline constexpr char kValPpl[] = "val_ppl";
 // Probes, every probe_every steps. The first five are also reported per layer (LayerMetric);
 // q_rms_pre and k_rms_pre only per layer;
 // without a suffix they are the aggregate over layers (mean, or max for kMaxAttnLogit).
-// kAttnEntropy is also per head (HeadMetric).
+// kKurtosisChannel too is per layer and averaged; kAttnEntropy is also per head (HeadMetric).
 // kAttnEntropy is normalised per query position (0..1; docs/trainer.md), not raw nats.
 inline constexpr char kAttnEntropy[] = "attn_entropy";
 // The lowest head: min over layers and heads of the head's mean normalised entropy.
@@ -37,7 +37,9 @@ inline constexpr char kKRms[] = "k_rms";
 // reports the norm's gain, so these are the pair that compares across variants.
 inline constexpr char kQRmsPre[] = "q_rms_pre";
 inline constexpr char kKRmsPre[] = "k_rms_pre";
-inline constexpr char kKurtosis[] = "kurtosis";
+inline constexpr char kKurtosis[] = "kurtosis";  // per token: over each token's channels
+// Per channel (He et al. 2024): kurtosis of the channels' RMS, over the channel dimension.
+inline constexpr char kKurtosisChannel[] = "kurtosis_channel";
 inline constexpr char kParamNorm[] = "param_norm";
 inline constexpr char kOutputLogitMax[] = "output_logit_max";
 
@@ -49,8 +51,8 @@ inline std::string LayerMetric(const char* probe, size_t layer) {
 
 // A probe's per-head name: `attn_entropy.l3.h1` for head 1 of layer 3. It extends the layer's
 // name, so a reader that wants only the per-layer series matches `<probe>.l<i>` exactly, not as a
-// prefix. (kAttnEntropyMinHead also starts with kAttnEntropy's name: match `<probe>.` with the
-// dot.)
+// prefix. (kAttnEntropyMinHead and kKurtosisChannel also start with another probe's name:
+// match `<probe>.` with the dot.)
 inline std::string HeadMetric(const char* probe, size_t layer, size_t head) {
   return absl::StrCat(LayerMetric(probe, layer), ".h", head);
 }

@@ -87,6 +87,25 @@ TEST(ProbesTest, GaussianKurtosisIsThree) {
   EXPECT_NEAR(Kurtosis(torch::ones({3, 8})), 1.0, 1e-12);
 }
 
+// He et al. 2024's per-channel kurtosis against a hand computation. Two tokens (in two batch
+// rows, so the RMS runs over every leading dim) of two channels, x = [[1, 2], [3, 4]]:
+// s_0^2 = (1 + 9) / 2 = 5, s_1^2 = (4 + 16) / 2 = 10, so mean(s^4) / mean(s^2)^2 =
+// ((25 + 100) / 2) / 7.5^2 = 10 / 9. The per-token definition on the same tensor differs:
+// (8.5 / 2.5^2 + 168.5 / 12.5^2) / 2.
+TEST(ProbesTest, ChannelKurtosisMatchesAHandComputation) {
+  auto x = torch::tensor({1.0, 2.0, 3.0, 4.0}, torch::kDouble).view({2, 1, 2});
+  EXPECT_NEAR(ChannelKurtosis(x), 10.0 / 9.0, 1e-12);
+  EXPECT_NEAR(Kurtosis(x), (8.5 / 6.25 + 168.5 / 156.25) / 2, 1e-12);
+  // Equal channel RMS: 1, whatever the values within a channel (per token this is 3).
+  torch::manual_seed(0);
+  EXPECT_NEAR(ChannelKurtosis(torch::randn({4000, 64})), 1.0, 0.01);
+  EXPECT_NEAR(ChannelKurtosis(torch::ones({3, 8})), 1.0, 1e-12);
+  // One channel carrying everything (the extreme outlier feature): C.
+  auto outlier = torch::zeros({5, 8}, torch::kDouble);
+  outlier.select(1, 3).fill_(2.0);
+  EXPECT_NEAR(ChannelKurtosis(outlier), 8.0, 1e-12);
+}
+
 TEST(ProbesTest, MaxLogitIgnoresMaskedPairs) {
   auto logits = torch::tensor({{1.0, 100.0}, {2.5, -1.0}}).view({1, 1, 2, 2});
   auto mask = torch::ones({2, 2}, torch::kBool).triu(1);
@@ -136,7 +155,7 @@ TEST(ProbesTest, MinHeadIsTheLowestHeadAndAtMostTheMean) {
     }
   }
   auto probes = RunProbes(model, torch::randint(32, {3, 6}, torch::kInt64));
-  double lowest = 2, layer_sum = 0;
+  double lowest = 2, layer_sum = 0, channel_sum = 0;
   for (int l = 0; l < 2; ++l) {
     double head_sum = 0;
     for (int h = 0; h < 4; ++h) {
@@ -149,11 +168,15 @@ TEST(ProbesTest, MinHeadIsTheLowestHeadAndAtMostTheMean) {
     const double layer = probes.at(metric::LayerMetric(metric::kAttnEntropy, l));
     EXPECT_NEAR(layer, head_sum / 4, 1e-12);
     layer_sum += layer;
+    const double channel = probes.at(metric::LayerMetric(metric::kKurtosisChannel, l));
+    EXPECT_GE(channel, 1.0);
+    channel_sum += channel;
   }
   EXPECT_EQ(probes.at(metric::kAttnEntropyMinHead), lowest);
   EXPECT_NEAR(probes.at(metric::kAttnEntropy), layer_sum / 2, 1e-12);
   EXPECT_LT(probes.at(metric::kAttnEntropyMinHead), probes.at(metric::kAttnEntropy));
   EXPECT_LT(probes.at(metric::kAttnEntropy), 0.99);  // the projections did make heads peaked
+  EXPECT_NEAR(probes.at(metric::kKurtosisChannel), channel_sum / 2, 1e-12);
 }
 
 TEST(ProbesTest, KnownQueryKeyGivesItsLogit) {

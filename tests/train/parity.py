@@ -101,11 +101,16 @@ def reference_probes(model, x, y):
         for h, value in enumerate(normalised.mean(dim=(0, 2)).tolist()):
             out[f"attn_entropy.l{i}.h{h}"] = value
         out[f"kurtosis.l{i}"] = (res.pow(4).mean(-1) / res.pow(2).mean(-1).pow(2)).mean().item()
+        # He et al. 2024: kurtosis of the per-channel RMS over every token.
+        channel_ms = res.reshape(-1, res.size(-1)).pow(2).mean(0)
+        out[f"kurtosis_channel.l{i}"] = (
+            channel_ms.pow(2).mean() / channel_ms.mean().pow(2)).item()
     n = len(records)
     out["attn_entropy"] = sum(out[f"attn_entropy.l{i}"] for i in range(n)) / n
     out["attn_entropy_min_head"] = min(
         v for name, v in out.items() if name.startswith("attn_entropy.l") and ".h" in name)
     out["kurtosis"] = sum(out[f"kurtosis.l{i}"] for i in range(n)) / n
+    out["kurtosis_channel"] = sum(out[f"kurtosis_channel.l{i}"] for i in range(n)) / n
     out["max_attn_logit"] = max(out[f"max_attn_logit.l{i}"] for i in range(n))
     out["param_norm"] = math.sqrt(sum(p.double().pow(2).sum().item() for p in model.parameters()))
     out["output_logit_max"] = logits.max().item()

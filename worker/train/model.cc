@@ -267,7 +267,10 @@ torch::Tensor GPTImpl::Hidden(const torch::Tensor& idx, ProbeRecord* probes) {
     x = x + Attention(b, b.ln_1(x, eps), probes != nullptr ? &probes->layers[i] : nullptr);
     auto m = b.mlp_proj(torch::gelu(b.c_fc(b.ln_2(x, eps))));
     x = x + Dropout(m);
-    if (probes != nullptr) probes->layers[i].kurtosis = Kurtosis(x);
+    if (probes != nullptr) {
+      probes->layers[i].kurtosis = Kurtosis(x);
+      probes->layers[i].kurtosis_channel = ChannelKurtosis(x);
+    }
   }
   return ln_f_(x, eps);
 }

@@ -28,7 +28,10 @@ struct LayerProbe {
   // norm's gain, so only these compare across variants (is the projection itself growing?).
   double q_rms_pre = 0;
   double k_rms_pre = 0;
-  double kurtosis = 0;  // residual stream after the block: mean over tokens of m4/m2^2
+  // Of the residual stream after the block: per token (mean over tokens of m4/m2^2 over the
+  // channels) and per channel (He et al. 2024: of the channels' RMS over the tokens).
+  double kurtosis = 0;
+  double kurtosis_channel = 0;
 };
 struct ProbeRecord {
   std::vector<LayerProbe> layers;

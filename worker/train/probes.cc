@@ -65,6 +65,12 @@ double Kurtosis(const torch::Tensor& x) {
   return (m4 / m2.pow(2)).mean().item<double>();
 }
 
+double ChannelKurtosis(const torch::Tensor& x) {
+  auto d = Widen(x);
+  auto ms = d.pow(2).reshape({-1, d.size(-1)}).mean(0);  // s_c^2 per channel
+  return (ms.pow(2).mean() / ms.mean().pow(2)).item<double>();
+}
+
 double GlobalNorm(const std::vector<torch::Tensor>& tensors) {
   double sum = 0;
   for (const auto& t : tensors) {
@@ -82,7 +88,7 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
   if (was_training) model->train();
 
   std::map<std::string, double> out;
-  double entropy_sum = 0, kurtosis_sum = 0;
+  double entropy_sum = 0, kurtosis_sum = 0, channel_kurtosis_sum = 0;
   double max_logit = -std::numeric_limits<double>::infinity();
   double min_head = std::numeric_limits<double>::infinity();
   size_t heads = 0;
@@ -103,8 +109,10 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
     out[metric::LayerMetric(metric::kQRmsPre, i)] = l.q_rms_pre;
     out[metric::LayerMetric(metric::kKRmsPre, i)] = l.k_rms_pre;
     out[metric::LayerMetric(metric::kKurtosis, i)] = l.kurtosis;
+    out[metric::LayerMetric(metric::kKurtosisChannel, i)] = l.kurtosis_channel;
     entropy_sum += l.attn_entropy;
     kurtosis_sum += l.kurtosis;
+    channel_kurtosis_sum += l.kurtosis_channel;
     max_logit = std::max(max_logit, l.max_attn_logit);
   }
   const double layers = std::max<double>(1, static_cast<double>(record.layers.size()));
@@ -113,6 +121,7 @@ std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x
   // The lowest head shows a collapse that the mean over a layer's heads averages away.
   if (heads > 0) out[metric::kAttnEntropyMinHead] = min_head;
   out[metric::kKurtosis] = kurtosis_sum / layers;
+  out[metric::kKurtosisChannel] = channel_kurtosis_sum / layers;
   std::vector<torch::Tensor> params;
   for (const auto& [name, t] : model->NamedTensors()) params.push_back(t);
   out[metric::kParamNorm] = GlobalNorm(params);

@@ -38,8 +38,15 @@ std::vector<double> AttentionEntropyPerHead(const torch::Tensor& probs);
 // The mean of NormalisedEntropyPerQuery over batch, heads and queries 1..T-1, in [0, 1].
 double AttentionEntropy(const torch::Tensor& probs);
 
-// Mean over tokens of mean(x^4) / mean(x^2)^2 along the last dim (3 for a Gaussian).
+// Per token: mean over tokens of mean(x^4) / mean(x^2)^2, each over the token's channels (the
+// last dim); 3 for a Gaussian, 1 for a constant-magnitude vector.
 double Kurtosis(const torch::Tensor& x);
+
+// Per channel (He et al. 2024, "Understanding and Minimising Outlier Features in Transformer
+// Training"): s_c = the RMS of channel c (the last dim) over every token (all leading dims), then
+// mean_c(s_c^4) / mean_c(s_c^2)^2. 1 when every channel has the same RMS, C when one channel
+// carries everything: it grows with outlier features, which the per-token Kurtosis can miss.
+double ChannelKurtosis(const torch::Tensor& x);
 
 // sqrt of the sum of squared norms of `tensors` (their .grad() when `grads`).
 double GlobalNorm(const std::vector<torch::Tensor>& tensors);
@@ -47,8 +54,9 @@ double GlobalNorm(const std::vector<torch::Tensor>& tensors);
 // Runs the model on `probe_x` in eval mode without autograd or any RNG draw and returns every
 // probe by its metric name: attn_entropy.l{i} and attn_entropy.l{i}.h{j} (normalised),
 // max_attn_logit.l{i}, q_rms.l{i}, k_rms.l{i}, q_rms_pre.l{i}, k_rms_pre.l{i} (before qk_norm and
-// rope), kurtosis.l{i}, the aggregates attn_entropy (mean), attn_entropy_min_head (min over
-// every layer's heads), max_attn_logit (max), kurtosis (mean), param_norm and output_logit_max.
+// rope), kurtosis.l{i}, kurtosis_channel.l{i}, the aggregates attn_entropy (mean),
+// attn_entropy_min_head (min over every layer's heads), max_attn_logit (max), kurtosis (mean),
+// kurtosis_channel (mean), param_norm and output_logit_max.
 std::map<std::string, double> RunProbes(GPT& model, const torch::Tensor& probe_x);
 
 }  // namespace ablate::train

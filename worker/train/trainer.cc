@@ -392,8 +392,9 @@ ablate::v1::RunResult TrainingLoop::MakeResult(int64_t step, double train_second
   r.set_tokenizer_sha256(tokenizer_sha256_);
   // With dropout the masks depend on it (provenance.h): the report flags cells that mix counts.
   r.set_shards(shards_);
-  for (const char* name : {metric::kAttnEntropy, metric::kAttnEntropyMinHead, metric::kMaxAttnLogit,
-                           metric::kKurtosis, metric::kParamNorm, metric::kOutputLogitMax}) {
+  for (const char* name :
+       {metric::kAttnEntropy, metric::kAttnEntropyMinHead, metric::kMaxAttnLogit, metric::kKurtosis,
+        metric::kKurtosisChannel, metric::kParamNorm, metric::kOutputLogitMax}) {
     auto it = last_probes_.find(name);
     if (it != last_probes_.end()) (*r.mutable_final_probes())[name] = it->second;
   }
