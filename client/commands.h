@@ -7,6 +7,7 @@
 
 #include "client/config.h"
 #include "client/context.h"
+#include "client/seed_plan.h"
 
 namespace ablate::cli {
 
@@ -18,8 +19,25 @@ struct SubmitArgs {
 };
 // --dry-run works without a server; with one reachable it also prints the estimate.
 int Submit(Context& ctx, const SubmitArgs& args);
-// `ablate estimate FILE`: what the sweep would cost on the fleet now (the server's dry run).
-int Estimate(Context& ctx, const std::string& file);
+// `ablate estimate FILE`: what the sweep would cost on the fleet now (the server's dry run), and
+// with --sigma or --pilot the seeds per cell its hypotheses need and what they cost
+// (client/seed_plan.h). With --sigma and no server configured, the seed plan alone.
+struct EstimateArgs {
+  std::string file;
+  SeedPlanFlags plan;  // checked (CheckSeedPlanFlags) before Estimate is called
+  // A bad value found only against the pilot sweep (no seed spread in it): prints the message
+  // and estimate's usage line, returns the usage exit code (2).
+  std::function<int(const std::string&)> usage_error;
+};
+int Estimate(Context& ctx, const EstimateArgs& args);
+// `--pilot SWEEP`: the sweep with its runs (FetchSweep, as `ablate report` reads them) and its seed
+// noise, pooled over its curves (analysis::Analyze without resamples).
+struct PilotNoise {
+  v1::Sweep sweep;
+  PooledSigma pooled;
+  bool partial = false;  // some of its runs are unfinished: the noise is from the finished ones
+};
+absl::StatusOr<PilotNoise> MeasurePilot(Context& ctx, const std::string& pilot);
 // `ablate budget SWEEP [--raise N]`: shows the budget, or raises it (in its unit).
 int Budget(Context& ctx, const std::string& sweep, double raise);
 // `wide` (-o wide): every count and the whole name; else a table that fits 80 columns.

@@ -56,7 +56,42 @@ absl::StatusOr<std::pair<double, double>> ParseRange(const std::string& text) {
   return std::make_pair(a, b);
 }
 
+// The analysis options `sweep` was planned with (PlanningOptions of its stored file), and the file
+// itself in `parsed`; the defaults when it has none or it no longer parses.
+analysis::Options PlannedOptions(const v1::Sweep& sweep, std::optional<sweep::SweepSpec>* parsed) {
+  if (!sweep.spec_yaml().empty()) {
+    auto stored = sweep::ParseStoredSweep(sweep.spec_yaml(), sweep.file_name());
+    if (stored.ok()) *parsed = *std::move(stored);
+  }
+  return *parsed ? analysis::PlanningOptions(**parsed) : analysis::Options{};
+}
+
 }  // namespace
+
+absl::StatusOr<PilotNoise> MeasurePilot(Context& ctx, const std::string& pilot) {
+  auto resp = FetchSweep(ctx, pilot);
+  if (!resp.ok()) {
+    return absl::Status(resp.status().code(),
+                        absl::StrCat("--pilot ", pilot, ": ", resp.status().message()));
+  }
+  PilotNoise out;
+  out.sweep = resp->sweep();
+  std::vector<v1::Run> runs(resp->runs().begin(), resp->runs().end());
+  if (runs.empty()) return out;  // no spread: the caller says so
+  std::optional<sweep::SweepSpec> parsed;
+  analysis::Options opts = PlannedOptions(out.sweep, &parsed);
+  opts.lr_axis = analysis::Options{}.lr_axis;
+  if (parsed) opts.vocab = parsed->data.tokenizer().vocab();
+  opts.bootstrap_resamples = 0;  // the seed noise needs no intervals
+  auto result = analysis::Analyze(runs, opts);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat("--pilot ", pilot, ": ", result.status().message()));
+  }
+  out.pooled = PoolSeedSigma(result->curves);
+  out.partial = result->partial;
+  return out;
+}
 
 int Export(Context& ctx, const std::string& sweep, const std::string& out_dir, bool metrics) {
   auto resp = FetchSweep(ctx, sweep);
@@ -123,12 +158,7 @@ int Report(Context& ctx, const ReportArgs& args) {
   // The defaults are the options the sweep was planned with (its file's `analysis:`), so a
   // plain report brackets the boundaries that refinement narrowed; flags override them.
   std::optional<sweep::SweepSpec> parsed;
-  if (!sweep.spec_yaml().empty()) {
-    auto stored = sweep::ParseStoredSweep(sweep.spec_yaml(), sweep.file_name());
-    if (stored.ok()) parsed = *std::move(stored);
-  }
-  const analysis::Options planned =
-      parsed ? analysis::PlanningOptions(*parsed) : analysis::Options{};
+  const analysis::Options planned = PlannedOptions(sweep, &parsed);
   analysis::Options opts = planned;
   opts.lr_axis = analysis::Options{}.lr_axis;
   if (args.variant_given) opts.variant_axis = args.variant;

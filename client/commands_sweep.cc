@@ -6,6 +6,7 @@
 #include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -14,9 +15,11 @@
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/render.h"
+#include "client/seed_plan.h"
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
 #include "common/util/retry_policy.h"
+#include "nlohmann/json.hpp"
 
 namespace ablate::cli {
 
@@ -175,7 +178,8 @@ int Submit(Context& ctx, const SubmitArgs& args) {
   return 0;
 }
 
-int Estimate(Context& ctx, const std::string& file) {
+int Estimate(Context& ctx, const EstimateArgs& args) {
+  const std::string& file = args.file;
   auto text = util::ReadFile(file);
   if (!text.ok()) {
     return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open sweep file")));
@@ -183,12 +187,60 @@ int Estimate(Context& ctx, const std::string& file) {
   // The same local check as submit, so a bad file fails with its line before any call.
   auto parsed = sweep::ParseSweep(*text, file);
   if (!parsed.ok()) return Fail(parsed.status());
+  // The seed plan first: a pilot without spread is a usage error, before the fleet is asked.
+  std::optional<SeedPlan> plan;
+  std::string pilot_line;
+  if (args.plan.sigma) {
+    plan = PlanSeeds(*args.plan.sigma, args.plan, CountGrid(*parsed));
+  } else if (!args.plan.pilot.empty()) {
+    auto pilot = MeasurePilot(ctx, args.plan.pilot);
+    if (!pilot.ok()) return Fail(pilot.status());
+    const v1::Sweep& s = pilot->sweep;
+    if (pilot->pooled.dof == 0) {
+      const std::string why = absl::StrCat(
+          "--pilot ", args.plan.pilot, ": sweep ", s.id(), " '", s.name(),
+          "' has no cell with 2 or more finished seeds that trained, so no seed noise to plan "
+          "from; give it seeds, or the noise with --sigma S");
+      return args.usage_error ? args.usage_error(why) : Fail(absl::InvalidArgumentError(why));
+    }
+    plan = PlanSeeds(pilot->pooled.sigma, args.plan, CountGrid(*parsed));
+    plan->pilot_sweep = s.id();
+    plan->pilot_dof = pilot->pooled.dof;
+    pilot_line = absl::StrCat(
+        PilotLine(s.id(), pilot->pooled),
+        pilot->partial ? " (from its finished runs; others are unfinished or failed)" : "", "\n");
+  }
+  auto print_plan = [&](const v1::SweepEstimate* estimate) {
+    if (ctx.json) {
+      nlohmann::ordered_json doc = nlohmann::ordered_json::object();
+      if (estimate != nullptr) doc = nlohmann::ordered_json::parse(ToJson(*estimate));
+      doc["seed_plan"] = SeedPlanJson(*plan, estimate);
+      std::cout << doc.dump() << "\n";
+    } else {
+      std::cout << pilot_line << SeedPlanText(*plan, estimate);
+    }
+  };
+  if (ctx.stub == nullptr) {  // --sigma without a server configured: the plan, no cost
+    print_plan(nullptr);
+    if (!ctx.json) {
+      std::cout << "  (no server configured, so no cost: with one, `ablate estimate " << file
+                << "` prices it on the fleet)\n";
+    }
+    return 0;
+  }
   auto resp = AskEstimate(ctx, file, *text);
-  if (!resp.ok()) return Fail(resp.status());
-  if (ctx.json) {
+  if (!resp.ok()) {
+    if (plan) print_plan(nullptr);  // what needs no server still answers
+    return Fail(resp.status());
+  }
+  if (plan) {
+    if (!ctx.json) std::cout << EstimateText(resp->sweep().name(), resp->estimate()) << "\n";
+    print_plan(&resp->estimate());
+  } else if (ctx.json) {
     std::cout << ToJson(resp->estimate()) << "\n";
   } else {
-    std::cout << EstimateText(resp->sweep().name(), resp->estimate());
+    std::cout << EstimateText(resp->sweep().name(), resp->estimate()) << "\n"
+              << SeedPlanHint(args.plan);
   }
   return 0;
 }

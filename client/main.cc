@@ -32,10 +32,26 @@ int main(int argc, char** argv) {
   c_submit->add_flag("--watch", submit.watch, "Watch the sweep after submitting");
   c_submit->add_option("--priority", submit.priority, "Higher runs first (default 0)");
 
-  std::string estimate_file;
+  EstimateArgs estimate;
+  double sigma = 0;
   auto* c_estimate = app.add_subcommand(
       "estimate", "What a sweep file would cost on the fleet now: GPU-hours, wall time, money");
-  c_estimate->add_option("file", estimate_file, "Sweep file (YAML)")->required();
+  c_estimate->add_option("file", estimate.file, "Sweep file (YAML)")->required();
+  c_estimate->add_option("--sigma", sigma,
+                         "Seed noise in nats (std of final val loss over seeds): print how many "
+                         "seeds per cell the hypotheses need, and their cost");
+  c_estimate->add_option("--pilot", estimate.plan.pilot,
+                         "Take the seed noise from this finished sweep (id or name) instead");
+  c_estimate
+      ->add_option("--effect", estimate.plan.effect,
+                   "Smallest effect the study must detect, in nats, for the seed plan")
+      ->capture_default_str();
+  c_estimate->add_option("--power", estimate.plan.power, "Chance to detect it, in (0, 1)")
+      ->capture_default_str();
+  c_estimate
+      ->add_option("--alpha", estimate.plan.alpha,
+                   "False-positive rate of each hypothesis's tests, in (0, 0.5)")
+      ->capture_default_str();
 
   bool active_only = false;
   int limit = 50;
@@ -247,6 +263,15 @@ int main(int argc, char** argv) {
   report.by_given = c_report->get_option("--by")->count() > 0;
   report.tau_given = c_report->get_option("--tau")->count() > 0;
   report.delta_given = c_report->get_option("--delta")->count() > 0;
+  estimate.usage_error = [c_estimate](const std::string& message) {
+    return ablate::cli_edge::UsageError(*c_estimate, message);
+  };
+  if (*c_estimate) {
+    if (c_estimate->get_option("--sigma")->count() > 0) estimate.plan.sigma = sigma;
+    if (auto s = CheckSeedPlanFlags(estimate.plan); !s.ok()) {
+      return estimate.usage_error(std::string(s.message()));
+    }
+  }
   if (*c_report && report.sweep.empty() == report.from.empty()) {
     return ablate::cli_edge::UsageError(*c_report, "give a sweep id or name, or --from DIR (one)");
   }
@@ -265,8 +290,10 @@ int main(int argc, char** argv) {
         "  ablate --server HOST:PORT ...  or  export ABLATE_SERVER=HOST:PORT   for this shell\n"));
   }
   // Offline commands need no channel; everything else dials lazily (gRPC connects on first call).
-  // submit --dry-run asks a configured server for the estimate too, and works without one.
+  // submit --dry-run asks a configured server for the estimate too, and works without one, as
+  // estimate --sigma does for its seed plan.
   const bool offline = (*c_submit && submit.dry_run && ServerUnconfigured(conn)) ||
+                       (*c_estimate && estimate.plan.sigma && ServerUnconfigured(conn)) ||
                        (*c_report && !report.from.empty());
   if (!offline) {
     auto channel = ablate::rpc::MakeChannel(ctx.conn);
@@ -275,7 +302,7 @@ int main(int argc, char** argv) {
   }
 
   if (*c_submit) return Submit(ctx, submit);
-  if (*c_estimate) return Estimate(ctx, estimate_file);
+  if (*c_estimate) return Estimate(ctx, estimate);
   if (*c_budget) return Budget(ctx, sweep, raise);
   if (*c_ls) return ListSweeps(ctx, active_only, limit, output == "wide");
   if (*c_status) return Status(ctx, sweep);
