@@ -179,60 +179,82 @@ TEST(ProbesTest, MinHeadIsTheLowestHeadAndAtMostTheMean) {
   EXPECT_NEAR(probes.at(metric::kKurtosisChannel), channel_sum / 2, 1e-12);
 }
 
+// One layer with one head of width 16 whose q and k projections are `scale` x identity, so q = k
+// = scale x the attention input; random token embeddings and no position embedding, so with one
+// token repeated every position's attention input is u = ln_1(wte[token]).
+struct IdentityQk {
+  ablate::v1::RunConfig config;
+  GPT model;
+  std::map<std::string, torch::Tensor> p;  // the model's tensors by name
+
+  IdentityQk(const std::string& qk_norm, double scale) : config(OneHead(qk_norm)), model(nullptr) {
+    torch::manual_seed(0);
+    model = GPT(config, 8);
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, t] : model->NamedTensors()) p.emplace(name, t);
+    auto qkv = p.at("h.0.attn.c_attn.weight");
+    qkv.zero_();
+    qkv.slice(0, 0, 16).copy_(torch::eye(16) * scale);
+    qkv.slice(0, 16, 32).copy_(torch::eye(16) * scale);
+    p.at("wte.weight").copy_(torch::randn({8, 16}));
+    p.at("wpe.weight").zero_();
+  }
+  static ablate::v1::RunConfig OneHead(const std::string& qk_norm) {
+    auto c = TinyConfig();
+    c.set_n_head(1);
+    c.set_n_layer(1);
+    c.set_qk_norm(qk_norm);
+    return c;
+  }
+  torch::Tensor U(int64_t token) {
+    return torch::layer_norm(p.at("wte.weight")[token], {16}, p.at("h.0.ln_1.weight"),
+                             torch::Tensor(), config.norm_eps());
+  }
+};
+
 TEST(ProbesTest, KnownQueryKeyGivesItsLogit) {
-  // One head of width 16 with identity q and k projections: q = k = the attention input.
-  auto c = TinyConfig();
-  c.set_n_head(1);
-  c.set_n_layer(1);
-  torch::manual_seed(0);
-  GPT model(c, 8);
+  // Identity q and k projections: every logit is |u|^2 / sqrt(16).
+  IdentityQk m("none", 1.0);
   torch::NoGradGuard no_grad;
-  const auto named = model->NamedTensors();
-  std::map<std::string, torch::Tensor> p(named.begin(), named.end());
-  auto qkv = p.at("h.0.attn.c_attn.weight");
-  qkv.zero_();
-  qkv.slice(0, 0, 16).copy_(torch::eye(16));
-  qkv.slice(0, 16, 32).copy_(torch::eye(16));
-  // With one token repeated and no position embedding, every position's attention input is
-  // u = ln_1(wte[3]), so every logit is |u|^2 / sqrt(16).
-  auto& wte = p.at("wte.weight");
-  wte.copy_(torch::randn({8, 16}));
-  auto& wpe = p.at("wpe.weight");
-  wpe.zero_();
-  auto idx = torch::full({1, 4}, 3, torch::kInt64);
-  auto u = torch::layer_norm(wte[3], {16}, p.at("h.0.ln_1.weight"), torch::Tensor(), c.norm_eps());
-  const double expected = u.pow(2).sum().item<double>() / 4.0;
-  auto probes = RunProbes(model, idx);
+  const double expected = m.U(3).pow(2).sum().item<double>() / 4.0;
+  auto probes = RunProbes(m.model, torch::full({1, 4}, 3, torch::kInt64));
   EXPECT_NEAR(probes.at("max_attn_logit.l0"), expected, 1e-4 * expected);
 }
 
 TEST(ProbesTest, RmsBeforeQkNormSeesTheProjectionNotTheGain) {
   // Identity projections scaled by 10 under rmsnorm QK-norm (gain 1): q and k enter the dot
   // product with RMS ~1 whatever the scale, while the pre-norm probe reports 10 x RMS(u).
-  auto c = TinyConfig();
-  c.set_n_head(1);
-  c.set_n_layer(1);
-  c.set_qk_norm("rmsnorm");
-  torch::manual_seed(0);
-  GPT model(c, 8);
+  IdentityQk m("rmsnorm", 10.0);
   torch::NoGradGuard no_grad;
-  const auto named = model->NamedTensors();
-  std::map<std::string, torch::Tensor> p(named.begin(), named.end());
-  auto qkv = p.at("h.0.attn.c_attn.weight");
-  qkv.zero_();
-  qkv.slice(0, 0, 16).copy_(torch::eye(16) * 10);
-  qkv.slice(0, 16, 32).copy_(torch::eye(16) * 10);
-  auto& wte = p.at("wte.weight");
-  wte.copy_(torch::randn({8, 16}));
-  p.at("wpe.weight").zero_();
-  auto idx = torch::full({1, 4}, 3, torch::kInt64);
-  auto u = torch::layer_norm(wte[3], {16}, p.at("h.0.ln_1.weight"), torch::Tensor(), c.norm_eps());
-  const double pre = 10 * std::sqrt(u.pow(2).mean().item<double>());
-  auto probes = RunProbes(model, idx);
+  const double pre = 10 * std::sqrt(m.U(3).pow(2).mean().item<double>());
+  auto probes = RunProbes(m.model, torch::full({1, 4}, 3, torch::kInt64));
   EXPECT_NEAR(probes.at("q_rms_pre.l0"), pre, 1e-4 * pre);
   EXPECT_NEAR(probes.at("k_rms_pre.l0"), pre, 1e-4 * pre);
   EXPECT_NEAR(probes.at("q_rms.l0"), 1.0, 1e-3);
   EXPECT_NEAR(probes.at("k_rms.l0"), 1.0, 1e-3);
+}
+
+// docs/trainer.md's bound: with rmsnorm QK-norm (gains g_q, g_k; no rope), |q.k| / sqrt(d_h) <
+// sqrt(d_h) * max_i |g_q,i g_k,i|, reached when q and k point the same way: here q = k at every
+// pair (the norm removes the projections' scale of 10).
+TEST(ProbesTest, QkNormBoundsTheMaxLogitBySqrtHeadDimTimesTheGains) {
+  IdentityQk m("rmsnorm", 10.0);
+  torch::NoGradGuard no_grad;
+  m.p.at("h.0.attn.q_norm.weight").fill_(2.0);
+  m.p.at("h.0.attn.k_norm.weight").fill_(1.5);
+  const double bound = std::sqrt(16.0) * 2.0 * 1.5;
+  auto same = RunProbes(m.model, torch::full({1, 4}, 3, torch::kInt64));
+  // Every logit is g_q g_k ||n||^2 / sqrt(d_h), with ||n||^2 = d_h ms / (ms + eps) just under d_h
+  // (eps / ms ~ 1e-8 here): the bound, reached from below.
+  EXPECT_NEAR(same.at("max_attn_logit.l0"), bound, 1e-4 * bound);
+  EXPECT_LT(same.at("max_attn_logit.l0"), bound * (1 + 1e-5));  // float32 rounding only
+  // Mixed tokens and signed, unequal gains: every logit stays inside sqrt(d_h) max_i |g_q,i g_k,i|.
+  auto g_q = torch::linspace(-2.0, 2.0, 16), g_k = torch::linspace(3.0, 0.5, 16);
+  m.p.at("h.0.attn.q_norm.weight").copy_(g_q);
+  m.p.at("h.0.attn.k_norm.weight").copy_(g_k);
+  const double gains = (g_q * g_k).abs().max().item<double>();
+  auto mixed = RunProbes(m.model, torch::randint(8, {2, 6}, torch::kInt64));
+  EXPECT_LT(std::abs(mixed.at("max_attn_logit.l0")), std::sqrt(16.0) * gains);
 }
 
 TEST(AdamWTest, DecaysOnlyTensorsOfRankTwoOrMore) {
