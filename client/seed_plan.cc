@@ -87,7 +87,7 @@ SeedPlan PlanSeeds(double sigma, const SeedPlanFlags& flags, const GridCounts& g
   p.power = flags.power;
   p.alpha = flags.alpha;
   p.grid = grid;
-  // The families as the report's tests control them (docs/report.md#tests).
+  // The families as the report's tests control them (docs/report.md#verdicts-as-tests).
   p.families = {
       {"H1/eta-dagger", grid.lrs * grid.moderators, 0}, {"H2", 3, 0}, {"H3", grid.moderators, 0}};
   for (auto& f : p.families) {

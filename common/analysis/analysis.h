@@ -31,7 +31,7 @@ struct Options {
   // The variant that means "off" (the reference η† compares against). Empty: "none", else "0",
   // else "false", else the first value in sorted order.
   std::string baseline;
-  // LR sensitivity averages over the grid's LRs within [lr_min, lr_max].
+  // LR sensitivity is the capped curve's mean over log-uniform LRs in [lr_min, lr_max].
   double lr_min = 3e-4;
   double lr_max = 3e-1;
   double delta_floor = 0.02;  // η†'s δ = max(delta_floor, 2 x pooled non-diverged seed std)
@@ -99,7 +99,7 @@ struct Point {
   int n_untrained = 0;      // grid seeds that neither diverged nor trained (SeedValue::untrained)
   int n_extra_seeds = 0;    // finished seeds refine.seeds added here
   // 0: an LR of the base grid; k >= 1: an LR the sweep's refinement added in round k (the
-  // smallest round of the point's runs). LR sensitivity averages over base-grid LRs only.
+  // smallest round of the point's runs).
   int refine_round = 0;
   int n_pending = 0;    // queued, leased or running
   int n_failed = 0;     // failed or cancelled
@@ -226,7 +226,7 @@ struct Verdict {
   // deciding LRs.
   std::vector<std::pair<std::string, double>> deciding;
   int seeds = 0;  // the fewest finished seeds of either variant at a deciding point; 0: none
-  // The test that decided it (docs/report.md#tests), its p-value (Holm-adjusted, the smallest of
+  // The test that decided it (docs/report.md#verdicts-as-tests), its p-value (Holm-adjusted, the smallest of
   // its family; H3: the bootstrap share of resamples in which η† does not fall) and the level.
   std::string test;
   std::optional<double> p_value;

@@ -2,7 +2,7 @@
 // with the numbers.
 //
 // Each verdict is a test at level Options::alpha over everything it looks at
-// (docs/report.md#tests):
+// (docs/report.md#verdicts-as-tests):
 // H1: the variant's effect depends on LR: per moderator value an F test that the gaps at LRs where
 //     every seed trained are equal, and an exact stratified test of the divergence counts; Holm
 //     over all of them.
