@@ -278,6 +278,7 @@ absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& op
               SummarisePoint(slot.second, lr, slot.first, c.l0, seeds, has_threshold, options));
         }
         ComputeCurveMetrics(options, &c);
+        PointIntervals(options, &c);
         a.curves.push_back(std::move(c));
       }
     }

@@ -226,8 +226,9 @@ struct Verdict {
   // deciding LRs.
   std::vector<std::pair<std::string, double>> deciding;
   int seeds = 0;  // the fewest finished seeds of either variant at a deciding point; 0: none
-  // The test that decided it (docs/report.md#verdicts-as-tests), its p-value (Holm-adjusted, the smallest of
-  // its family; H3: the bootstrap share of resamples in which η† does not fall) and the level.
+  // The test that decided it (docs/report.md#verdicts-as-tests), its p-value (Holm-adjusted, the
+  // smallest of its family; H3: the bootstrap share of resamples in which η† does not fall) and the
+  // level.
   std::string test;
   std::optional<double> p_value;
   double alpha = 0.05;

@@ -230,13 +230,6 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
     // luckiest single seed. Ties go to the smaller LR. Every finished LR counts, refined ones
     // too: ℓ* is estimated on the curve (FitOptimum), so a point that lies on it moves nothing.
     if (p.loss && (!best || *p.loss < *curve->points[*best].loss)) best = i;
-    // The mean's t-interval from the curve's pooled seed noise.
-    p.loss_ci.reset();
-    if (p.loss && p.n > 0 && curve->seed_sigma && curve->seed_dof > 0) {
-      const double half = StudentTQuantile(1 - options.alpha / 2, curve->seed_dof) *
-                          *curve->seed_sigma / std::sqrt(static_cast<double>(p.n));
-      p.loss_ci = Interval{*p.loss - half, *p.loss + half};
-    }
   }
   if (!best) return;
   curve->best_lr = curve->points[*best].lr;
@@ -284,6 +277,16 @@ void ComputeCurveMetrics(const Options& options, Curve* curve) {
   }
 }
 
+void PointIntervals(const Options& options, Curve* curve) {
+  if (!curve->seed_sigma || curve->seed_dof == 0) return;
+  const double t = StudentTQuantile(1 - options.alpha / 2, curve->seed_dof);
+  for (auto& p : curve->points) {
+    if (!p.loss || p.n == 0) continue;
+    const double half = t * *curve->seed_sigma / std::sqrt(static_cast<double>(p.n));
+    p.loss_ci = Interval{*p.loss - half, *p.loss + half};
+  }
+}
+
 double Delta(const Options& options, const Point& a, const Point& b) {
   // σ pooled over the two variants' seeds that did not diverge. With a diverged seed counted as
   // ℓ0 in the spread, σ ≈ |ℓ0 - ℓ|/√2 and δ would exceed any possible gap exactly where the
@@ -311,11 +314,13 @@ Necessity ComputeNecessity(const Options& options, const Curve& baseline, const 
   // seeds scatter and the gap shrinks to noise: one such point would erase a clear necessity
   // below it (+0.93 nats at 0.3, η† "none" for +0.05 at 1.687).
   n.cap = treated.max_good_lr;
-  // The largest LR where both variants finished: "never necessary" means up to there.
+  // The largest LR where both variants finished and not every seed of both diverged (where both
+  // diverged alike, the baseline cannot be worse): "never necessary" means up to there.
   std::optional<double> both_top;
   for (const auto& q : treated.points) {
     const Point* b = baseline.PointAt(q.lr);
-    if (q.loss && b != nullptr && b->loss) both_top = q.lr;
+    if (!q.loss || b == nullptr || !b->loss) continue;
+    if (q.n_diverged < q.n || b->n_diverged < b->n) both_top = q.lr;
   }
   if (!n.cap) {
     n.detail = absl::StrCat(treated.variant, " has no good LR to compare up to");

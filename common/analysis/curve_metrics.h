@@ -12,6 +12,9 @@ void FoldSeeds(Point* point);
 // Fills opt_lr/opt_loss, lr_sensitivity, max_stable_lr, max_good_lr, seeds and complete.
 void ComputeCurveMetrics(const Options& options, Curve* curve);
 
+// Each point's loss_ci: the mean's (1 - alpha) t-interval from the curve's pooled seed noise.
+void PointIntervals(const Options& options, Curve* curve);
+
 // η† of `treated` against `baseline` (same context and moderator).
 Necessity ComputeNecessity(const Options& options, const Curve& baseline, const Curve& treated);
 

@@ -1,7 +1,8 @@
-// The statistical tests and distributions the verdicts and intervals use (docs/report.md#verdicts-as-tests).
-// Pure functions, written here so the report needs no statistics library: Student's t, the F
-// distribution, the normal quantile, Holm's step-down adjustment, an exact stratified test of
-// two proportions (divergences of two variants over several LRs) and a sample-size rule.
+// The statistical tests and distributions the verdicts and intervals use
+// (docs/report.md#verdicts-as-tests). Pure functions, written here so the report needs no
+// statistics library: Student's t, the F distribution, the normal quantile, Holm's step-down
+// adjustment, an exact stratified test of two proportions (divergences of two variants over several
+// LRs) and a sample-size rule.
 #pragma once
 
 #include <cstdint>

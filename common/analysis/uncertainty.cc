@@ -124,11 +124,15 @@ Draws Bootstrap(Analysis* a) {
     }
     for (size_t k = 0; k < pairs.size(); ++k) {
       const auto [ib, iq] = pairs[k];
-      double lo = 0, hi = kInf;
+      double lo = 0, hi = kInf, bracket_lo = kInf, bracket_hi = kInf;
       if (ib < nc && iq < nc) {
         const Necessity n = ComputeNecessity(o, drawn[ib], drawn[iq]);
         if (n.eta_dagger) {
-          lo = hi = *n.eta_dagger;
+          lo = hi = bracket_lo = bracket_hi = *n.eta_dagger;
+          if (n.bracket_lo && n.bracket_hi) {
+            bracket_lo = *n.bracket_lo;
+            bracket_hi = *n.bracket_hi;
+          }
         } else if (!n.censored) {
           lo = kInf;
         } else if (n.censored_at) {
@@ -137,6 +141,8 @@ Draws Bootstrap(Analysis* a) {
       }
       d.necessity[k].lo.push_back(lo);
       d.necessity[k].hi.push_back(hi);
+      d.necessity[k].bracket_lo.push_back(bracket_lo);
+      d.necessity[k].bracket_hi.push_back(bracket_hi);
     }
   }
   for (size_t i = 0; i < nc; ++i) {
@@ -155,17 +161,19 @@ Draws Bootstrap(Analysis* a) {
     if (ib >= nc || iq >= nc) continue;
     if (a->curves[ib].seed_dof + a->curves[iq].seed_dof == 0) continue;
     Necessity& n = a->necessity[k];
-    // η† as a value per resample: its point where it has one, +infinity where it has none (never
-    // necessary, or not up to the censoring LR: both lie above every η† the resample could give).
-    std::vector<double> values;
+    // η† per resample as the bracket it was interpolated in (a point where it is the smallest
+    // compared LR), +infinity where it has none (never necessary, or not up to the censoring LR:
+    // both lie above every η† the resample could give). The interval runs from the α/2 quantile
+    // of the brackets' lower ends to the 1 - α/2 quantile of their upper ends: the interpolation
+    // inside a bracket assumes a gap linear in log LR, and where the gap opens with a kink the
+    // point alone missed the true crossing in half the resamples (calibration benchmark).
+    const NecessityDraws& nd = d.necessity[k];
     int never = 0;
-    for (size_t b = 0; b < d.necessity[k].lo.size(); ++b) {
-      const bool point = d.necessity[k].lo[b] == d.necessity[k].hi[b];
-      values.push_back(point ? d.necessity[k].lo[b] : kInf);
-      never += point ? 0 : 1;
-    }
+    for (size_t b = 0; b < nd.lo.size(); ++b) never += nd.lo[b] == nd.hi[b] ? 0 : 1;
     n.never_share = static_cast<double>(never) / d.resamples;
-    n.eta_dagger_ci = Percentiles(values, o.alpha, d.resamples);
+    const auto lo = Percentiles(nd.bracket_lo, o.alpha, d.resamples);
+    const auto hi = Percentiles(nd.bracket_hi, o.alpha, d.resamples);
+    if (lo && hi) n.eta_dagger_ci = Interval{lo->lo, hi->hi};
   }
   return d;
 }

@@ -16,9 +16,11 @@ struct CurveDraws {
 };
 
 // Where η† lies in one resample: a point (lo == hi), "not necessary up to X" (X, +inf), never
-// necessary (+inf, +inf), or no comparison (0, +inf).
+// necessary (+inf, +inf), or no comparison (0, +inf). bracket_lo/hi widen an interpolated η† to
+// its bracket, the two compared LRs it lies between (the interval's ends).
 struct NecessityDraws {
   std::vector<double> lo, hi;
+  std::vector<double> bracket_lo, bracket_hi;
 };
 
 struct Draws {

@@ -86,6 +86,7 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
   double widest = -1;
   std::vector<std::pair<std::string, double>> deciding;
   std::vector<Test> tests;
+  std::vector<Stratum> divergence_strata;
   for (const auto& m : a.moderators) {
     const Curve* b = a.FindCurve(context, a.baseline, m);
     const Curve* q = a.FindCurve(context, variant, m);
@@ -156,15 +157,18 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
     } else {
       within_floor = false;
     }
-    const ExactTest exact = StratifiedExact(strata);
-    if (exact.informative > 0) {
-      informative_divergence = true;
-      if (!stable.empty()) {
-        tests.push_back({absl::StrFormat("%s=%s divergence counts differ (exact test over %d LRs)",
-                                         o.moderator_axis, m, exact.informative),
-                         exact.p_two_sided, 0});
-      }
+    // Divergence counts are pooled over the moderator values into one test: a wall that moves by
+    // one LR shows 2 of 2 against 0 of 2 at one LR per depth, which no single depth can show.
+    if (!stable.empty()) {
+      divergence_strata.insert(divergence_strata.end(), strata.begin(), strata.end());
     }
+    if (StratifiedExact(strata).informative > 0) informative_divergence = true;
+  }
+  const ExactTest exact = StratifiedExact(divergence_strata);
+  if (exact.informative > 0) {
+    tests.push_back(
+        {absl::StrFormat("divergence counts differ (exact test over %d LRs)", exact.informative),
+         exact.p_two_sided, 0});
   }
   Verdict v;
   v.deciding = std::move(deciding);
