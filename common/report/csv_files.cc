@@ -78,9 +78,10 @@ std::string CellsCsv(const analysis::Analysis& a) {
   }
   std::vector<std::string> header = {"context", a.options.variant_axis, a.options.moderator_axis,
                                      a.options.lr_axis};
-  for (const char* h : {"l0", "loss_mean", "loss_std", "n", "n_diverged", "n_pending", "n_failed",
-                        "n_missing", "train_loss_mean", "perplexity", "steps_to_threshold_median",
-                        "mixed", "provenance", "n_inferred", "refine_round"}) {
+  for (const char* h :
+       {"l0", "loss_mean", "loss_std", "n", "n_diverged", "n_pending", "n_failed", "n_missing",
+        "train_loss_mean", "perplexity", "steps_to_threshold_median", "mixed", "provenance",
+        "n_inferred", "refine_round", "loss_ci_lo", "loss_ci_hi", "n_extra_seeds", "n_untrained"}) {
     header.push_back(h);
   }
   for (const auto& p : probes) header.push_back(absl::StrCat("probe_", p));
@@ -108,7 +109,11 @@ std::string CellsCsv(const analysis::Analysis& a) {
           absl::StrJoin(p.mixed, "; "),
           absl::StrJoin(analysis::ProvenanceLabels(p.provenance, {}), "; "),
           absl::StrCat(p.n_inferred),
-          absl::StrCat(p.refine_round)};
+          absl::StrCat(p.refine_round),
+          Cell(p.loss_ci ? std::optional<double>(p.loss_ci->lo) : std::nullopt),
+          Cell(p.loss_ci ? std::optional<double>(p.loss_ci->hi) : std::nullopt),
+          absl::StrCat(p.n_extra_seeds),
+          absl::StrCat(p.n_untrained)};
       for (const auto& name : probes) {
         auto it = p.probes.find(name);
         row.push_back(it == p.probes.end() ? "" : Cell(it->second));

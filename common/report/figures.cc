@@ -168,13 +168,14 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
   Figure f;
   f.name =
       Stem(absl::StrCat("loss_vs_lr__", Slug(o.moderator_axis), "_", Slug(moderator)), context);
-  // The seed bands are drawn first, all of them, then the lines: a see-through band drawn after
-  // another variant's line would tint it.
+  // The bands (each mean's interval) are drawn first, all of them, then the lines: a see-through
+  // band drawn after another variant's line would tint it.
   std::vector<std::string> bands, plots;
   std::optional<double> l0;
   std::vector<double> xs, ys;
   int block = 0;
-  bool inferred = false, refined = false;
+  bool inferred = false, refined = false, diverged = false, any_band = false,
+       diverged_titled = false;
   // A boundary's bracket the refinement budget left wider than until_ratio: shaded in the
   // curve's colour, so the figure shows where the boundary could lie, not just a line.
   std::vector<std::string> shades;
@@ -195,21 +196,24 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
     std::string rows;
     for (const auto& p : c->points) {
       if (!p.loss) continue;
-      const double sd = p.loss_std.value_or(0);
+      // The band is the mean's t-interval; a point without one (no seed spread) has none.
+      const analysis::Interval band = p.loss_ci.value_or(analysis::Interval{*p.loss, *p.loss});
+      any_band |= p.loss_ci.has_value();
       xs.push_back(p.lr);
-      ys.push_back(*p.loss - sd);
-      ys.push_back(*p.loss + sd);
-      absl::StrAppend(&rows, Num(p.lr), " ", Num(*p.loss), " ", Num(*p.loss - sd), " ",
-                      Num(*p.loss + sd), " ", p.n, " ", p.n_diverged, " ", p.n_inferred, " ",
-                      p.refine_round, "\n");
+      ys.push_back(band.lo);
+      ys.push_back(band.hi);
+      absl::StrAppend(&rows, Num(p.lr), " ", Num(*p.loss), " ", Num(band.lo), " ", Num(band.hi),
+                      " ", p.n, " ", p.n_diverged, " ", p.n_inferred, " ", p.refine_round, " ",
+                      p.loss_std ? Num(*p.loss_std) : "?", "\n");
       inferred |= p.n_inferred > 0;
       refined |= p.refine_round > 0;
+      diverged |= p.n_diverged > p.n_inferred;
     }
     if (rows.empty()) continue;
     if (!l0) l0 = c->l0;
     absl::StrAppend(&f.data, "# ", o.variant_axis, "=", a.variants[v], "\n",
-                    "# lr loss_mean loss_minus_std loss_plus_std n n_diverged n_inferred "
-                    "refine_round\n",
+                    "# lr loss_mean loss_ci_lo loss_ci_hi n n_diverged n_inferred refine_round "
+                    "loss_std ('?' = none)\n",
                     rows, "\n\n");
     bands.push_back(absl::StrCat("'", f.name, ".dat' index ", block,
                                  " using 1:3:4 with filledcurves fc rgb '", Color(v),
@@ -218,7 +222,8 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
         "'", f.name, ".dat' index ", block, " using 1:2 with linespoints lw 2 pt 7 lc rgb '",
         Color(v), "' title ", Quote(absl::StrCat(o.variant_axis, "=", a.variants[v]))));
     // Skipped (pruned) runs were never measured: their points are drawn hollow (white fill,
-    // coloured ring) over the line; LRs refinement added get a square around them.
+    // coloured ring) over the line; a point where a seed that ran diverged (counted at l0) is an
+    // x on white; LRs refinement added get a square around them.
     const std::string where = absl::StrCat("'", f.name, ".dat' index ", block);
     if (inferred) {
       plots.push_back(absl::StrCat(where,
@@ -228,22 +233,36 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
                                    " using 1:($7 > 0 ? $2 : 1/0) with points pt 6 ps 1.2 lc rgb '",
                                    Color(v), "' title ", Quote("inferred (skipped)")));
     }
+    if (diverged) {
+      plots.push_back(absl::StrCat(
+          where, " using 1:($6 > $7 ? $2 : 1/0) with points pt 7 ps 1.6 lc rgb 'white' notitle"));
+      // One key entry for the marker, not one per variant: its shape is what it explains. Larger
+      // than the white disk under it, so that its arms show.
+      plots.push_back(
+          absl::StrCat(where, " using 1:($6 > $7 ? $2 : 1/0) with points pt 2 ps 2.4 lw 2 lc rgb '",
+                       Color(v), "' ", diverged_titled ? "notitle" : "title 'a seed diverged'"));
+      diverged_titled = true;
+    }
     if (refined) {
       plots.push_back(absl::StrCat(where,
                                    " using 1:($8 > 0 ? $2 : 1/0) with points pt 4 ps 2 lc rgb '",
                                    Color(v), "' title ", Quote("added by refinement")));
     }
-    inferred = refined = false;
+    inferred = refined = diverged = false;
     ++block;
   }
   if (plots.empty()) return std::nullopt;
   f.caption = ContextTitle(
-      absl::StrCat(title, ": final validation loss vs LR, ", o.moderator_axis, "=", moderator,
-                   a.max_seeds >= 2 ? " (band: ±1 seed std)" : " (1 seed: no band)",
-                   "; dashed: l0, where diverged runs count",
-                   shades.empty() ? ""
-                                  : "; shaded: a boundary's bracket left unresolved by the "
-                                    "refinement budget"),
+      absl::StrCat(
+          title, ": final validation loss vs LR, ", o.moderator_axis, "=", moderator,
+          any_band
+              ? absl::StrFormat(" (band: %g%% t-interval of the seed mean)", 100 * (1 - o.alpha))
+          : a.max_seeds >= 2 ? " (no seed spread: no band)"
+                             : " (1 seed: no band)",
+          "; dashed: l0, where diverged runs count", diverged_titled ? "; x: a seed diverged" : "",
+          shades.empty() ? ""
+                         : "; shaded: a boundary's bracket left unresolved by the "
+                           "refinement budget"),
       context);
   f.script = Preamble(f.name, f.caption, o.lr_axis, "final val loss (nats)", true, false);
   for (const auto& shade : shades) f.script += shade;
@@ -267,117 +286,207 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
 }
 
 // η† and LR sensitivity share a shape: one value per moderator, one line per variant, the
-// moderator values as categorical x tics (depths 2, 4, 8 evenly spaced).
+// moderator values as categorical x tics (depths 2, 4, 8 evenly spaced). Several lines are each
+// shifted a little sideways, so that their error bars at one moderator do not hide each other.
 struct Series {
   std::string label;
   std::vector<std::optional<double>> values;  // by a.moderators
-  // By a.moderators: the value is "none" (η†: never necessary), drawn as a marker at the top of
-  // the plot rather than left out. Empty: no value is "none", a missing one is just missing.
+  // By a.moderators: the value is "never" (η†: never necessary), drawn as a marker at the top of
+  // the plot rather than left out. Empty: no value is "never", a missing one is just missing.
   std::vector<bool> none;
   // By a.moderators (η† only): the bracket of a value the refinement budget left unresolved,
-  // drawn as an error bar over it. Empty: none is.
+  // drawn as an error bar beside it. Empty: none is.
   std::vector<std::optional<std::pair<double, double>>> unresolved;
   // By a.moderators: the value rests on skipped runs' ℓ0 (inferred, never measured), drawn
   // hollow. Empty: none does.
   std::vector<bool> inferred;
+  // By a.moderators: the seed-bootstrap interval, drawn as an error bar. An infinite upper end
+  // (η†: no η† in more than alpha/2 of the resamples) is an arrow up to the "never" row. Empty:
+  // no intervals.
+  std::vector<std::optional<analysis::Interval>> ci;
+  // By a.moderators (η† only): "not necessary up to X" (censored where the treated variant stops
+  // training a good model), drawn at X as an open triangle pointing up: a lower bound, not a
+  // value. Empty: none is censored there.
+  std::vector<std::optional<double>> lower_bound;
 };
 
-// `lr_extent` (η† only): the y range is the sweep's LRs, where every η† lies, and "none" is
-// marked above them.
-std::optional<Figure> PerModerator(const Analysis& a, const std::string& name,
-                                   const std::string& caption, const std::string& ylabel,
+// v[i], or T{} past its end (a Series' optional vectors may be empty).
+template <typename T>
+T At(const std::vector<T>& v, size_t i) {
+  return i < v.size() ? v[i] : T{};
+}
+
+// `context` goes at the end of the caption, after what PerModerator adds to `caption` (what the
+// error bars and markers it drew mean). `lr_extent` (η† only): the y range is the sweep's LRs,
+// where every η† lies, and "never" is a row above them. Otherwise the y axis is linear and, with
+// `from_zero`, starts at 0: a magnitude whose differences look large on a tight axis.
+std::optional<Figure> PerModerator(const Analysis& a, const std::string& name, std::string caption,
+                                   const std::string& context, const std::string& ylabel,
                                    const std::vector<Series>& series, bool logy,
                                    std::optional<std::pair<double, double>> lr_extent,
-                                   const Terminals& t) {
+                                   bool from_zero, const Terminals& t) {
   Figure f;
   f.name = name;
-  f.caption = caption;
-  std::vector<std::string> plots, labels;
-  std::vector<double> ys;
-  // Where "none" is drawn: above the highest LR, inside the plot.
+  const size_t moderators = a.moderators.size();
+  auto usable = [&](const std::optional<double>& v) {
+    return v.has_value() && std::isfinite(*v) && (!logy || *v > 0);
+  };
+  // An interval whose upper end is "never": only the η† figure has a row to point it at.
+  auto open = [&](const std::optional<analysis::Interval>& ci) {
+    return lr_extent && ci && usable(ci->lo) && std::isinf(ci->hi);
+  };
+  // Which series have anything to draw, and whether the "never" row is needed.
+  std::vector<size_t> drawn;
+  bool marks_none = false;
+  for (size_t s = 0; s < series.size(); ++s) {
+    bool any = false;
+    for (size_t m = 0; m < moderators; ++m) {
+      const bool value = usable(At(series[s].values, m));
+      const bool none = !value && At(series[s].none, m) && lr_extent;
+      any |= value || none || (!value && usable(At(series[s].lower_bound, m)));
+      marks_none |= none || open(At(series[s].ci, m));
+    }
+    if (any) drawn.push_back(s);
+  }
+  if (drawn.empty()) return std::nullopt;
+  // Where "never" is drawn: above the highest LR, inside the plot.
   std::optional<double> none_at;
   std::pair<double, double> range{0, 0};
   if (lr_extent) {
     range = LogRange(lr_extent->first, lr_extent->second);
-    bool marks_none = false;
-    for (const auto& s : series) {
-      for (size_t m = 0; m < s.none.size() && m < s.values.size(); ++m) {
-        marks_none |= s.none[m] && !s.values[m];
-      }
-    }
-    // A row above the highest LR for the "none" markers, only when there are any.
+    // A row well above the highest LR (a tenth of the axis), so that its "never" tic label
+    // clears the highest LR's.
     if (marks_none) {
-      none_at = range.second;
-      range.second *= std::pow(range.second / range.first, 0.18);
+      const double span = range.second / range.first;
+      none_at = range.second * std::pow(span, 0.1);
+      range.second = *none_at * std::pow(span, 0.12);
     }
   }
-  int block = 0;
-  for (size_t s = 0; s < series.size(); ++s) {
-    bool any = false, any_none = false, any_unresolved = false, any_inferred = false;
+  std::vector<std::string> plots, labels;
+  std::vector<double> ys;
+  bool any_bars = false, any_open = false, any_lower = false;
+  for (size_t k = 0; k < drawn.size(); ++k) {
+    const Series& series_k = series[drawn[k]];
+    const std::string color = Color(drawn[k]);
+    const double shift = drawn.size() > 1 ? (k - (drawn.size() - 1) / 2.0) * 0.08 : 0;
+    // The x column, shifted: "($1-0.04)".
+    auto x = [](double by) { return absl::StrFormat("($1%+g)", by); };
+    bool any_none = false, any_unresolved = false, any_inferred = false, bars = false,
+         arrows = false, lower = false;
     std::string rows;
-    for (size_t m = 0; m < a.moderators.size(); ++m) {
-      const auto& v = series[s].values[m];
-      const bool usable = v && std::isfinite(*v) && (!logy || *v > 0);
-      const bool none =
-          !usable && m < series[s].none.size() && series[s].none[m] && none_at.has_value();
-      any |= usable;
+    for (size_t m = 0; m < moderators; ++m) {
+      const auto& v = series_k.values[m];
+      const bool value = usable(v);
+      const bool none = !value && At(series_k.none, m) && none_at.has_value();
       any_none |= none;
-      if (usable) ys.push_back(*v);
-      const bool unresolved =
-          usable && m < series[s].unresolved.size() && series[s].unresolved[m].has_value();
-      any_unresolved |= unresolved;
-      const std::string bracket = unresolved
-                                      ? absl::StrCat(Num(series[s].unresolved[m]->first), " ",
-                                                     Num(series[s].unresolved[m]->second))
-                                      : std::string("? ?");
-      const bool inferred = usable && m < series[s].inferred.size() && series[s].inferred[m];
+      if (value) ys.push_back(*v);
+      const auto unresolved = value ? At(series_k.unresolved, m) : std::nullopt;
+      any_unresolved |= unresolved.has_value();
+      const std::string bracket =
+          unresolved ? absl::StrCat(Num(unresolved->first), " ", Num(unresolved->second))
+                     : std::string("? ?");
+      const bool inferred = value && At(series_k.inferred, m);
       any_inferred |= inferred;
+      const auto ci = At(series_k.ci, m);
+      const bool ci_open = open(ci);
+      // Drawn even without a value: a "never" η† may still have a finite interval.
+      const bool ci_closed = ci && usable(ci->lo) && usable(ci->hi);
+      std::string interval = "? ? 0";
+      if (ci_open) {
+        interval = absl::StrCat(Num(ci->lo), " ", Num(*none_at), " 1");
+        arrows = true;
+      } else if (ci_closed) {
+        interval = absl::StrCat(Num(ci->lo), " ", Num(ci->hi), " 0");
+        ys.push_back(ci->lo);
+        ys.push_back(ci->hi);
+        bars = true;
+      }
+      const auto bound = value ? std::nullopt : At(series_k.lower_bound, m);
+      lower |= usable(bound);
       // Data-file strings take double quotes; setting values never contain one.
-      absl::StrAppend(&rows, m, " \"", a.moderators[m], "\" ", usable ? Num(*v) : "?", " ",
-                      none ? Num(*none_at) : "?", " ", bracket, " ", inferred ? 1 : 0, "\n");
+      absl::StrAppend(&rows, m, " \"", a.moderators[m], "\" ", value ? Num(*v) : "?", " ",
+                      none ? Num(*none_at) : "?", " ", bracket, " ", inferred ? 1 : 0, " ",
+                      interval, " ", usable(bound) ? Num(*bound) : "?", "\n");
       if (none) {
         // Not "none": that may also be a variant's name (qk_norm=none).
-        labels.push_back(absl::StrCat("set label 'never' at first ", m, ", first ", Num(*none_at),
-                                      " center offset 0,1 tc rgb '", Color(s), "'\n"));
+        labels.push_back(absl::StrCat("set label 'never' at first ", Num(m + shift), ", first ",
+                                      Num(*none_at), " center offset 0,1 tc rgb '", color, "'\n"));
       }
     }
-    if (!any && !any_none) continue;
-    absl::StrAppend(&f.data, "# ", series[s].label, "\n# position ", a.options.moderator_axis,
-                    " value ('?' = none) none_marker unresolved_lo unresolved_hi inferred\n", rows,
-                    "\n\n");
-    plots.push_back(absl::StrCat("'", name, ".dat' index ", block,
-                                 " using 1:3:xtic(2) with linespoints lw 2 pt 7 lc rgb '", Color(s),
-                                 "' title ", Quote(series[s].label)));
+    any_bars |= bars || arrows;
+    any_open |= arrows;
+    any_lower |= lower;
+    absl::StrAppend(&f.data, "# ", series_k.label, "\n# position ", a.options.moderator_axis,
+                    " value ('?' = none) none_marker unresolved_lo unresolved_hi inferred ci_lo "
+                    "ci_hi ci_open (1: ci_hi is +infinity, drawn up to the never row) "
+                    "lower_bound\n",
+                    rows, "\n\n");
+    const std::string block = absl::StrCat("'", name, ".dat' index ", k, " using ");
+    const std::string where = block + x(shift);
+    // Error bars first, so that the line and its markers are drawn over them; as arrows from
+    // ci_lo to ci_hi, so that an interval needs no value to hang on: flat caps at both ends (an
+    // error bar), or a head at the "never" row.
+    for (const auto& [drawn_here, style] :
+         {std::pair{bars,
+                    "($10 == 0 ? $8 : 1/0):(0):($9 - $8) with vectors heads size screen "
+                    "0.01,90"},
+          std::pair{arrows,
+                    "($10 > 0 ? $8 : 1/0):(0):($9 - $8) with vectors head filled size "
+                    "screen 0.012,25"}}) {
+      if (drawn_here) {
+        plots.push_back(absl::StrCat(where, ":", style, " lc rgb '", color, "' notitle"));
+      }
+    }
+    plots.push_back(absl::StrCat(where, ":3 with linespoints lw 2 pt 7 lc rgb '", color, "' title ",
+                                 Quote(series_k.label)));
     if (any_inferred) {
-      const std::string where = absl::StrCat("'", name, ".dat' index ", block);
       plots.push_back(absl::StrCat(
-          where, " using 1:($7 > 0 ? $3 : 1/0) with points pt 7 ps 1.2 lc rgb 'white' notitle"));
-      plots.push_back(absl::StrCat(where,
-                                   " using 1:($7 > 0 ? $3 : 1/0) with points pt 6 ps 1.2 lc rgb '",
-                                   Color(s), "' title ", Quote("rests on inferred points")));
+          where, ":($7 > 0 ? $3 : 1/0) with points pt 7 ps 1.2 lc rgb 'white' notitle"));
+      plots.push_back(absl::StrCat(where, ":($7 > 0 ? $3 : 1/0) with points pt 6 ps 1.2 lc rgb '",
+                                   color, "' title ", Quote("rests on inferred points")));
     }
     if (any_unresolved) {
-      plots.push_back(
-          absl::StrCat("'", name, ".dat' index ", block,
-                       " using 1:3:5:6 with yerrorbars pt 6 lc rgb '", Color(s), "' title ",
-                       Quote(absl::StrCat(series[s].label, ": unresolved by budget (bracket)"))));
+      // Beside the interval's bar, not over it.
+      plots.push_back(absl::StrCat(
+          block, x(shift + 0.03), ":3:5:6 with yerrorbars pt 6 lc rgb '", color, "' title ",
+          Quote(absl::StrCat(series_k.label, ": unresolved by budget (bracket)"))));
     }
     if (any_none) {
-      plots.push_back(absl::StrCat(
-          "'", name, ".dat' index ", block, " using 1:4:xtic(2) with points pt 9 lc rgb '",
-          Color(s), "' title ", Quote(absl::StrCat(series[s].label, ": never necessary"))));
+      plots.push_back(absl::StrCat(where, ":4 with points pt 9 lc rgb '", color, "' title ",
+                                   Quote(absl::StrCat(series_k.label, ": never necessary"))));
     }
-    ++block;
+    if (lower) {
+      plots.push_back(
+          absl::StrCat(where, ":11 with points pt 8 lc rgb '", color, "' title ",
+                       Quote(absl::StrCat(series_k.label, ": not necessary up to (censored)"))));
+    }
   }
-  if (plots.empty()) return std::nullopt;
-  f.script = Preamble(name, caption, a.options.moderator_axis, ylabel, false, logy);
-  absl::StrAppend(&f.script, "set xrange [-0.5:", a.moderators.size() - 0.5, "]\n");
+  const std::string level = absl::StrFormat("%g%%", 100 * (1 - a.options.alpha));
+  if (any_bars) {
+    absl::StrAppend(&caption, "; error bars: ", level, " seed-bootstrap intervals",
+                    any_open ? " (an arrow up to 'never': the interval reaches never)" : "");
+  }
+  if (any_lower) {
+    absl::StrAppend(&caption,
+                    "; open triangle up: not necessary up to that LR, where the variant stops "
+                    "training a good model (censored)");
+  }
+  f.caption = ContextTitle(caption, context);
+  f.script = Preamble(name, f.caption, a.options.moderator_axis, ylabel, false, logy);
+  absl::StrAppend(&f.script, "set xrange [-0.5:", moderators - 0.5, "]\n");
+  std::vector<std::string> xtics;
+  for (size_t m = 0; m < moderators; ++m) {
+    xtics.push_back(absl::StrCat(Quote(a.moderators[m]), " ", m));
+  }
+  absl::StrAppend(&f.script, "set xtics (", absl::StrJoin(xtics, ", "), ")\n");
   if (lr_extent) {
     f.script += SetRange('y', range);
     f.script += LogTics('y', lr_extent->first, lr_extent->second);
+    if (none_at) absl::StrAppend(&f.script, "set ytics add ('never' ", Num(*none_at), ")\n");
   } else if (const auto y = Extent(ys)) {
-    f.script +=
-        SetRange('y', logy ? LogRange(y->first, y->second) : LinearRange(y->first, y->second));
+    auto r = logy ? LogRange(y->first, y->second) : LinearRange(y->first, y->second);
+    if (from_zero && !logy && y->first >= 0) r.first = 0;
+    f.script += SetRange('y', r);
     f.script += logy ? LogTics('y', y->first, y->second) : "set mytics 2\n";
   }
   for (const auto& l : labels) f.script += l;
@@ -458,49 +567,48 @@ std::vector<Figure> BuildFigures(const Analysis& a, const std::string& title, co
       }
     }
     for (const auto& v : a.variants) {
-      Series sens{absl::StrCat(o.variant_axis, "=", v), {}, {}, {}, {}};
+      Series sens{absl::StrCat(o.variant_axis, "=", v), {}, {}, {}, {}, {}, {}};
       for (const auto& m : a.moderators) {
         const Curve* c = a.FindCurve(context, v, m);
         sens.values.push_back(c ? c->lr_sensitivity : std::nullopt);
         sens.inferred.push_back(c != nullptr && c->sensitivity_inferred > 0);
+        sens.ci.push_back(c ? c->lr_sensitivity_ci : std::nullopt);
       }
       sensitivity.push_back(std::move(sens));
       if (v == a.baseline) continue;
-      Series e{absl::StrCat(v, " vs ", a.baseline), {}, {}, {}, {}};
+      Series e{absl::StrCat(v, " vs ", a.baseline), {}, {}, {}, {}, {}, {}};
       for (const auto& m : a.moderators) {
-        std::optional<double> value;
-        std::optional<std::pair<double, double>> unresolved;
-        bool compared = false, inferred = false;
+        const analysis::Necessity* found = nullptr;
         for (const auto& n : a.necessity) {
-          if (n.context == context && n.variant == v && n.moderator == m) {
-            value = n.eta_dagger;
-            compared = true;
-            inferred = n.inferred > 0;
-            if (n.unresolved_by_budget && n.bracket_lo && n.bracket_hi) {
-              unresolved = std::make_pair(*n.bracket_lo, *n.bracket_hi);
-            }
-          }
+          if (n.context == context && n.variant == v && n.moderator == m) found = &n;
         }
-        e.values.push_back(value);
-        e.none.push_back(compared && !value);
-        e.unresolved.push_back(unresolved);
-        e.inferred.push_back(inferred);
+        const analysis::Necessity uncompared;  // nothing to draw
+        const analysis::Necessity& n = found != nullptr ? *found : uncompared;
+        e.values.push_back(n.eta_dagger);
+        // "never" only where the comparison covered every LR both variants finished; a censored
+        // one is a lower bound ("not necessary up to X"), or nothing without a comparison.
+        e.none.push_back(found != nullptr && !n.eta_dagger && !n.censored);
+        e.lower_bound.push_back(n.censored ? n.censored_at : std::nullopt);
+        e.unresolved.push_back(n.unresolved_by_budget && n.bracket_lo && n.bracket_hi
+                                   ? std::optional(std::make_pair(*n.bracket_lo, *n.bracket_hi))
+                                   : std::nullopt);
+        e.inferred.push_back(n.inferred > 0);
+        e.ci.push_back(n.eta_dagger_ci);
       }
       eta.push_back(std::move(e));
     }
     const auto lr_extent = Extent(lrs);
-    add(PerModerator(
-        a, Stem("eta_dagger", context),
-        ContextTitle(absl::StrCat(title, ": necessity threshold eta-dagger vs ", o.moderator_axis,
-                                  " (never necessary: marked at the top)"),
-                     context),
-        absl::StrCat("eta-dagger (", o.lr_axis, ")"), eta, true, lr_extent, t));
-    add(PerModerator(
-        a, Stem("lr_sensitivity", context),
-        ContextTitle(absl::StrCat(title, ": LR sensitivity vs ", o.moderator_axis, " (LRs in [",
-                                  Num(o.lr_min), ", ", Num(o.lr_max), "])"),
-                     context),
-        "LR sensitivity (nats)", sensitivity, false, std::nullopt, t));
+    add(PerModerator(a, Stem("eta_dagger", context),
+                     absl::StrCat(title, ": necessity threshold eta-dagger vs ", o.moderator_axis,
+                                  " (never necessary: marked 'never' at the top)"),
+                     context, absl::StrCat("eta-dagger (", o.lr_axis, ")"), eta, true, lr_extent,
+                     /*from_zero=*/false, t));
+    // From 0: on a tight axis a 0.003-nat difference between two variants looks large.
+    add(PerModerator(a, Stem("lr_sensitivity", context),
+                     absl::StrCat(title, ": LR sensitivity vs ", o.moderator_axis, " (LRs in [",
+                                  Num(o.lr_min), ", ", Num(o.lr_max), "]; axis from 0)"),
+                     context, "LR sensitivity (nats)", sensitivity, false, std::nullopt,
+                     /*from_zero=*/true, t));
     add(AttnLogit(a, title, context, t));
   }
   return out;

@@ -24,10 +24,11 @@ struct Terminals {
   std::string pdf = "pdfcairo";  // empty: no PDF terminal, the script draws PNG only
 };
 
-// Loss vs LR per moderator (one line per variant, seed bands, log x), η† vs moderator, max
-// attention logit vs LR (log y), LR sensitivity vs moderator. A figure with nothing to draw is
-// left out rather than drawn empty; η† is drawn even when it is "none" at every moderator, with
-// "none" marked. `title` (the sweep) goes into the captions only.
+// Loss vs LR per moderator (one line per variant, each mean's t-interval as a band, log x, an x
+// where a seed diverged), η† vs moderator (log y, seed-bootstrap error bars), max attention
+// logit vs LR (log y), LR sensitivity vs moderator (error bars, y from 0). A figure with nothing
+// to draw is left out rather than drawn empty; η† is drawn even when it is "never" at every
+// moderator, with "never" marked. `title` (the sweep) goes into the captions only.
 std::vector<Figure> BuildFigures(const analysis::Analysis& analysis, const std::string& title,
                                  const Terminals& terminals);
 

@@ -12,17 +12,29 @@ json Opt(const std::optional<double>& x) {
   return x && std::isfinite(*x) ? json(*x) : json(nullptr);
 }
 
+// An interval as [lo, hi]; null without one. An infinite end is null: for η† +infinity is
+// "never" (no η† in that share of resamples), so [0.003, null] is "from 0.003 to never". A 0 end
+// of max stable or good LR stays 0: "none" (below the smallest LR), as the analysis has it.
+json Ci(const std::optional<analysis::Interval>& ci) {
+  if (!ci) return nullptr;
+  return json::array({Opt(ci->lo), Opt(ci->hi)});
+}
+
 json PointJson(const analysis::Point& p) {
   json j = {{"lr", p.lr},
             {"lr_text", p.lr_text},
             {"l0", Opt(p.l0)},
             {"loss", Opt(p.loss)},
+            {"loss_ci", Ci(p.loss_ci)},
             {"loss_std", Opt(p.loss_std)},
             {"train_loss", Opt(p.train_loss)},
             {"perplexity", Opt(p.perplexity)},
             {"steps_to_threshold", Opt(p.steps_to_threshold)},
             {"n", p.n},
             {"n_diverged", p.n_diverged},
+            {"n_diverged_grid", p.n_diverged_grid},
+            {"n_extra_seeds", p.n_extra_seeds},
+            {"n_untrained", p.n_untrained},
             {"n_pending", p.n_pending},
             {"n_failed", p.n_failed},
             {"n_cancelled", p.n_cancelled},
@@ -54,7 +66,20 @@ std::string FormatJson(const analysis::Analysis& a) {
               {"lr_axis", o.lr_axis},
               {"lr_range", {o.lr_min, o.lr_max}},
               {"delta_floor", o.delta_floor},
-              {"tau", o.tau}}},
+              {"tau", o.tau},
+              {"alpha", o.alpha},
+              {"bootstrap_resamples", o.bootstrap_resamples},
+              {"bootstrap_seed", o.bootstrap_seed},
+              {"effect", o.effect},
+              {"power", o.power},
+              {"untrained_margin", o.untrained_margin}}},
+            // What every "_ci" interval is; resamples is what was drawn (0: no intervals).
+            {"uncertainty",
+             {{"method", "seed bootstrap"},
+              {"resamples", a.bootstrap_resamples},
+              {"seed", o.bootstrap_seed},
+              {"level", 1 - o.alpha}}},
+            {"adaptive_seed_cells", a.adaptive_seed_cells},
             {"baseline", a.baseline},
             {"variants", a.variants},
             {"moderators", a.moderators},
@@ -83,12 +108,23 @@ std::string FormatJson(const analysis::Analysis& a) {
                {"opt_lr", Opt(c.opt_lr)},
                {"opt_loss", Opt(c.opt_loss)},
                {"opt_fitted", c.opt_fitted},
+               {"opt_clamped", c.opt_clamped},
+               {"opt_lr_ci", Ci(c.opt_lr_ci)},
+               {"opt_loss_ci", Ci(c.opt_loss_ci)},
                {"best_lr", Opt(c.best_lr)},
+               {"seed_sigma", Opt(c.seed_sigma)},
+               {"seed_dof", c.seed_dof},
                {"lr_sensitivity", Opt(c.lr_sensitivity)},
+               {"lr_sensitivity_ci", Ci(c.lr_sensitivity_ci)},
+               {"lr_sensitivity_coverage", Opt(c.lr_sensitivity_coverage)},
+               {"lr_sensitivity_paper", Opt(c.lr_sensitivity_paper)},
+               {"paper_points", c.paper_points},
                {"sensitivity_points", c.sensitivity_points},
                {"sensitivity_inferred", c.sensitivity_inferred},
                {"max_stable_lr", Opt(c.max_stable_lr)},
                {"max_good_lr", Opt(c.max_good_lr)},
+               {"max_stable_ci", Ci(c.max_stable_ci)},
+               {"max_good_ci", Ci(c.max_good_ci)},
                {"max_stable_bracket", {Opt(c.max_stable_lr), Opt(c.max_stable_above)}},
                {"max_good_bracket", {Opt(c.max_good_lr), Opt(c.max_good_above)}},
                {"max_stable_unresolved_by_budget", c.max_stable_unresolved_by_budget},
@@ -107,6 +143,11 @@ std::string FormatJson(const analysis::Analysis& a) {
                               {"baseline", n.baseline},
                               {"variant", n.variant},
                               {"eta_dagger", Opt(n.eta_dagger)},
+                              {"eta_dagger_ci", Ci(n.eta_dagger_ci)},
+                              {"never_share", n.never_share},
+                              {"censored", n.censored},
+                              {"censored_at", Opt(n.censored_at)},
+                              {"censor_reason", n.censor_reason},
                               {"interpolated", n.interpolated},
                               {"bracket", {Opt(n.bracket_lo), Opt(n.bracket_hi)}},
                               {"cap", Opt(n.cap)},
@@ -125,7 +166,11 @@ std::string FormatJson(const analysis::Analysis& a) {
                              {"inferred", v.inferred},
                              {"line", v.line},
                              {"mixed", v.mixed},
-                             {"seeds", v.seeds}});
+                             {"seeds", v.seeds},
+                             {"test", v.test},
+                             {"p_value", Opt(v.p_value)},
+                             {"alpha", v.alpha},
+                             {"seeds_needed", v.seeds_needed}});
   }
   for (const auto& m : a.mixed) {
     j["mixed"].push_back(

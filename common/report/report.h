@@ -42,7 +42,9 @@ std::string FormatMarkdown(const analysis::Analysis& analysis, const ReportOptio
                            const std::vector<std::string>& figures = {},
                            const std::vector<std::string>& captions = {});
 
-// Every figure of the analysis as one JSON document (nulls for figures that do not exist).
+// Every figure of the analysis as one JSON document (nulls for figures that do not exist), keys
+// in alphabetical order; each interval an explicit "<figure>_ci": [lo, hi], with "uncertainty"
+// saying how they were drawn.
 std::string FormatJson(const analysis::Analysis& analysis);
 
 // One row per run: id, each grid axis under its name, state, l0, final train/val loss, diverged
@@ -54,7 +56,7 @@ std::string RunsCsv(const std::vector<ablate::v1::Run>& runs);
 // cost was recorded).
 std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown);
 
-// One row per context x variant x moderator x LR.
+// One row per context x variant x moderator x LR, with the mean's t-interval (loss_ci_lo/hi).
 std::string CellsCsv(const analysis::Analysis& analysis);
 
 }  // namespace ablate::report

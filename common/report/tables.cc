@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/analysis/stats.h"
 
 namespace ablate::report {
 
@@ -61,10 +62,60 @@ std::string CurveStatus(const Curve& c) {
 // The fewest seeds behind a figure's deciding LRs; "-" when it has none (no comparison).
 std::string SeedsCell(int seeds) { return seeds > 0 ? absl::StrCat(seeds) : "-"; }
 
+// A figure's seed-bootstrap interval, " [0.003162, 0.03162]" after its value; "" without
+// resamples or an interval.
+std::string Ci(const Analysis& a, const std::optional<analysis::Interval>& ci,
+               bool zero_is_none = false) {
+  return a.bootstrap_resamples > 0 ? analysis::IntervalText(ci, zero_is_none) : "";
+}
+
+// LR sensitivity, its interval, and the share of [lr_min, lr_max] the finished LRs span when
+// they do not span all of it (the rest is the end values carried flat).
+std::string SensitivityCell(const Analysis& a, const Curve& c) {
+  std::string cell = absl::StrCat(Fmt(c.lr_sensitivity), Ci(a, c.lr_sensitivity_ci));
+  if (c.lr_sensitivity && c.lr_sensitivity_coverage && *c.lr_sensitivity_coverage < 1 - 1e-9) {
+    absl::StrAppend(&cell, absl::StrFormat(" (cov %.0f%%)", 100 * *c.lr_sensitivity_coverage));
+  }
+  return cell;
+}
+
+// η† without a value: "never" when the comparison covered every LR both variants finished,
+// "not up to X" when it stopped at the treated variant's max good LR, else "no comparison".
+std::string EtaDaggerValue(const analysis::Necessity& n) {
+  if (n.eta_dagger) return Fmt(n.eta_dagger);
+  if (!n.censored) return "never";
+  return n.censored_at ? absl::StrCat("not up to ", Fmt(n.censored_at)) : "no comparison";
+}
+
+// A p-value as the verdicts print theirs.
+std::string PValue(double p) {
+  return p < 1e-4 ? std::string("< 0.0001") : absl::StrFormat("= %.2g", p);
+}
+
 }  // namespace
 
 std::string VerdictLine(const analysis::Verdict& v) {
-  return absl::StrCat(v.line, " [seeds: ", SeedsCell(v.seeds), "]");
+  std::string out = absl::StrCat(v.line, " [seeds: ", SeedsCell(v.seeds), "]");
+  if (!v.test.empty()) {
+    absl::StrAppend(&out, " [test: ", v.test, "; ",
+                    v.p_value ? absl::StrCat("p ", PValue(*v.p_value), ", ") : "", "alpha ",
+                    v.alpha, "]");
+  }
+  return out;
+}
+
+std::string UncertaintyLine(const Analysis& a) {
+  if (a.bootstrap_resamples <= 0) return "";
+  bool any = false;
+  for (const auto& c : a.curves) {
+    any |= c.opt_lr_ci || c.opt_loss_ci || c.lr_sensitivity_ci || c.max_stable_ci || c.max_good_ci;
+  }
+  for (const auto& n : a.necessity) any |= n.eta_dagger_ci.has_value();
+  if (!any) return "";
+  return absl::StrFormat(
+      "intervals: %g%% seed-bootstrap percentile intervals, %d resamples, seed %d "
+      "(docs/report.md#uncertainty)",
+      100 * (1 - a.options.alpha), a.bootstrap_resamples, a.options.bootstrap_seed);
 }
 
 std::string MixedMark(const std::vector<std::string>& differs) {
@@ -76,9 +127,9 @@ Table SummaryTable(const Analysis& a) {
   Table t;
   const bool contexts = a.contexts.size() > 1 || !a.contexts.front().empty();
   if (contexts) t.header.push_back("context");
-  t.header.insert(t.header.end(),
-                  {o.variant_axis, o.moderator_axis, "eta*", "loss*", "ppl*", "LR sens.",
-                   "max stable LR", "max good LR", "steps to thr. @best LR", "seeds", "status"});
+  t.header.insert(t.header.end(), {o.variant_axis, o.moderator_axis, "eta*", "loss*", "ppl*",
+                                   "LR sens.", "LRS (paper)", "max stable LR", "max good LR",
+                                   "steps to thr. @best LR", "seeds", "status"});
   // Only a mixed fleet gets the column: a uniform sweep's table stays as narrow as before.
   const bool mixed = !a.mixed.empty();
   if (mixed) t.header.push_back("mixed");
@@ -89,11 +140,15 @@ Table SummaryTable(const Analysis& a) {
     row.insert(
         row.end(),
         {c.variant, c.moderator,
-         absl::StrCat(Fmt(c.opt_lr), Unresolved(c.opt_unresolved_by_budget)), Fmt(c.opt_loss),
+         absl::StrCat(Fmt(c.opt_lr), Ci(a, c.opt_lr_ci), Unresolved(c.opt_unresolved_by_budget)),
+         absl::StrCat(Fmt(c.opt_loss), Ci(a, c.opt_loss_ci), c.opt_clamped ? " (clamped)" : ""),
          Fmt(c.opt_loss ? std::optional<double>(std::exp(*c.opt_loss)) : std::nullopt),
-         absl::StrCat(Fmt(c.lr_sensitivity), Inferred(c.sensitivity_inferred)),
-         absl::StrCat(Fmt(c.max_stable_lr), Unresolved(c.max_stable_unresolved_by_budget)),
-         absl::StrCat(Fmt(c.max_good_lr), Unresolved(c.max_good_unresolved_by_budget)),
+         absl::StrCat(SensitivityCell(a, c), Inferred(c.sensitivity_inferred)),
+         Fmt(c.lr_sensitivity_paper),
+         absl::StrCat(Fmt(c.max_stable_lr), Ci(a, c.max_stable_ci, /*zero_is_none=*/true),
+                      Unresolved(c.max_stable_unresolved_by_budget)),
+         absl::StrCat(Fmt(c.max_good_lr), Ci(a, c.max_good_ci, /*zero_is_none=*/true),
+                      Unresolved(c.max_good_unresolved_by_budget)),
          Steps(a, opt), absl::StrCat(c.seeds), CurveStatus(c)});
     if (mixed) row.push_back(c.mixed.empty() ? "-" : absl::StrJoin(c.mixed, ", "));
     t.rows.push_back(std::move(row));
@@ -105,13 +160,29 @@ Table NecessityTable(const Analysis& a) {
   Table t;
   t.header = {"context", a.options.moderator_axis, "variant", "eta-dagger", "seeds", "how"};
   for (const auto& n : a.necessity) {
-    const std::string how =
-        !n.eta_dagger ? "never necessary" : (n.interpolated ? "interpolated" : "at a grid LR");
+    std::string how;
+    if (n.eta_dagger) {
+      how = absl::StrCat(n.interpolated ? "interpolated" : "at a grid LR", ": ", n.detail);
+    } else if (!n.censored) {
+      how = absl::StrCat("never necessary: ", n.detail);
+    } else {
+      // The reason the comparison stopped, then the numbers where it did when they say more.
+      how = absl::StrCat("censored: ", n.censor_reason,
+                         n.detail == n.censor_reason ? "" : absl::StrCat("; ", n.detail));
+    }
+    // How often a resample found no η† (never, or not up to its censoring LR): only when some
+    // did and η† has a value here, since a "never" row says so already.
+    if (a.bootstrap_resamples > 0 && n.eta_dagger && n.never_share > 0) {
+      absl::StrAppend(
+          &how, absl::StrFormat(" (no eta-dagger in %.0f%% of resamples)", 100 * n.never_share));
+    }
     t.rows.push_back(
         {n.context.empty() ? "-" : n.context, n.moderator,
          absl::StrCat(n.variant, " vs ", n.baseline),
-         absl::StrCat(Fmt(n.eta_dagger), Unresolved(n.unresolved_by_budget)), SeedsCell(n.seeds),
-         absl::StrCat(how, ": ", n.detail, MixedMark(n.mixed),
+         absl::StrCat(EtaDaggerValue(n), Ci(a, n.eta_dagger_ci),
+                      Unresolved(n.unresolved_by_budget)),
+         SeedsCell(n.seeds),
+         absl::StrCat(how, MixedMark(n.mixed),
                       n.inferred == 0 ? ""
                                       : absl::StrCat(" [", n.inferred,
                                                      " compared LRs rest on skipped runs: "
@@ -124,9 +195,9 @@ Table BoundaryTable(const Analysis& a) {
   const auto& o = a.options;
   Table t;
   t.header = {"boundary", "where", "value", "bracket (lo, hi)", "ratio"};
-  auto add = [&](const std::string& boundary, const std::string& where,
-                 const std::optional<double>& value, const std::optional<double>& lo,
-                 const std::optional<double>& hi, bool unresolved) {
+  auto add = [&](const std::string& boundary, const std::string& where, const std::string& value,
+                 const std::optional<double>& lo, const std::optional<double>& hi,
+                 bool unresolved) {
     std::string bracket = "-", ratio = "-";
     if (lo && hi) {
       bracket = absl::StrCat("(", Fmt(lo), ", ", Fmt(hi), ")");
@@ -135,22 +206,22 @@ Table BoundaryTable(const Analysis& a) {
       bracket = absl::StrCat("(", Fmt(lo), ", open)");
       ratio = "open";
     }
-    t.rows.push_back({boundary, where, Fmt(value), bracket, ratio + Unresolved(unresolved)});
+    t.rows.push_back({boundary, where, value, bracket, ratio + Unresolved(unresolved)});
   };
   for (const auto& c : a.curves) {
     std::string where =
         absl::StrCat(o.variant_axis, "=", c.variant, " ", o.moderator_axis, "=", c.moderator);
     if (!c.context.empty()) where = absl::StrCat(c.context, " ", where);
-    add("max stable LR", where, c.max_stable_lr, c.max_stable_lr, c.max_stable_above,
+    add("max stable LR", where, Fmt(c.max_stable_lr), c.max_stable_lr, c.max_stable_above,
         c.max_stable_unresolved_by_budget);
-    add("max good LR", where, c.max_good_lr, c.max_good_lr, c.max_good_above,
+    add("max good LR", where, Fmt(c.max_good_lr), c.max_good_lr, c.max_good_above,
         c.max_good_unresolved_by_budget);
   }
   for (const auto& n : a.necessity) {
     std::string where =
         absl::StrCat(o.moderator_axis, "=", n.moderator, " ", n.variant, " vs ", n.baseline);
     if (!n.context.empty()) where = absl::StrCat(n.context, " ", where);
-    add("eta-dagger", where, n.eta_dagger, n.bracket_lo, n.bracket_hi, n.unresolved_by_budget);
+    add("eta-dagger", where, EtaDaggerValue(n), n.bracket_lo, n.bracket_hi, n.unresolved_by_budget);
   }
   return t;
 }
@@ -177,9 +248,12 @@ Table LossTable(const Analysis& a, const std::string& context, const std::string
       }
       std::string cell = Fmt(p->loss);
       if (p->loss_std) absl::StrAppend(&cell, " ± ", Fmt(p->loss_std));
-      absl::StrAppend(&cell, " (n=", p->n);
+      // The mean's t-interval (from the curve's pooled seed spread, not a bootstrap).
+      absl::StrAppend(&cell, analysis::IntervalText(p->loss_ci), " (n=", p->n);
+      if (p->n_extra_seeds) absl::StrAppend(&cell, ", ", p->n_extra_seeds, " by refine.seeds");
       if (p->n_diverged) absl::StrAppend(&cell, ", ", p->n_diverged, " diverged");
       if (p->n_inferred) absl::StrAppend(&cell, ", ", p->n_inferred, " inferred (skipped)");
+      if (p->n_untrained) absl::StrAppend(&cell, ", ", p->n_untrained, " untrained");
       absl::StrAppend(&cell, ")", MixedMark(p->mixed));
       if (p->refine_round > 0) absl::StrAppend(&cell, " [refined r", p->refine_round, "]");
       row.push_back(cell);

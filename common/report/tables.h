@@ -20,16 +20,26 @@ std::string Fmt(const std::optional<double>& x, const char* none = "none");
 // " [mixed: device kind, dtype]" after a figure that rests on mixed runs; "" when uniform.
 std::string MixedMark(const std::vector<std::string>& differs);
 
-// One row per curve: η*, ℓ*, perplexity, LR sensitivity, max stable/good LR, steps, seeds;
-// with a "mixed" column (what differs among the curve's runs) when anything is mixed.
+// One row per curve: η*, ℓ*, perplexity, LR sensitivity (ours and Wortsman et al.'s estimator),
+// max stable/good LR, steps, seeds; each figure with its seed-bootstrap interval "[lo, hi]"
+// when it has one; with a "mixed" column (what differs among the curve's runs) when anything is
+// mixed.
 Table SummaryTable(const analysis::Analysis& a);
 
-// One row per η† (context, moderator, variant vs baseline), with the fewest seeds at the LRs
-// that decide it (Necessity::seeds).
+// One row per η† (context, moderator, variant vs baseline) with its interval: a value, "never"
+// (never necessary over every LR both variants finished), "not up to X" or "no comparison"
+// (censored); with the fewest seeds at the LRs that decide it (Necessity::seeds).
 Table NecessityTable(const analysis::Analysis& a);
 
-// A verdict's line and the fewest seeds at the points it rests on: "... [seeds: 3]".
+// A verdict's line, the fewest seeds at the points it rests on and the test that decided it:
+// "... [seeds: 3] [test: Holm over 6 tests (...); p = 0.003, alpha 0.05]" (no p when the test
+// could not run).
 std::string VerdictLine(const analysis::Verdict& v);
+
+// What the summary's and η† table's "[lo, hi]" are: "intervals: 95% seed-bootstrap percentile
+// intervals, 1000 resamples, seed 20261203 (docs/report.md#uncertainty)"; "" when no figure has
+// one (no resamples, or no seed spread to resample).
+std::string UncertaintyLine(const analysis::Analysis& a);
 
 // Every boundary as a bracket: per curve max stable LR and max good LR, per η† row the two
 // compared LRs it lies between; "(lo, hi)" and hi/lo ("open" when the boundary is the largest LR

@@ -13,6 +13,7 @@ std::string FormatTable(const Analysis& a) {
   for (const auto& m : a.mixed) absl::StrAppend(&out, "mixed: ", m.Line(), "\n");
   if (!a.notes.empty()) out += "\n";
   out += RenderText(SummaryTable(a));
+  if (const std::string line = UncertaintyLine(a); !line.empty()) absl::StrAppend(&out, line, "\n");
   if (!a.necessity.empty()) {
     out += "\n";
     out += RenderText(NecessityTable(a));
@@ -40,8 +41,7 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
   if (a.refined > 0 || a.inferred > 0) {
     absl::StrAppend(&out, a.refined,
                     " runs are at LRs the sweep's refinement added (marked [refined rK]); they "
-                    "enter every boundary and figure, but eta*, loss* and LR sensitivity use the "
-                    "base grid's LRs only. ",
+                    "enter every boundary and figure as the grid's LRs do. ",
                     a.inferred,
                     " runs were skipped above divergence and count as diverged at l0 "
                     "(inferred, hollow markers).\n\n");
@@ -65,8 +65,27 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
   }
   out += "## Summary per curve\n\n";
   out += RenderMarkdown(SummaryTable(a));
+  out += "\n";
+  if (const std::string line = UncertaintyLine(a); !line.empty()) absl::StrAppend(&out, line, ". ");
+  out +=
+      "LR sens.: the mean of min(loss, l0) - loss* over the LR range in log LR, the finished "
+      "LRs joined and the end values carried flat (cov: the share of the range they span, when "
+      "not all of it); LRS (paper): Wortsman et al.'s estimator, the plain mean over the "
+      "half-decade grid 3e-4, 1e-3, ..., 0.3 within the range.";
+  bool clamped = false;
+  for (const auto& c : a.curves) clamped |= c.opt_clamped;
+  if (clamped) {
+    out +=
+        " (clamped): the fitted loss* fell more than two standard errors below the best "
+        "measured mean and was raised to that bound.";
+  }
+  out += "\n";
   if (!a.necessity.empty()) {
-    absl::StrAppend(&out, "\n## Necessity threshold (eta-dagger) per ", o.moderator_axis, "\n\n");
+    absl::StrAppend(&out, "\n## Necessity threshold (eta-dagger) per ", o.moderator_axis,
+                    "\n\nnever: never necessary over every LR both variants finished; not up to "
+                    "X: the comparison stopped at X, above which the variant trains no good model "
+                    "(censored); an interval's end reads never where too many resamples had no "
+                    "eta-dagger.\n\n");
     out += RenderMarkdown(NecessityTable(a));
   }
   out +=
@@ -75,7 +94,11 @@ std::string FormatMarkdown(const Analysis& a, const ReportOptions& options,
       "the sweep refines this boundary, but its bracket is still wider than until_ratio because "
       "the refinement budget (max_new_runs) ran out.\n\n";
   out += RenderMarkdown(BoundaryTable(a));
-  out += "\n## Final validation loss vs LR\n\nMean ± sample std over finished seeds (n).\n";
+  absl::StrAppend(&out,
+                  "\n## Final validation loss vs LR\n\nMean ± sample std over finished seeds (n), "
+                  "and the mean's ",
+                  100 * (1 - o.alpha),
+                  "% t-interval [lo, hi] from the curve's seed spread pooled over its LRs.\n");
   for (const auto& context : a.contexts) {
     for (const auto& m : a.moderators) {
       const Table t = LossTable(a, context, m);

@@ -8,23 +8,29 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/analysis/refine.h"
+#include "common/analysis/stats.h"
 #include "common/report/csv.h"
 #include "common/report/export.h"
 #include "common/report/figures.h"
+#include "common/report/tables.h"
 #include "nlohmann/json.hpp"
 
 namespace ablate::report {
 namespace {
 
 using ablate::v1::Run;
+using analysis::IntervalText;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -65,16 +71,27 @@ std::vector<std::string> Lines(const std::string& text) {
 
 const char* const kTokenizer = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
 
-// 2 variants x 2 depths x 3 LRs x 2 seeds, all on one CUDA/bfloat16 stack; layernorm never
-// diverges, none diverges at 0.1 for depth 8; one run still queued so the report is partial.
-std::vector<Run> StudyRuns() {
+// A value in [-1, 1) fixed by a run's id (splitmix64): seed noise that is the same on every
+// platform and unrelated between cells.
+double Jitter(int64_t id) {
+  uint64_t z = static_cast<uint64_t>(id) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) / static_cast<double>(1ull << 52) - 1;
+}
+
+// 2 variants x 2 depths x 3 LRs x `seeds` seeds, all on one CUDA/bfloat16 stack; layernorm never
+// diverges, none diverges at 0.1 for depth 8. Seed s adds 0.01 s nats, and each run up to `noise`
+// more (Jitter).
+std::vector<Run> GridRuns(int seeds, double noise) {
   std::vector<Run> runs;
   const char* lrs[] = {"0.001", "0.01", "0.1"};
   int64_t id = 0;
   for (const char* variant : {"none", "layernorm"}) {
     for (const char* depth : {"2", "8"}) {
       for (int i = 0; i < 3; ++i) {
-        for (int seed : {0, 1}) {
+        for (int seed = 0; seed < seeds; ++seed) {
           Run r;
           r.set_id(++id);
           r.set_seed(seed);
@@ -98,8 +115,8 @@ std::vector<Run> StudyRuns() {
             res->set_diverged_step(420);
           } else {
             r.set_state(ablate::v1::SUCCEEDED);
-            const double loss =
-                3.0 + 0.1 * i * (std::string(variant) == "none" ? 3 : 1) + 0.01 * seed;
+            const double loss = 3.0 + 0.1 * i * (std::string(variant) == "none" ? 3 : 1) +
+                                0.01 * seed + noise * Jitter(id);
             res->set_final_val_loss(loss);
             res->set_final_train_loss(loss - 0.05);
             res->set_final_val_ppl(std::exp(loss));
@@ -113,9 +130,32 @@ std::vector<Run> StudyRuns() {
       }
     }
   }
+  return runs;
+}
+
+// GridRuns with 2 seeds and no noise; one run still queued so the report is partial.
+std::vector<Run> StudyRuns() {
+  auto runs = GridRuns(2, 0);
   // One run not finished yet: the report must say it is partial.
   runs[1].set_state(ablate::v1::QUEUED);
   runs[1].clear_result();
+  return runs;
+}
+
+// GridRuns with 3 seeds and 0.03 nats of noise, complete; one of none's three seeds at depth 2
+// diverged at 0.1 (the others trained).
+std::vector<Run> NoisyRuns() {
+  auto runs = GridRuns(3, 0.03);
+  for (auto& r : runs) {
+    const auto& g = r.grid_values();
+    if (g.at("qk_norm") == "none" && g.at("n_layer") == "2" && g.at("lr") == "0.1" &&
+        r.seed() == 2) {
+      r.set_state(ablate::v1::DIVERGED);
+      r.mutable_result()->set_diverged(true);
+      r.mutable_result()->set_diverged_step(300);
+      r.mutable_result()->clear_final_val_loss();
+    }
+  }
   return runs;
 }
 
@@ -149,6 +189,20 @@ std::string Field(const std::string& header, const std::string& row, const std::
   }
   ADD_FAILURE() << "no column " << column;
   return "";
+}
+
+// Writes `a`'s report with gnuplot and expects no warning and each of `pngs` drawn; returns the
+// directory.
+std::string ExpectGnuplotDraws(const analysis::Analysis& a, const std::vector<Run>& runs,
+                               const std::vector<std::string>& pngs) {
+  const std::string dir = TempDir() + "/out";
+  auto written = WriteReport(a, runs, ReportOptions{}, dir);
+  EXPECT_TRUE(written.ok()) << written.status();
+  if (written.ok()) {
+    EXPECT_THAT(written->warnings, testing::IsEmpty());
+  }
+  for (const auto& png : pngs) EXPECT_TRUE(std::filesystem::exists(dir + "/" + png)) << png;
+  return dir;
 }
 
 TEST(WriteReport, BoundariesAreBracketsAndRefinedAndInferredPointsAreMarked) {
@@ -206,12 +260,16 @@ TEST(WriteReport, BoundariesAreBracketsAndRefinedAndInferredPointsAreMarked) {
   // inferred l0, and every output says so; the other curves' do not.
   EXPECT_EQ(json["curves"][1]["sensitivity_inferred"], 1);
   EXPECT_EQ(json["curves"][0]["sensitivity_inferred"], 0);
-  EXPECT_THAT(table, testing::ContainsRegex("none +8 +0.001 +3.005 +[0-9.]+ +[0-9.]+ "
-                                            "\\(1 LR inferred\\) "));
+  // LR sensitivity is the capped curve's area over [3e-4, 0.3] per decade, the ends carried
+  // flat: 0 up to 1e-3, 0.15 from there to 1e-2, then up to the refined 0.0316228 and l0 = 8.3
+  // beyond it, (0.15 + 1.399 + 2.648 + 2.526) / 3 = 2.241; the finished LRs span 1e-3..0.3, 83%
+  // of the range.
+  EXPECT_THAT(table, testing::ContainsRegex("none +8 +0.001 [^\n]* 2.241 \\[[0-9.]+, [0-9.]+\\] "
+                                            "\\(cov 83%\\) \\(1 LR inferred\\) "));
   EXPECT_THAT(md, HasSubstr("(1 LR inferred)"));
   const std::string sens = Slurp(dir + "/lr_sensitivity.gp");
   EXPECT_THAT(sens, HasSubstr("'rests on inferred points'"));
-  EXPECT_THAT(Slurp(dir + "/lr_sensitivity.dat"), HasSubstr("1 \"8\" 2.713878551 ? ? ? 1\n"));
+  EXPECT_THAT(Slurp(dir + "/lr_sensitivity.dat"), HasSubstr("1 \"8\" 2.240868747 ? ? ? 1 "));
 }
 
 TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
@@ -278,14 +336,16 @@ TEST(WriteReport, WritesEveryFileWithValidImagesAndMatchingCsv) {
   // cells.csv: 2 x 2 x 3 cells.
   const auto cells = Lines(Slurp(dir + "/cells.csv"));
   EXPECT_EQ(cells.size(), 13u);
-  EXPECT_THAT(cells, testing::Contains(",none,8,0.1,8.3,8.3,0,2,2,0,0,0,,4023.872394,never,,"
-                                       "cuda/bfloat16/torch 2.1.0/tokenizer 9f86d081884c (2 runs),"
-                                       "0,0,1.5,1000"));
+  EXPECT_THAT(cells, testing::Contains(testing::AllOf(
+                         testing::StartsWith(",none,8,0.1,8.3,8.3,0,2,2,0,0,0,,4023.872394,never,,"
+                                             "cuda/bfloat16/torch 2.1.0/tokenizer 9f86d081884c (2 "
+                                             "runs),0,0,"),
+                         testing::EndsWith(",0,0,1.5,1000"))));
 
   const std::string md = Slurp(dir + "/report.md");
   EXPECT_THAT(md, HasSubstr("# study (partial)"));
   EXPECT_THAT(md, HasSubstr("![loss_vs_lr__n_layer_2.png](loss_vs_lr__n_layer_2.png)"));
-  EXPECT_THAT(md, HasSubstr("| 0.1 | 8.3 ± 0 (n=2, 2 diverged) |"));
+  EXPECT_THAT(md, testing::ContainsRegex("\\| 0.1 \\| 8.3 ± 0 [^|]*\\(n=2, 2 diverged\\) \\|"));
   EXPECT_THAT(md, HasSubstr("H3 (eta-dagger of layernorm falls as n_layer grows)"));
   EXPECT_THAT(md, HasSubstr("| qk_norm | lr | attn_entropy | max_attn_logit |"));
   EXPECT_THAT(md, HasSubstr("| none | 0.1 | 1.5 | 1000 |"));
@@ -532,12 +592,14 @@ TEST(WriteReport, EtaDaggerAndVerdictsSayHowManySeedsDecidedThem) {
   ASSERT_TRUE(analysis.ok()) << analysis.status();
   const std::string table = FormatTable(*analysis);
   EXPECT_THAT(table, testing::ContainsRegex("eta-dagger +seeds +how\n"));
-  EXPECT_THAT(table, testing::ContainsRegex("layernorm vs none +[0-9.e-]+ +2 +interpolated"));
-  EXPECT_THAT(table, HasSubstr(" [seeds: 2]\n"));
+  EXPECT_THAT(table,
+              testing::ContainsRegex("layernorm vs none +[0-9.e-]+ \\[[0-9.e-]+, [0-9.e-]+\\] "
+                                     "+2 +interpolated"));
+  EXPECT_THAT(table, HasSubstr(" [seeds: 2] [test: "));
   const std::string md = FormatMarkdown(*analysis, {});
-  EXPECT_THAT(md, testing::ContainsRegex("\\| layernorm vs none \\| [0-9.e-]+ \\| 2 \\| "
-                                         "interpolated"));
-  EXPECT_THAT(md, HasSubstr(" [seeds: 2]\n"));
+  EXPECT_THAT(md, testing::ContainsRegex("\\| layernorm vs none \\| [0-9.e-]+ "
+                                         "\\[[0-9.e-]+, [0-9.e-]+\\] \\| 2 \\| interpolated"));
+  EXPECT_THAT(md, HasSubstr(" [seeds: 2] [test: "));
   auto j = nlohmann::json::parse(FormatJson(*analysis));
   EXPECT_EQ(j["necessity"][0]["seeds"], 2);
   EXPECT_EQ(j["necessity"][0]["deciding_lrs"], nlohmann::json({0.001, 0.01}));
@@ -554,7 +616,8 @@ TEST(WriteReport, EtaDaggerAndVerdictsSayHowManySeedsDecidedThem) {
   EXPECT_EQ(j["necessity"][0]["seeds"], 1);
   EXPECT_EQ(j["necessity"][1]["seeds"], 2);  // depth 8 still rests on 2
   EXPECT_THAT(FormatTable(*analysis),
-              testing::ContainsRegex("layernorm vs none +[0-9.e-]+ +1 +interpolated"));
+              testing::ContainsRegex("layernorm vs none +[0-9.e-]+ \\[[0-9.e-]+, [0-9.e-]+\\] +1 "
+                                     "+interpolated"));
 }
 
 TEST(WriteReport, BoundariesTheRefinementBudgetLeftUnresolvedAreMarked) {
@@ -597,14 +660,10 @@ TEST(WriteReport, BoundariesTheRefinementBudgetLeftUnresolvedAreMarked) {
   ASSERT_NE(eta, nullptr);
   EXPECT_THAT(eta->script, HasSubstr("with yerrorbars"));
   EXPECT_THAT(eta->script, HasSubstr("unresolved by budget"));
-  EXPECT_THAT(eta->data, HasSubstr(" 0.001 0.01 0\n"));
+  EXPECT_THAT(eta->data, HasSubstr(" 0.001 0.01 0 "));  // the bracket, not inferred
   // gnuplot draws them: no warning, every PNG written.
-  const std::string dir = TempDir() + "/out";
-  auto written = WriteReport(*analysis, runs, ReportOptions{}, dir);
-  ASSERT_TRUE(written.ok()) << written.status();
-  EXPECT_THAT(written->warnings, testing::IsEmpty());
-  EXPECT_TRUE(std::filesystem::exists(dir + "/eta_dagger.png"));
-  EXPECT_TRUE(std::filesystem::exists(dir + "/loss_vs_lr__n_layer_8.png"));
+  const std::string dir =
+      ExpectGnuplotDraws(*analysis, runs, {"eta_dagger.png", "loss_vs_lr__n_layer_8.png"});
   EXPECT_THAT(Slurp(dir + "/report.md"), HasSubstr("[unresolved by budget]"));
 }
 
@@ -619,7 +678,8 @@ TEST(Formats, TableMarkdownAndJsonCarryTheFigures) {
   EXPECT_THAT(table, HasSubstr("qk_norm"));
   EXPECT_THAT(table, HasSubstr("H2 ("));
   // depth 8, none: losses 3.005, 3.305, diverged (8.3): η* 0.001, max stable 0.01.
-  EXPECT_THAT(table, testing::ContainsRegex("none +8 +0.001 +3.005 .* 0.01 "));
+  EXPECT_THAT(table, testing::ContainsRegex("none +8 +0.001 \\[[^]]*\\] +3.005 .* 0.01 \\[0.01, "
+                                            "0.01\\] "));
 
   const auto j = nlohmann::json::parse(FormatJson(*analysis));
   EXPECT_EQ(j["baseline"], "none");
@@ -630,6 +690,390 @@ TEST(Formats, TableMarkdownAndJsonCarryTheFigures) {
               j["necessity"][0]["eta_dagger"].is_number());
   EXPECT_EQ(j["verdicts"].size(), 3u);
   EXPECT_TRUE(j["partial"].get<bool>());
+}
+
+// Uncertainty: every figure a report prints with its seed-bootstrap interval, and every verdict
+// with the test that decided it (docs/report.md#uncertainty).
+
+// `s` with the characters a POSIX extended regex treats specially escaped.
+std::string Re(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The data line of `figure` for moderator position `m` ("1 \"8\" ..."), split at spaces.
+std::vector<std::string> DataRow(const std::string& data, const std::string& block_label,
+                                 size_t m) {
+  const size_t block = data.find(absl::StrCat("# ", block_label, "\n"));
+  EXPECT_NE(block, std::string::npos) << block_label;
+  for (const auto& line : Lines(data.substr(block))) {
+    if (line.starts_with(absl::StrCat(m, " \""))) return absl::StrSplit(line, ' ');
+  }
+  ADD_FAILURE() << "no row " << m << " under " << block_label;
+  return {};
+}
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+TEST(Uncertainty, TablesShowEachFigureWithItsInterval) {
+  auto a = analysis::Analyze(NoisyRuns());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->bootstrap_resamples, 1000);
+  const std::string table = FormatTable(*a);
+  const std::string md = FormatMarkdown(*a, {});
+  EXPECT_THAT(table, testing::ContainsRegex("LR sens\\. +LRS \\(paper\\) +max stable LR"));
+  for (const auto& c : a->curves) {
+    SCOPED_TRACE(c.variant + " " + c.moderator);
+    ASSERT_TRUE(c.opt_lr_ci && c.opt_loss_ci && c.lr_sensitivity_ci && c.max_stable_ci &&
+                c.max_good_ci && c.lr_sensitivity_paper);
+    // eta*, loss*, ppl*, LR sensitivity (its LRs 1e-3..0.1 span 67% of [3e-4, 0.3]), the paper's
+    // estimator, max stable and max good LR.
+    const std::string row = absl::StrCat(
+        c.variant, " +", c.moderator, " +", Re(Fmt(c.opt_lr) + IntervalText(c.opt_lr_ci)), " +",
+        Re(Fmt(c.opt_loss) + IntervalText(c.opt_loss_ci)), " +[0-9.]+ +",
+        Re(Fmt(c.lr_sensitivity) + IntervalText(c.lr_sensitivity_ci)), " \\(cov 67%\\) +",
+        Re(Fmt(c.lr_sensitivity_paper)), " +",
+        Re(Fmt(c.max_stable_lr) + IntervalText(c.max_stable_ci, true)), " +",
+        Re(Fmt(c.max_good_lr) + IntervalText(c.max_good_ci, true)), " ");
+    EXPECT_THAT(table, testing::ContainsRegex(row));
+    EXPECT_THAT(table, testing::ContainsRegex(absl::StrCat(
+                           c.variant, " +", c.moderator, " +[0-9.]+ \\[[0-9.e-]+, [0-9.e-]+\\] ")));
+  }
+  ASSERT_EQ(a->necessity.size(), 2u);
+  for (const auto& n : a->necessity) {
+    SCOPED_TRACE(n.moderator);
+    ASSERT_TRUE(n.eta_dagger && n.eta_dagger_ci);
+    EXPECT_THAT(table,
+                testing::ContainsRegex(absl::StrCat(
+                    "layernorm vs none +", Re(Fmt(n.eta_dagger) + IntervalText(n.eta_dagger_ci)),
+                    " +3 +interpolated")));
+    EXPECT_THAT(md, HasSubstr(absl::StrCat("| layernorm vs none | ", Fmt(n.eta_dagger),
+                                           IntervalText(n.eta_dagger_ci), " | 3 |")));
+  }
+  const std::string intervals =
+      "intervals: 95% seed-bootstrap percentile intervals, 1000 resamples, seed 20261203 "
+      "(docs/report.md#uncertainty)";
+  EXPECT_THAT(table, HasSubstr(intervals + "\n"));
+  EXPECT_THAT(md, HasSubstr(intervals + ". LR sens.: "));
+  // report.md's loss table: each mean with its t-interval.
+  const analysis::Point& p = a->curves[0].points[0];
+  ASSERT_TRUE(p.loss_ci);
+  EXPECT_THAT(md,
+              HasSubstr(absl::StrCat(" ± ", Fmt(p.loss_std), IntervalText(p.loss_ci), " (n=3) |")));
+
+  // No resamples, no intervals: the values alone, and no line about them.
+  analysis::Options options;
+  options.bootstrap_resamples = 0;
+  a = analysis::Analyze(NoisyRuns(), options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string bare = FormatTable(*a);
+  EXPECT_THAT(bare, Not(HasSubstr("intervals:")));
+  const auto& c = a->curves[0];
+  EXPECT_THAT(bare, testing::ContainsRegex(absl::StrCat(
+                        "none +2 +", Re(Fmt(c.opt_lr)), " +", Re(Fmt(c.opt_loss)), " +[0-9.]+ +",
+                        Re(Fmt(c.lr_sensitivity)), " \\(cov 67%\\) +[0-9.]+ +",
+                        Re(Fmt(c.max_stable_lr)), " +", Re(Fmt(c.max_good_lr)), " ")));
+}
+
+// An interval in the JSON against the analysis: [lo, hi], null for an infinite end, null for
+// none at all.
+void ExpectCi(const nlohmann::json& j, const std::optional<analysis::Interval>& want,
+              const std::string& what) {
+  SCOPED_TRACE(what);
+  if (!want) {
+    EXPECT_TRUE(j.is_null()) << j;
+    return;
+  }
+  ASSERT_TRUE(j.is_array() && j.size() == 2u) << j;
+  for (const auto& [end, value] : {std::pair{j[0], want->lo}, std::pair{j[1], want->hi}}) {
+    if (std::isfinite(value)) {
+      EXPECT_DOUBLE_EQ(end.get<double>(), value);
+    } else {
+      EXPECT_TRUE(end.is_null()) << end;
+    }
+  }
+}
+
+void ExpectOpt(const nlohmann::json& j, const std::optional<double>& want,
+               const std::string& what) {
+  if (want) {
+    EXPECT_DOUBLE_EQ(j.get<double>(), *want) << what;
+  } else {
+    EXPECT_TRUE(j.is_null()) << what << ": " << j;
+  }
+}
+
+// Every object's keys in alphabetical order, at every level (nlohmann::ordered_json keeps them
+// as written).
+void ExpectSortedKeys(const nlohmann::ordered_json& j, const std::string& where) {
+  if (j.is_object()) {
+    std::string last;
+    for (const auto& [key, value] : j.items()) {
+      EXPECT_LT(last, key) << where;
+      last = key;
+      ExpectSortedKeys(value, absl::StrCat(where, ".", key));
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) ExpectSortedKeys(j[i], absl::StrCat(where, "[", i, "]"));
+  }
+}
+
+TEST(Uncertainty, JsonAndCsvCarryTheIntervalsAndTests) {
+  auto a = analysis::Analyze(NoisyRuns());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string text = FormatJson(*a);
+  const auto j = nlohmann::json::parse(text);
+  ExpectSortedKeys(nlohmann::ordered_json::parse(text), "");
+  EXPECT_EQ(j["uncertainty"]["method"], "seed bootstrap");
+  EXPECT_EQ(j["uncertainty"]["resamples"], 1000);
+  EXPECT_EQ(j["uncertainty"]["seed"], 20261203u);
+  EXPECT_DOUBLE_EQ(j["uncertainty"]["level"].get<double>(), 0.95);
+  EXPECT_DOUBLE_EQ(j["options"]["alpha"].get<double>(), 0.05);
+  EXPECT_DOUBLE_EQ(j["options"]["effect"].get<double>(), a->options.effect);
+  EXPECT_DOUBLE_EQ(j["options"]["power"].get<double>(), a->options.power);
+  EXPECT_DOUBLE_EQ(j["options"]["untrained_margin"].get<double>(), a->options.untrained_margin);
+  EXPECT_EQ(j["options"]["bootstrap_resamples"], 1000);
+  EXPECT_EQ(j["options"]["bootstrap_seed"], 20261203u);
+  ASSERT_TRUE(j["adaptive_seed_cells"].is_array());
+  EXPECT_EQ(j["adaptive_seed_cells"], nlohmann::json(a->adaptive_seed_cells));
+
+  ASSERT_EQ(j["curves"].size(), a->curves.size());
+  for (size_t i = 0; i < a->curves.size(); ++i) {
+    const auto& c = a->curves[i];
+    const auto& cj = j["curves"][i];
+    SCOPED_TRACE(c.variant + " " + c.moderator);
+    ASSERT_TRUE(c.opt_lr_ci && c.lr_sensitivity_ci && c.seed_sigma);
+    ExpectCi(cj["opt_lr_ci"], c.opt_lr_ci, "opt_lr_ci");
+    ExpectCi(cj["opt_loss_ci"], c.opt_loss_ci, "opt_loss_ci");
+    ExpectCi(cj["lr_sensitivity_ci"], c.lr_sensitivity_ci, "lr_sensitivity_ci");
+    ExpectCi(cj["max_stable_ci"], c.max_stable_ci, "max_stable_ci");
+    ExpectCi(cj["max_good_ci"], c.max_good_ci, "max_good_ci");
+    ExpectOpt(cj["lr_sensitivity_coverage"], c.lr_sensitivity_coverage, "coverage");
+    EXPECT_NEAR(cj["lr_sensitivity_coverage"].get<double>(), 2.0 / 3, 1e-9);
+    ExpectOpt(cj["lr_sensitivity_paper"], c.lr_sensitivity_paper, "paper");
+    EXPECT_EQ(cj["paper_points"], c.paper_points);
+    ExpectOpt(cj["seed_sigma"], c.seed_sigma, "seed_sigma");
+    EXPECT_EQ(cj["seed_dof"], c.seed_dof);
+    EXPECT_EQ(cj["opt_clamped"], c.opt_clamped);
+    ASSERT_EQ(cj["points"].size(), c.points.size());
+    for (size_t k = 0; k < c.points.size(); ++k) {
+      const auto& p = c.points[k];
+      const auto& pj = cj["points"][k];
+      ExpectCi(pj["loss_ci"], p.loss_ci, absl::StrCat("loss_ci at ", p.lr_text));
+      EXPECT_EQ(pj["n_extra_seeds"], p.n_extra_seeds);
+      EXPECT_EQ(pj["n_untrained"], p.n_untrained);
+      EXPECT_EQ(pj["n_diverged_grid"], p.n_diverged_grid);
+    }
+  }
+  // none at depth 2, lr 0.1: one of the three seeds diverged.
+  EXPECT_EQ(j["curves"][0]["points"][2]["n_diverged_grid"], 1);
+  ASSERT_EQ(j["necessity"].size(), a->necessity.size());
+  for (size_t i = 0; i < a->necessity.size(); ++i) {
+    const auto& n = a->necessity[i];
+    const auto& nj = j["necessity"][i];
+    ASSERT_TRUE(n.eta_dagger_ci);
+    ExpectCi(nj["eta_dagger_ci"], n.eta_dagger_ci, "eta_dagger_ci");
+    EXPECT_DOUBLE_EQ(nj["never_share"].get<double>(), n.never_share);
+    EXPECT_EQ(nj["censored"], n.censored);
+    ExpectOpt(nj["censored_at"], n.censored_at, "censored_at");
+    EXPECT_EQ(nj["censor_reason"], n.censor_reason);
+  }
+  ASSERT_EQ(j["verdicts"].size(), a->verdicts.size());
+  for (size_t i = 0; i < a->verdicts.size(); ++i) {
+    const auto& v = a->verdicts[i];
+    const auto& vj = j["verdicts"][i];
+    EXPECT_FALSE(v.test.empty());
+    EXPECT_EQ(vj["test"], v.test);
+    ExpectOpt(vj["p_value"], v.p_value, v.hypothesis);
+    EXPECT_DOUBLE_EQ(vj["alpha"].get<double>(), v.alpha);
+    EXPECT_EQ(vj["seeds_needed"], v.seeds_needed);
+  }
+
+  // The special ends: η† "never" in over alpha/2 of the resamples is a null upper end; max
+  // stable LR "none" (below the smallest LR) is a 0.
+  a->necessity[0].eta_dagger_ci = analysis::Interval{0.002, kInf};
+  a->curves[0].max_stable_ci = analysis::Interval{0, 0.01};
+  const auto special = nlohmann::json::parse(FormatJson(*a));
+  EXPECT_EQ(special["necessity"][0]["eta_dagger_ci"], nlohmann::json({0.002, nullptr}));
+  EXPECT_EQ(special["curves"][0]["max_stable_ci"], nlohmann::json({0, 0.01}));
+
+  // cells.csv: each mean's t-interval.
+  const auto cells = Lines(CellsCsv(*a));
+  const auto& p = a->curves[0].points[0];
+  ASSERT_TRUE(p.loss_ci);
+  EXPECT_NEAR(std::stod(Field(cells[0], cells[1], "loss_ci_lo")), p.loss_ci->lo, 1e-9);
+  EXPECT_NEAR(std::stod(Field(cells[0], cells[1], "loss_ci_hi")), p.loss_ci->hi, 1e-9);
+  EXPECT_EQ(Field(cells[0], cells[1], "n_extra_seeds"), "0");
+}
+
+TEST(Uncertainty, FiguresDrawTheIntervals) {
+  const auto runs = NoisyRuns();
+  auto a = analysis::Analyze(runs);
+  ASSERT_TRUE(a.ok()) << a.status();
+  const auto figures = BuildFigures(*a, kSweepTitle, Terminals{});
+
+  // η†: columns 8 and 9 of the data are its interval, drawn as bars.
+  const Figure* eta = FindFigure(figures, "eta_dagger");
+  ASSERT_NE(eta, nullptr);
+  EXPECT_THAT(eta->data, HasSubstr("inferred ci_lo ci_hi ci_open"));
+  for (size_t m = 0; m < a->moderators.size(); ++m) {
+    const auto& n = a->necessity[m];
+    ASSERT_EQ(n.moderator, a->moderators[m]);
+    ASSERT_TRUE(n.eta_dagger_ci);
+    const auto row = DataRow(eta->data, "layernorm vs none", m);
+    ASSERT_EQ(row.size(), 11u);
+    EXPECT_NEAR(std::stod(row[7]), n.eta_dagger_ci->lo, 1e-9 * n.eta_dagger_ci->lo);
+    EXPECT_NEAR(std::stod(row[8]), n.eta_dagger_ci->hi, 1e-9 * n.eta_dagger_ci->hi);
+    EXPECT_EQ(row[9], "0");
+  }
+  EXPECT_THAT(eta->script, HasSubstr(":($10 == 0 ? $8 : 1/0):(0):($9 - $8) with vectors heads"));
+  EXPECT_THAT(eta->caption, HasSubstr("error bars: 95% seed-bootstrap intervals"));
+
+  // LR sensitivity: bars, and a y axis from 0 (a 0.003-nat difference looked large on a
+  // 0.067..0.071 axis).
+  const Figure* sens = FindFigure(figures, "lr_sensitivity");
+  ASSERT_NE(sens, nullptr);
+  const auto [y0, y1] = RangeOf(sens->script, 'y');
+  EXPECT_EQ(y0, 0);
+  double top = 0;
+  for (const auto& c : a->curves) top = std::max(top, c.lr_sensitivity_ci->hi);
+  EXPECT_GT(y1, top);
+  EXPECT_THAT(sens->script, HasSubstr("with vectors heads"));
+  EXPECT_THAT(sens->caption, HasSubstr("axis from 0"));
+  const auto& none8 = *a->FindCurve("", "none", "8");
+  const auto row = DataRow(sens->data, "qk_norm=none", 1);
+  ASSERT_EQ(row.size(), 11u);
+  EXPECT_NEAR(std::stod(row[7]), none8.lr_sensitivity_ci->lo, 1e-9);
+  EXPECT_NEAR(std::stod(row[8]), none8.lr_sensitivity_ci->hi, 1e-9);
+
+  // Loss vs LR: the band is each mean's t-interval; an x where a seed diverged.
+  const Figure* f2 = FindFigure(figures, "loss_vs_lr__n_layer_2");
+  ASSERT_NE(f2, nullptr);
+  const auto& none2 = *a->FindCurve("", "none", "2");
+  const auto& p = none2.points[2];  // lr 0.1: 1 of 3 seeds diverged
+  ASSERT_EQ(p.n_diverged, 1);
+  ASSERT_TRUE(p.loss_ci);
+  EXPECT_THAT(f2->data,
+              HasSubstr(absl::StrCat("\n0.1 ", absl::StrFormat("%.10g", *p.loss), " ",
+                                     absl::StrFormat("%.10g", p.loss_ci->lo), " ",
+                                     absl::StrFormat("%.10g", p.loss_ci->hi), " 3 1 0 0 ")));
+  EXPECT_THAT(f2->script, HasSubstr("using 1:($6 > $7 ? $2 : 1/0) with points pt 2"));
+  EXPECT_THAT(f2->caption, HasSubstr("band: 95% t-interval of the seed mean"));
+  EXPECT_THAT(f2->caption, HasSubstr("x: a seed diverged"));
+  // One key entry for the marker however many variants have it: say a layernorm seed at depth 2
+  // diverged too.
+  auto both = *a;
+  both.curves[2].points[2].n_diverged = 1;
+  ASSERT_EQ(both.curves[2].variant, "layernorm");
+  const Figure* twice =
+      FindFigure(BuildFigures(both, kSweepTitle, Terminals{}), "loss_vs_lr__n_layer_2");
+  ASSERT_NE(twice, nullptr);
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(twice->script, "with points pt 2 "), 2u);
+  EXPECT_EQ(count(twice->script, "title 'a seed diverged'"), 1u);
+
+  // gnuplot draws every one of them.
+  ExpectGnuplotDraws(*a, runs, {"eta_dagger.png", "lr_sensitivity.png"});
+}
+
+// η† without a value: "never" (the comparison covered every LR both variants finished) or
+// censored ("not up to X"); an interval whose upper end is never.
+TEST(Uncertainty, NeverCensoredAndOpenEtaDaggerAreToldApart) {
+  const auto runs = NoisyRuns();
+  auto a = analysis::Analyze(runs);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->necessity.size(), 2u);
+  // Depth 2: never necessary, but at 0.002 in some resamples.
+  auto& never = a->necessity[0];
+  ASSERT_EQ(never.moderator, "2");
+  never.eta_dagger.reset();
+  never.censored = false;
+  never.eta_dagger_ci = analysis::Interval{0.002, kInf};
+  // Depth 8: not necessary up to 0.01, where layernorm stops training a good model.
+  auto& censored = a->necessity[1];
+  censored.eta_dagger.reset();
+  censored.censored = true;
+  censored.censored_at = 0.01;
+  censored.censor_reason = "layernorm is not good above lr=0.01";
+  censored.eta_dagger_ci = analysis::Interval{kInf, kInf};
+
+  const std::string table = FormatTable(*a);
+  EXPECT_THAT(table, testing::ContainsRegex(
+                         "layernorm vs none +never \\[0.002, never\\] +3 +never necessary: "));
+  EXPECT_THAT(table, testing::ContainsRegex("layernorm vs none +not up to 0.01 \\[never, never\\] "
+                                            "+3 +censored: layernorm is not good above "
+                                            "lr=0.01"));
+  EXPECT_THAT(table, testing::ContainsRegex("eta-dagger +n_layer=8 layernorm vs none +not up to "
+                                            "0.01 "));
+
+  const auto figures = BuildFigures(*a, kSweepTitle, Terminals{});
+  const Figure* eta = FindFigure(figures, "eta_dagger");
+  ASSERT_NE(eta, nullptr);
+  // "never" marks depth 2 only; depth 8 is a lower bound at 0.01, not "never".
+  int labels = 0;
+  for (const auto& line : Lines(eta->script)) labels += line.starts_with("set label 'never'");
+  EXPECT_EQ(labels, 1);
+  const auto row2 = DataRow(eta->data, "layernorm vs none", 0);
+  const auto row8 = DataRow(eta->data, "layernorm vs none", 1);
+  ASSERT_EQ(row2.size(), 11u);
+  ASSERT_EQ(row8.size(), 11u);
+  EXPECT_EQ(row2[2], "?");
+  EXPECT_NE(row2[3], "?");  // the "never" marker's height
+  // The interval runs from 0.002 up to the "never" row, as an arrow.
+  EXPECT_EQ(row2[7], "0.002");
+  EXPECT_EQ(row2[8], row2[3]);
+  EXPECT_EQ(row2[9], "1");
+  EXPECT_EQ(row8[3], "?");
+  EXPECT_EQ(row8[10], "0.01");
+  EXPECT_EQ(row8[7], "?");  // [never, never]: nothing to draw
+  EXPECT_THAT(eta->script, HasSubstr("with vectors head filled"));
+  EXPECT_THAT(eta->script, HasSubstr(absl::StrCat("set ytics add ('never' ", row2[3], ")")));
+  EXPECT_THAT(eta->script, HasSubstr("title 'layernorm vs none: never necessary'"));
+  EXPECT_THAT(eta->script, HasSubstr("title 'layernorm vs none: not necessary up to (censored)'"));
+  EXPECT_THAT(eta->caption, HasSubstr("an arrow up to 'never'"));
+  EXPECT_THAT(eta->caption, HasSubstr("open triangle up: not necessary up to that LR"));
+
+  const auto j = nlohmann::json::parse(FormatJson(*a));
+  EXPECT_EQ(j["necessity"][0]["eta_dagger_ci"], nlohmann::json({0.002, nullptr}));
+  EXPECT_EQ(j["necessity"][1]["eta_dagger_ci"], nlohmann::json({nullptr, nullptr}));
+  EXPECT_TRUE(j["necessity"][1]["censored"].get<bool>());
+  EXPECT_EQ(j["necessity"][1]["censored_at"], 0.01);
+
+  ExpectGnuplotDraws(*a, runs, {"eta_dagger.png"});
+}
+
+TEST(Uncertainty, VerdictLinesNameTheirTestAndP) {
+  auto a = analysis::Analyze(NoisyRuns());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string table = FormatTable(*a);
+  const std::string md = FormatMarkdown(*a, {});
+  ASSERT_EQ(a->verdicts.size(), 3u);
+  for (const auto& v : a->verdicts) {
+    SCOPED_TRACE(v.hypothesis);
+    ASSERT_FALSE(v.test.empty());
+    const std::string head = absl::StrCat(v.line, " [seeds: 3] [test: ", v.test, "; ");
+    EXPECT_THAT(table, HasSubstr(head));
+    EXPECT_THAT(md, HasSubstr(absl::StrCat("- **", v.outcome, "** — ", head)));
+    if (v.p_value) {
+      EXPECT_THAT(VerdictLine(v), testing::ContainsRegex("; p [=<] [0-9.e-]+, alpha 0.05\\]$"));
+    }
+  }
+  analysis::Verdict v = a->verdicts[0];
+  v.p_value = 0.003;
+  EXPECT_THAT(VerdictLine(v), testing::EndsWith(absl::StrCat(" [seeds: 3] [test: ", v.test,
+                                                             "; p = 0.003, alpha 0.05]")));
+  v.p_value = 2e-6;
+  EXPECT_THAT(VerdictLine(v), testing::EndsWith("; p < 0.0001, alpha 0.05]"));
+  v.p_value.reset();  // the test could not run
+  EXPECT_THAT(VerdictLine(v), testing::EndsWith(absl::StrCat("[test: ", v.test, "; alpha 0.05]")));
 }
 
 TEST(Provenance, UniformSweepHasNoMixedColumnOrMark) {
