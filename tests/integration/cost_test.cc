@@ -92,6 +92,58 @@ class CostTest : public ServerFixture {
     EXPECT_TRUE(runs.ok() && !runs->empty());
     return cost::RunFlops(runs->front().config(), cost::VocabOf(runs->front().data()));
   }
+
+  // A budget of `unit` (gpu_hours or usd) that holds two of SweepYaml's runs, raised by enough
+  // for one more: the stored budget keeps its unit (the other limit stays NULL, 0 in the
+  // Budget), its limit is the sum, and exactly one more run starts.
+  void RaiseKeepsTheUnitAndTheNewLimitHolds(const std::string& unit, double limit, double by) {
+    const std::string yaml = SweepYaml(absl::StrCat("raised-", unit), 2, 3, "",
+                                       absl::StrCat("budget: {", unit, ": ", limit, "}\n"));
+    // 25 device-seconds and $0.025 a run (100 s on one of 4 slots at $3.60 an hour).
+    const int64_t w = RegisterPriced("w", "Xeon", 3.6, 4, RunFlops(yaml) / 100);
+    const int64_t sweep = Submit(yaml).sweep().id();
+    ASSERT_TRUE(Lease(w).has_run());
+    ASSERT_TRUE(Lease(w).has_run());
+    EXPECT_FALSE(Lease(w).has_run()) << "a third run would pass the " << unit << " budget";
+
+    v1::SetBudgetRequest raise;
+    raise.mutable_sweep()->set_id(sweep);
+    raise.set_raise(by);
+    v1::SetBudgetResponse raised;
+    auto st = SweepStub()->SetBudget(Ctx().get(), raise, &raised);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    const v1::Budget& b = raised.sweep().budget();
+    const bool usd = unit == "usd";
+    EXPECT_NEAR(usd ? b.usd() : b.gpu_hours(), limit + by, 1e-12);
+    EXPECT_EQ(usd ? b.gpu_hours() : b.usd(), 0)
+        << "a raise gave the " << unit << " budget a limit in the other unit";
+    EXPECT_FALSE(b.reached());
+    EXPECT_EQ(b.runs_left(), 1);
+    {
+      pqxx::connection conn(url_);
+      pqxx::work tx(conn);
+      auto r = server::pg::ExecText(
+          tx, "SELECT budget_gpu_hours IS NULL, budget_usd IS NULL FROM sweeps WHERE id = $1",
+          sweep);
+      ASSERT_EQ(r.size(), 1u);
+      EXPECT_EQ(r[0][0].as<bool>(), usd);
+      EXPECT_EQ(r[0][1].as<bool>(), !usd);
+    }
+
+    // One more run, then the new limit stops the sweep, now and at the keeper's next rounds.
+    ASSERT_TRUE(Lease(w).has_run());
+    EXPECT_FALSE(Lease(w).has_run()) << "a fourth run would pass the raised " << unit << " budget";
+    v1::Budget after;
+    for (int i = 0; i < 50 && !after.reached(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      after = GetSweep(sweep, false).sweep().budget();
+    }
+    EXPECT_TRUE(after.reached());
+    EXPECT_NEAR(usd ? after.usd() : after.gpu_hours(), limit + by, 1e-12);
+    EXPECT_EQ(usd ? after.gpu_hours() : after.usd(), 0);
+    EXPECT_EQ(after.runs_left(), 0);
+    EXPECT_FALSE(Lease(w).has_run());
+  }
 };
 
 TEST_F(CostTest, EachAttemptIsChargedItsLeaseTimeAtItsSlotsShareOfThePrice) {
@@ -282,6 +334,16 @@ TEST_F(CostTest, ABudgetStopsLeasingUntilItIsRaised) {
   EXPECT_EQ(raised.sweep().budget().runs_left(), 1);
   ASSERT_TRUE(Lease(w).has_run());
   EXPECT_FALSE(Lease(w).has_run());
+}
+
+// 0.02 GPU-h (72 device-seconds) holds two 25 s runs; +0.007 (97.2 s) one more, not two.
+TEST_F(CostTest, ARaiseOfAGpuHoursBudgetStaysInGpuHoursAndIsEnforced) {
+  RaiseKeepsTheUnitAndTheNewLimitHolds("gpu_hours", 0.02, 0.007);
+}
+
+// $0.06 holds two $0.025 runs; +$0.03 one more, not two.
+TEST_F(CostTest, ARaiseOfAUsdBudgetStaysInDollarsAndIsEnforced) {
+  RaiseKeepsTheUnitAndTheNewLimitHolds("usd", 0.06, 0.03);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // `ablate-server migrate`: idempotent, recorded in schema_migrations, safe when replicas race.
 // And the pool a server opens once the schema is there (Db::Fill).
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "pqxx/pqxx"
 #include "server/store/db.h"
@@ -95,6 +98,50 @@ TEST(MigrateTest, AFailingMigrationLeavesNoTrace) {
   pqxx::work tx(conn);
   EXPECT_EQ(tx.exec("SELECT version FROM schema_migrations")[0][0].as<std::string>(), "0001_ok");
   EXPECT_TRUE(tx.exec("SELECT 1 FROM pg_tables WHERE tablename = 'b'").empty());
+}
+
+// 0016: a budget raised before it had a 1e12 limit in the other unit too (the raise statement's
+// least() over NULL); the migration takes it off and leaves every other budget as it was.
+TEST(MigrateTest, TheBudgetRaiseRepairLeavesEachBudgetOneLimit) {
+  const std::string url = FreshDatabase();
+  ASSERT_FALSE(url.empty());
+  server::Db db(url, 1);
+  const std::string repair = "0016_budget_raise_keeps_its_unit";
+  std::vector<server::Migration> before, all = server::BuiltinMigrations();
+  for (const auto& m : all) {
+    if (m.version == repair) break;
+    before.push_back(m);
+  }
+  ASSERT_LT(before.size(), all.size()) << "no migration " << repair;
+  ASSERT_TRUE(server::Migrate(&db, before).ok());
+  // (gpu_hours, usd) as the old raise left them, then budgets it never touched.
+  const std::vector<std::pair<std::string, std::string>> rows = {
+      {"0.005", "1e12"}, {"1e12", "60.5"}, {"40", "NULL"}, {"NULL", "2"}, {"NULL", "NULL"}};
+  {
+    pqxx::connection conn(url);
+    pqxx::work tx(conn);
+    for (const auto& [gpu_hours, usd] : rows) {
+      tx.exec(
+          "INSERT INTO sweeps (name, spec_yaml, file_name, max_attempts, axes, "
+          "budget_gpu_hours, budget_usd) VALUES ('s', '', 's.yaml', 1, '{}', " +
+          gpu_hours + ", " + usd + ")");
+    }
+    tx.commit();
+  }
+  auto applied = server::Migrate(&db, all);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  pqxx::connection conn(url);
+  pqxx::work tx(conn);
+  auto r = tx.exec(
+      "SELECT coalesce(budget_gpu_hours::text, 'NULL'), coalesce(budget_usd::text, 'NULL') "
+      "FROM sweeps ORDER BY id");
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"0.005", "NULL"}, {"NULL", "60.5"}, {"40", "NULL"}, {"NULL", "2"}, {"NULL", "NULL"}};
+  ASSERT_EQ(r.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(r[i][0].as<std::string>(), want[i].first) << "row " << i;
+    EXPECT_EQ(r[i][1].as<std::string>(), want[i].second) << "row " << i;
+  }
 }
 
 }  // namespace
