@@ -69,8 +69,23 @@ std::string Bar(double fraction, int width) {
   return absl::StrCat("[", std::string(filled, '#'), std::string(width - filled, '.'), "]");
 }
 
+std::string Fixed(double value, int decimals) {
+  const double step = std::pow(10.0, -decimals);
+  const double magnitude = std::fabs(value);
+  if (!std::isfinite(value) || magnitude == 0 || magnitude >= step) {
+    return absl::StrFormat("%.*f", decimals, value);
+  }
+  // Beyond 12 decimals (a picohour) there is nothing a person reads; it prints as 0.
+  const int digits = std::min(12, 2 - static_cast<int>(std::floor(std::log10(magnitude))));
+  std::string out = absl::StrFormat("%.*f", digits, value);
+  while (out.back() == '0') out.pop_back();
+  if (out.back() == '.') out.pop_back();
+  return out == "-0" ? "0" : out;
+}
+
 std::string Duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "-";
+  if (seconds > 0 && seconds < 1) return absl::StrCat(Fixed(seconds, 0), "s");
   const int64_t s = static_cast<int64_t>(std::round(seconds));
   if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
   if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
@@ -88,7 +103,8 @@ double Now() {
 
 std::string TimeAgo(double unix_seconds) {
   if (unix_seconds <= 0) return "-";
-  return Duration(Now() - unix_seconds) + " ago";
+  // Whole seconds: a clock's sub-second difference is not worth reading.
+  return Duration(std::round(Now() - unix_seconds)) + " ago";
 }
 
 std::vector<std::pair<const char*, int>> CountsByState(const v1::SweepCounts& c) {

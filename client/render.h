@@ -26,9 +26,15 @@ class Table {
 
 std::string StateName(v1::RunState state);         // "queued", "running", ...
 std::string Bar(double fraction, int width);       // [#######.....]
-std::string Duration(double seconds);              // "1h02m", "3m05s", "12s", "-"
+std::string Duration(double seconds);              // "1h02m", "3m05s", "12s", "0.4s", "-"
 std::string Num(double value, int precision = 4);  // %.{p}g, "-" for NaN
 std::string TimeAgo(double unix_seconds);
+// `value` with `decimals` decimals, except that a nonzero value below the last decimal's step
+// (10^-decimals), which would print as 0 or as that one step, has 3 significant digits, trailing
+// zeros dropped: Fixed(1.234, 2) "1.23", Fixed(0.00312, 2) "0.00312", Fixed(0.003, 2) "0.003",
+// Fixed(0.4, 0) "0.4". The one rule for every figure the CLI prints (GPU-hours, dollars,
+// seconds), so a small figure never reads 0.
+std::string Fixed(double value, int decimals);
 // "12/32 done, 2 running, ..."; with `color`, each state's count in its state's colour.
 // The counts by state name, live states first (running, leased, queued, then the finished ones).
 std::vector<std::pair<const char*, int>> CountsByState(const v1::SweepCounts& counts);
@@ -59,8 +65,8 @@ std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide);
 std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::string& eta_text,
                                     int width, int height, bool color);
 // Cost (client/render_cost.cc; docs/architecture.md#cost).
-std::string GpuHours(double device_seconds);  // "0.52 GPU-h", "12.3 GPU-h", "-" when negative
-std::string Usd(double usd);                  // "$0.43", "$12.30", "$1,234", "-" when negative
+std::string GpuHours(double device_seconds);  // "0.52 GPU-h", "12.3 GPU-h", "0.003 GPU-h", "-"
+std::string Usd(double usd);                  // "$0.43", "$1,234", "$0.0042", "-" when negative
 // What a sweep's runs were charged: "spent 1.23 GPU-h, $0.43" then one line per device class
 // ("  cuda NVIDIA GeForce RTX 4090  3 runs (1 running)  1.00 GPU-h  $0.35"). Empty before any.
 std::vector<std::string> CostLines(const v1::SweepCost& cost, bool per_class);

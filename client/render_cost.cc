@@ -24,9 +24,10 @@ std::string Grouped(int64_t n) {
   return out;
 }
 
-// Hours with two significant decimals below 10, one below 100, none above.
+// Hours with two decimals below 10 (3 significant digits below 0.01: Fixed), one below 100,
+// none above.
 std::string HoursNumber(double hours) {
-  if (hours < 10) return absl::StrFormat("%.2f", hours);
+  if (hours < 10) return Fixed(hours, 2);
   if (hours < 100) return absl::StrFormat("%.1f", hours);
   return Grouped(static_cast<int64_t>(std::llround(hours)));
 }
@@ -68,7 +69,7 @@ std::string GpuHours(double device_seconds) {
 std::string Usd(double usd) {
   if (!(usd >= 0) || !std::isfinite(usd)) return "-";
   if (usd >= 1000) return absl::StrCat("$", Grouped(static_cast<int64_t>(std::llround(usd))));
-  return absl::StrFormat("$%.2f", usd);
+  return absl::StrCat("$", Fixed(usd, 2));
 }
 
 std::vector<std::string> CostLines(const v1::SweepCost& cost, bool per_class) {

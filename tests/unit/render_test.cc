@@ -173,6 +173,57 @@ TEST(Cost, HoursMoneyAndTheBudgetLine) {
   EXPECT_EQ(BudgetLine(budget, "12"), "budget 40.0 GPU-h: spent 1.23");
 }
 
+// A figure that would round to 0 (or to its last digit's one step) keeps 3 significant digits:
+// a 0.003 GPU-h budget, a 4-second sweep's estimate, a run costing a fraction of a cent.
+TEST(Cost, SmallFiguresKeepSignificantDigits) {
+  EXPECT_EQ(Fixed(1.234, 2), "1.23");
+  EXPECT_EQ(Fixed(0.01, 2), "0.01");
+  EXPECT_EQ(Fixed(0, 2), "0.00");
+  EXPECT_EQ(Fixed(0.003, 2), "0.003");
+  EXPECT_EQ(Fixed(0.0074, 2), "0.0074");
+  EXPECT_EQ(Fixed(0.00312345, 2), "0.00312");
+  EXPECT_EQ(Fixed(0.0000123456, 2), "0.0000123");
+  EXPECT_EQ(Fixed(0.009996, 2), "0.01");
+  EXPECT_EQ(Fixed(-0.003, 2), "-0.003");
+  EXPECT_EQ(Fixed(0.4, 0), "0.4");
+  EXPECT_EQ(Fixed(1e-15, 2), "0");
+
+  EXPECT_EQ(GpuHours(3.9), "0.00108 GPU-h");
+  EXPECT_EQ(GpuHours(0), "0.00 GPU-h");
+  EXPECT_EQ(Usd(0.0042), "$0.0042");
+  EXPECT_EQ(Duration(0.3), "0.3s");
+  EXPECT_EQ(Duration(0.456), "0.456s");
+  EXPECT_EQ(Duration(3.9), "4s");
+  EXPECT_EQ(Duration(0), "0s");
+
+  v1::Budget budget;
+  budget.set_gpu_hours(0.003);
+  budget.set_spent(0.0021);
+  budget.set_per_run(0.00125);
+  budget.set_reached(true);
+  EXPECT_THAT(BudgetLine(budget, "7"),
+              HasSubstr("budget reached (0.003 GPU-h): spent 0.0021, next run ~0.00125;"));
+  budget.set_gpu_hours(0.005);
+  budget.set_reached(false);
+  budget.set_runs_left(2);
+  EXPECT_EQ(BudgetLine(budget, "7"),
+            "budget 0.005 GPU-h: spent 0.0021, next run ~0.00125; 2 may start now");
+
+  v1::SweepEstimate e;
+  e.set_base_runs(4);
+  e.set_max_runs(4);
+  e.set_wall_seconds_base(0.4);
+  e.set_wall_seconds_max(0.4);
+  e.set_device_seconds_base(3.9);
+  e.set_device_seconds_max(3.9);
+  e.set_usd_base(0.0004);
+  e.set_usd_max(0.0004);
+  e.mutable_budget()->set_gpu_hours(0.003);
+  const std::string text = EstimateText("tiny", e);
+  EXPECT_THAT(text, HasSubstr("0.4s wall, 0.00108 GPU-h, $0.0004"));
+  EXPECT_THAT(text, HasSubstr("budget 0.003 GPU-h: the whole sweep fits"));
+}
+
 TEST(Cost, TheEstimateSaysWhereEachSpeedComesFromAndWhetherTheBudgetFits) {
   v1::SweepEstimate e;
   e.set_base_runs(32);
