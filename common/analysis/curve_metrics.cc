@@ -281,7 +281,8 @@ void PointIntervals(const Options& options, Curve* curve) {
   if (!curve->seed_sigma || curve->seed_dof == 0) return;
   const double t = StudentTQuantile(1 - options.alpha / 2, curve->seed_dof);
   for (auto& p : curve->points) {
-    if (!p.loss || p.n == 0) continue;
+    // A cell with a diverged seed averages caps (ℓ0), not measurements: no t-interval.
+    if (!p.loss || p.n == 0 || p.n_diverged > 0) continue;
     const double half = t * *curve->seed_sigma / std::sqrt(static_cast<double>(p.n));
     p.loss_ci = Interval{*p.loss - half, *p.loss + half};
   }

@@ -12,7 +12,8 @@ void FoldSeeds(Point* point);
 // Fills opt_lr/opt_loss, lr_sensitivity, max_stable_lr, max_good_lr, seeds and complete.
 void ComputeCurveMetrics(const Options& options, Curve* curve);
 
-// Each point's loss_ci: the mean's (1 - alpha) t-interval from the curve's pooled seed noise.
+// Each point's loss_ci: the mean's (1 - alpha) t-interval from the curve's pooled seed noise;
+// none where a seed diverged (the mean then averages caps).
 void PointIntervals(const Options& options, Curve* curve);
 
 // η† of `treated` against `baseline` (same context and moderator).

@@ -57,9 +57,17 @@ std::vector<const Curve*> PairCurves(const Analysis& a, const std::string& conte
   return out;
 }
 
-// "inconclusive (...; ~N seeds per cell would detect a 0.1-nat difference with 80% power)".
-std::string SeedsAdvice(const Options& o, int seeds_needed) {
+// "inconclusive (...; ~N seeds per cell would detect a 0.1-nat difference with 80% power)"; when
+// the cells already have that many, what the verdict then says about the effect's size.
+std::string SeedsAdvice(const Analysis& a, int seeds_needed) {
+  const Options& o = a.options;
   if (seeds_needed <= 0) return "";
+  if (seeds_needed <= a.max_seeds) {
+    return absl::StrFormat(
+        "; %d seeds per cell already detect a %.3g-nat difference with %.0f%% power: an effect, "
+        "if any, is likely smaller",
+        a.max_seeds, o.effect, 100 * o.power);
+  }
   return absl::StrFormat(
       "; ~%d seeds per cell would detect a %.3g-nat difference with %.0f%% power", seeds_needed,
       o.effect, 100 * o.power);
@@ -207,7 +215,7 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
           dof > 0 ? SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(tests.size()))
                   : 0;
       why = absl::StrCat("smallest adjusted p = ", P(adjusted[best]), " > alpha ", o.alpha,
-                         SeedsAdvice(o, v.seeds_needed));
+                         SeedsAdvice(a, v.seeds_needed));
     }
   }
   v.line = absl::StrCat("H1 (the effect of ", o.variant_axis, "=", variant, " depends on ",
@@ -362,7 +370,7 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
           dof > 0 ? SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(tests.size()))
                   : 0;
       why = absl::StrCat("smallest adjusted p = ", P(smallest), " > alpha ", o.alpha,
-                         SeedsAdvice(o, v.seeds_needed));
+                         SeedsAdvice(a, v.seeds_needed));
     }
   }
   v.line = absl::StrCat("H2 (", o.variant_axis, "=", variant,
@@ -456,7 +464,7 @@ Verdict H3(const Analysis& a, const std::string& context, const std::string& var
     } else {
       v.seeds_needed =
           SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(seq.size()));
-      why = absl::StrCat(share, SeedsAdvice(o, v.seeds_needed));
+      why = absl::StrCat(share, SeedsAdvice(a, v.seeds_needed));
     }
   }
   v.line = absl::StrCat("H3 (eta-dagger of ", variant, " falls as ", o.moderator_axis, " grows)",

@@ -533,7 +533,9 @@ TEST(Analysis, ASensitivityDifferenceWithinSeedNoiseIsNoEvidence) {
   const auto a = s.Analyse();
   EXPECT_EQ(a.verdicts[1].outcome, "inconclusive") << a.verdicts[1].line;
   EXPECT_THAT(a.verdicts[1].line, HasSubstr("sensitivity 0.00341 ["));
-  EXPECT_THAT(a.verdicts[1].line, HasSubstr("seeds per cell would detect a 0.1-nat difference"));
+  // 3 seeds already detect 0.1 nats at this noise (σ 0.01): the effect, if any, is smaller.
+  EXPECT_THAT(a.verdicts[1].line,
+              HasSubstr("3 seeds per cell already detect a 0.1-nat difference"));
   EXPECT_GE(a.verdicts[1].seeds_needed, 2);
 }
 

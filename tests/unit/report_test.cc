@@ -954,13 +954,18 @@ TEST(Uncertainty, FiguresDrawTheIntervals) {
   const Figure* f2 = FindFigure(figures, "loss_vs_lr__n_layer_2");
   ASSERT_NE(f2, nullptr);
   const auto& none2 = *a->FindCurve("", "none", "2");
-  const auto& p = none2.points[2];  // lr 0.1: 1 of 3 seeds diverged
+  const auto& p = none2.points[2];  // lr 0.1: 1 of 3 seeds diverged, so its mean averages a cap
   ASSERT_EQ(p.n_diverged, 1);
-  ASSERT_TRUE(p.loss_ci);
+  EXPECT_FALSE(p.loss_ci);  // no band there: the band collapses onto the mean
+  EXPECT_THAT(f2->data, HasSubstr(absl::StrCat("\n0.1 ", absl::StrFormat("%.10g", *p.loss), " ",
+                                               absl::StrFormat("%.10g", *p.loss), " ",
+                                               absl::StrFormat("%.10g", *p.loss), " 3 1 0 0 ")));
+  const auto& q = none2.points[1];  // lr 0.01: every seed trained
+  ASSERT_TRUE(q.loss_ci);
   EXPECT_THAT(f2->data,
-              HasSubstr(absl::StrCat("\n0.1 ", absl::StrFormat("%.10g", *p.loss), " ",
-                                     absl::StrFormat("%.10g", p.loss_ci->lo), " ",
-                                     absl::StrFormat("%.10g", p.loss_ci->hi), " 3 1 0 0 ")));
+              HasSubstr(absl::StrCat("\n0.01 ", absl::StrFormat("%.10g", *q.loss), " ",
+                                     absl::StrFormat("%.10g", q.loss_ci->lo), " ",
+                                     absl::StrFormat("%.10g", q.loss_ci->hi), " 3 0 0 0 ")));
   EXPECT_THAT(f2->script, HasSubstr("using 1:($6 > $7 ? $2 : 1/0) with points pt 2"));
   EXPECT_THAT(f2->caption, HasSubstr("band: 95% t-interval of the seed mean"));
   EXPECT_THAT(f2->caption, HasSubstr("x: a seed diverged"));
