@@ -24,7 +24,10 @@ std::string Num(const std::optional<double>& x) {
   return x ? absl::StrFormat("%.4g", *x) : std::string("none");
 }
 
-std::string P(double p) { return p < 1e-4 ? std::string("<0.0001") : absl::StrFormat("%.2g", p); }
+// "= 0.025" or "< 0.0001", after "p".
+std::string P(double p) {
+  return p < 1e-4 ? std::string("< 0.0001") : absl::StrFormat("= %.2g", p);
+}
 
 std::string Scope(const std::string& context) {
   return context.empty() ? "" : absl::StrCat(" [", context, "]");
@@ -203,18 +206,18 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
     v.p_value = adjusted[best];
     if (adjusted[best] <= o.alpha) {
       v.outcome = "supported";
-      why = absl::StrCat(tests[best].label, ", adjusted p = ", P(adjusted[best]), " <= alpha ",
+      why = absl::StrCat(tests[best].label, ", adjusted p ", P(adjusted[best]), " <= alpha ",
                          o.alpha);
     } else if (within_floor && !informative_divergence) {
       v.outcome = "not supported";
-      why = absl::StrCat("adjusted p = ", P(adjusted[best]), "; every gap within ", o.delta_floor,
+      why = absl::StrCat("adjusted p ", P(adjusted[best]), "; every gap within ", o.delta_floor,
                          " of the mean gap at ", 100 * (1 - o.alpha), "% confidence");
     } else {
       v.outcome = "inconclusive";
       v.seeds_needed =
           dof > 0 ? SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(tests.size()))
                   : 0;
-      why = absl::StrCat("smallest adjusted p = ", P(adjusted[best]), " > alpha ", o.alpha,
+      why = absl::StrCat("smallest adjusted p ", P(adjusted[best]), " > alpha ", o.alpha,
                          SeedsAdvice(a, v.seeds_needed));
     }
   }
@@ -346,7 +349,7 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
     smallest = std::min(smallest, adjusted[i]);
     if (adjusted[i] > o.alpha) continue;
     (tests[i].direction > 0 ? favour_treated : favour_base)
-        .push_back(absl::StrCat(tests[i].label, ", adjusted p = ", P(adjusted[i])));
+        .push_back(absl::StrCat(tests[i].label, ", adjusted p ", P(adjusted[i])));
   }
   std::string why;
   if (compared == 0) {
@@ -369,7 +372,7 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
       v.seeds_needed =
           dof > 0 ? SeedsForPower(sigma, o.effect, o.alpha, o.power, static_cast<int>(tests.size()))
                   : 0;
-      why = absl::StrCat("smallest adjusted p = ", P(smallest), " > alpha ", o.alpha,
+      why = absl::StrCat("smallest adjusted p ", P(smallest), " > alpha ", o.alpha,
                          SeedsAdvice(a, v.seeds_needed));
     }
   }
