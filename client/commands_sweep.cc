@@ -101,13 +101,15 @@ absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string&
 namespace {
 
 // The server's dry run of a sweep file: its expansion's count and what it would cost on the fleet.
+// `what` names the call in errors (`submit --dry-run` says "submit", as its submit would).
 absl::StatusOr<v1::SubmitSweepResponse> AskEstimate(Context& ctx, const std::string& file,
-                                                    const std::string& text) {
+                                                    const std::string& text,
+                                                    const char* what = "estimate") {
   v1::SubmitSweepRequest req;
   req.set_spec_yaml(text);
   req.set_file_name(file);
   req.set_dry_run(true);
-  return ctx.Call("estimate", &v1::SweepService::Stub::SubmitSweep, req);
+  return ctx.Call(what, &v1::SweepService::Stub::SubmitSweep, req);
 }
 
 }  // namespace
@@ -124,6 +126,16 @@ int Submit(Context& ctx, const SubmitArgs& args) {
   auto runs = sweep::Expand(*parsed);
   if (!runs.ok()) return Fail(runs.status());
   if (args.dry_run) {
+    // With a server configured, the server's dry run makes every check its submit makes (the
+    // data files under its --data-dir, its grid limit) and refuses the same way: the dry run
+    // fails as the submit would, with the same message and exit code, before printing anything.
+    // Without one, only the file itself is checked, and the output says so.
+    std::optional<v1::SubmitSweepResponse> checked;
+    if (ctx.stub != nullptr) {
+      auto resp = AskEstimate(ctx, args.file, *text, "submit");
+      if (!resp.ok()) return Fail(resp.status());
+      checked = *std::move(resp);
+    }
     if (ctx.json) {
       for (const auto& r : *runs) std::cout << ToJson(r) << "\n";
       return 0;
@@ -146,18 +158,14 @@ int Submit(Context& ctx, const SubmitArgs& args) {
       t.Add(row);
     }
     std::cout << t.Render();
-    // The grid is local; the estimate needs the fleet, so it follows when a server answers.
-    if (ctx.stub == nullptr) {
-      std::cout << "\n(no server configured: `ablate estimate " << args.file
-                << "` prices the sweep on the fleet)\n";
+    // The grid is local; the estimate needs the fleet, so it follows when a server answered.
+    if (!checked) {
+      std::cout << "\n(no server configured, so the data files were not checked: with one, "
+                   "`ablate estimate "
+                << args.file << "` checks them and prices the sweep on the fleet)\n";
       return 0;
     }
-    auto resp = AskEstimate(ctx, args.file, *text);
-    if (resp.ok()) {
-      std::cout << "\n" << EstimateText(resp->sweep().name(), resp->estimate());
-    } else {
-      std::cout << "\n(no estimate: " << resp.status().message() << ")\n";
-    }
+    std::cout << "\n" << EstimateText(checked->sweep().name(), checked->estimate());
     return 0;
   }
   v1::SubmitSweepRequest req;

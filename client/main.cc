@@ -4,11 +4,13 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/completion.h"
 #include "client/config.h"
 #include "client/download.h"
 #include "common/cli/edge.h"
+#include "common/util/retry_policy.h"
 
 int main(int argc, char** argv) {
   using namespace ablate::cli;
@@ -28,7 +30,8 @@ int main(int argc, char** argv) {
   auto* c_submit = app.add_subcommand("submit", "Validate a sweep file and queue its runs");
   c_submit->add_option("file", submit.file, "Sweep file (YAML)")->required();
   c_submit->add_flag("--dry-run", submit.dry_run,
-                     "Validate and print the expanded grid only (no server)");
+                     "Check everything submit checks, print the expanded grid and the estimate, "
+                     "queue nothing (no server configured: the file alone)");
   c_submit->add_flag("--watch", submit.watch, "Watch the sweep after submitting");
   c_submit->add_option("--priority", submit.priority, "Higher runs first (default 0)");
 
@@ -119,14 +122,27 @@ int main(int argc, char** argv) {
                        "Sweep id or name (optional with --run: run ids are global)");
   c_cancel->add_option("--run", run_ids, "Only these run ids")->delimiter(',');
 
-  auto* c_retry = app.add_subcommand("retry", "Requeue failed or cancelled runs");
+  // The states named here are the ones Retry accepts (common/util/retry_policy.h), so the help
+  // cannot drift from what retry does.
+  std::vector<std::string> retryable, retry_default;
+  for (auto st : ablate::util::kRetryableStates) {
+    retryable.emplace_back(ablate::util::RunStateName(st));
+  }
+  for (auto st : ablate::util::kDefaultRetryStates) {
+    retry_default.emplace_back(ablate::util::RunStateName(st));
+  }
+  auto* c_retry =
+      app.add_subcommand("retry", absl::StrCat("Requeue ", ablate::util::RetryableList(), " runs"));
   c_retry->add_option("sweep", sweep, "Sweep id or name")->required();
   c_retry->add_option("--run", run_ids, "Only these run ids")->delimiter(',');
   c_retry
       ->add_option("--state", states,
-                   "Runs in these states (default failed,cancelled; also diverged, succeeded, "
-                   "skipped)")
-      ->delimiter(',');
+                   absl::StrCat("Runs in these states: ", absl::StrJoin(retryable, ", "),
+                                " (default ", absl::StrJoin(retry_default, ","), ")"))
+      ->delimiter(',')
+      // The type name's {...} is what completion offers (client/completion.cc, Choices); the
+      // check stays Retry's, whose refusal says why a state is not retried.
+      ->type_name(absl::StrCat("STATE:{", absl::StrJoin(retryable, ","), "}"));
 
   bool yes = false;
   auto* c_delete = app.add_subcommand(
@@ -220,11 +236,19 @@ int main(int argc, char** argv) {
 
   std::string shell;
   auto* c_completion = app.add_subcommand("completion", "Print a shell completion script");
-  c_completion->add_option("shell", shell, "bash | zsh")
+  c_completion->add_option("shell", shell, "bash | zsh | fish")
       ->required()
-      ->check(CLI::IsMember({"bash", "zsh"}));
+      ->check(CLI::IsMember({"bash", "zsh", "fish"}));
   c_completion->footer(
-      "bash: source <(ablate completion bash)   zsh: source <(ablate completion zsh)");
+      "bash: source <(ablate completion bash)   zsh: source <(ablate completion zsh)\n"
+      "fish: ablate completion fish | source\n"
+      "Sweep and run ids complete from the configured server (nothing without one).");
+  // The scripts' helper, hidden (no group): `ablate __complete sweeps|runs [SWEEP]`.
+  std::string complete_what, complete_sweep;
+  auto* c_complete = app.add_subcommand("__complete", "Sweep or run ids for shell completion");
+  c_complete->group("");
+  c_complete->add_option("what", complete_what, "sweeps | runs")->required();
+  c_complete->add_option("sweep", complete_sweep, "With runs: only this sweep's");
   auto* c_version = ablate::cli_edge::AddVersion(app, "ablate");
 
   if (auto code = ablate::cli_edge::Parse(app, argc, argv, "ablate")) return *code;
@@ -247,6 +271,7 @@ int main(int argc, char** argv) {
     std::cout << ablate::cli_edge::VersionText("ablate") << "\n";
     return 0;
   }
+  if (*c_complete) return CompleteIds(conn, complete_what, complete_sweep);
   if (*c_completion) {
     auto script = CompletionScript(app, shell);
     if (!script.ok()) return Fail(script.status());

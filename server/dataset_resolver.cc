@@ -11,11 +11,11 @@ namespace ablate::server {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<DatasetRecord> DatasetResolver::ResolveOne(const std::string& file_name,
+absl::StatusOr<DatasetRecord> DatasetResolver::ResolveOne(const std::string& where,
                                                           const char* field,
                                                           const std::string& value) {
   auto fail = [&](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(file_name, ": data.", field, ": ", why));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": data.", field, ": ", why));
   };
   if (data_dir_.empty()) {
     return fail(absl::StrCat("\"", value,
@@ -81,8 +81,8 @@ absl::StatusOr<std::string> DatasetResolver::Confine(const std::string& path) co
   return real.string();
 }
 
-absl::StatusOr<std::vector<DatasetRecord>> DatasetResolver::Resolve(const std::string& file_name,
-                                                                    v1::DataSpec* data) {
+absl::StatusOr<std::vector<DatasetRecord>> DatasetResolver::Resolve(
+    const std::string& file_name, const std::map<std::string, int>& lines, v1::DataSpec* data) {
   std::vector<DatasetRecord> out;
   struct Field {
     const char* name;
@@ -95,7 +95,10 @@ absl::StatusOr<std::vector<DatasetRecord>> DatasetResolver::Resolve(const std::s
   for (const Field& f : {Field{"train", data->train(), &train_sha, &train_bytes},
                          Field{"val", data->val(), &val_sha, &val_bytes}}) {
     if (f.value.empty() || absl::StartsWith(f.value, "synthetic:")) continue;
-    auto rec = ResolveOne(file_name, f.name, f.value);
+    const auto line = lines.find(f.name);
+    auto rec =
+        ResolveOne(line == lines.end() ? file_name : absl::StrCat(file_name, ":", line->second),
+                   f.name, f.value);
     if (!rec.ok()) return rec.status();
     *f.sha = rec->sha256;
     *f.bytes = rec->size_bytes;

@@ -20,8 +20,10 @@ class DatasetResolver {
   explicit DatasetResolver(std::string data_dir) : data_dir_(std::move(data_dir)) {}
 
   // Fills train/val sha256 and bytes in `data`; returns the files to record. `synthetic:N`
-  // passes through. Errors name the sweep file and the field.
+  // passes through. Errors name the sweep file, the line (from `lines`: "train"/"val" -> the
+  // line of its value, as sweep::SweepSpec::data_lines has them) and the field.
   absl::StatusOr<std::vector<DatasetRecord>> Resolve(const std::string& file_name,
+                                                     const std::map<std::string, int>& lines,
                                                      v1::DataSpec* data);
 
   // The real path (symlinks resolved) of `path` if it is a regular file inside the real
@@ -30,7 +32,8 @@ class DatasetResolver {
   absl::StatusOr<std::string> Confine(const std::string& path) const;
 
  private:
-  absl::StatusOr<DatasetRecord> ResolveOne(const std::string& file_name, const char* field,
+  // `where`: "FILE:LINE" (or "FILE" when the line is unknown), the errors' prefix.
+  absl::StatusOr<DatasetRecord> ResolveOne(const std::string& where, const char* field,
                                            const std::string& value);
 
   std::string data_dir_;

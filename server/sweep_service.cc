@@ -96,7 +96,7 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   auto parsed = sweep::ParseSweep(req.spec_yaml(), file_name, limits);
   if (!parsed.ok()) return parsed.status();
   v1::DataSpec data = parsed->data;
-  auto datasets = d_.datasets->Resolve(file_name, &data);
+  auto datasets = d_.datasets->Resolve(file_name, parsed->data_lines, &data);
   if (!datasets.ok()) return datasets.status();
   NewSweep s;
   s.name = parsed->name;

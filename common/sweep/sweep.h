@@ -70,6 +70,9 @@ struct SweepSpec {
   // Where things were written, so Expand's errors can name a line (0 = not from a file).
   std::map<std::string, int> fixed_lines;  // setting under `fixed:` -> its line
   int grid_line = 0;                       // the `grid:` key (or 1 when absent)
+  // data.train and data.val -> the line of their value, so checks made after parsing (the
+  // server's --data-dir lookup) name the line too.
+  std::map<std::string, int> data_lines;
 };
 
 // The largest budget limit (GPU-hours or US dollars) a sweep file or one raise may give.

@@ -375,8 +375,10 @@ absl::Status CheckAt(const YamlSource& source, const YAML::Node& node, const std
   return source.Error(node, field, check.message());
 }
 
-// data: {train, val, tokenizer: {type: bpe, vocab}}
-absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& node) {
+// data: {train, val, tokenizer: {type: bpe, vocab}}; `lines` (when given) gets the line of
+// train's and val's values.
+absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& node,
+                                   std::map<std::string, int>* lines = nullptr) {
   RETURN_IF_ERROR(source.Mapping(node, "data"));
   DataSpec data;
   data.mutable_tokenizer()->set_type("bpe");
@@ -388,6 +390,7 @@ absl::StatusOr<DataSpec> ParseData(const YamlSource& source, const YAML::Node& n
       ASSIGN_OR_RETURN(const std::string path, source.Scalar(entry.second, field));
       RETURN_IF_ERROR(CheckAt(source, entry.second, field, CheckDataPath(path)));
       *(key == "train" ? data.mutable_train() : data.mutable_val()) = path;
+      if (lines != nullptr) (*lines)[key] = YamlSource::Line(entry.second);
     } else if (key == "tokenizer") {
       RETURN_IF_ERROR(source.Mapping(entry.second, field));
       for (const auto& t : entry.second) {
@@ -508,7 +511,7 @@ absl::Status ParseSweepBody(const YamlSource& source, const YAML::Node& root, co
     } else if (key == "description") {
       ASSIGN_OR_RETURN(sweep->description, source.Scalar(value, key, util::kMaxTextBytes));
     } else if (key == "data") {
-      ASSIGN_OR_RETURN(sweep->data, ParseData(source, value));
+      ASSIGN_OR_RETURN(sweep->data, ParseData(source, value, &sweep->data_lines));
       has_data = true;
     } else if (key == "fixed") {
       if (value.IsNull()) continue;

@@ -10,6 +10,7 @@ import math
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import struct
@@ -747,6 +748,35 @@ class CliErrors(E2E):
             self.assertIn("vocab.yaml:2: data.tokenizer.vocab: must be between 260 and 65535, got 256",
                           p.stderr)
 
+    def test_dry_run_refuses_what_submit_refuses_with_the_same_message_and_line(self):
+        # Issue #39 item 5: a missing val file passed the dry run (exit 0, "(no estimate: ...)")
+        # and submit's refusal had no line number. The dry run checks what submit checks.
+        s = self.stack
+        s.start_server()
+        model = ", ".join(f"{k}: {v}" for k, v in SMALLEST.items())
+        path = write_sweep(s.dir, "noval", "name: noval\n"
+                           "data:\n"
+                           "  train: \"synthetic:300\"\n"
+                           "  val: missing-val.txt\n"
+                           f"fixed: {{{model}, steps: 10, warmup: 2}}\n"
+                           "grid:\n  lr: [0.001, 0.01]\n")
+        want = f'noval.yaml:4: data.val: file "missing-val.txt" not found under --data-dir'
+        sub = s.cli("submit", path, check=False)
+        self.assertEqual(sub.returncode, 2, sub.stderr)
+        self.assertIn(want, sub.stderr)
+        for args in (["submit", "--dry-run", path], ["-o", "json", "submit", "--dry-run", path]):
+            p = s.cli(*args, check=False)
+            self.assertEqual(p.returncode, sub.returncode, f"{args}: {p.stdout}{p.stderr}")
+            self.assertEqual(p.stderr, sub.stderr, args)
+            self.assertEqual(p.stdout, "", f"{args}: nothing printed as if it would pass")
+        self.assertEqual(s.cli_json("ls"), [], "nothing was queued")
+        # Once the file is there, both pass.
+        with open(os.path.join(s.dir, "missing-val.txt"), "w") as f:
+            f.write("some validation text\n" * 20)
+        p = s.cli("submit", "--dry-run", path)
+        self.assertIn("sweep 'noval': 2 runs", p.stdout)
+        self.assertEqual(s.cli_json("ls"), [], "a dry run queues nothing")
+
     def test_wrong_token_is_refused_clearly(self):
         s = self.stack
         s.start_server()
@@ -1030,7 +1060,8 @@ class CliUsage(E2E):
         self.assertIn("submit", p.stderr, "the commands are listed")
         self.assertNotIn("A subcommand is required", p.stderr)
         self.assert_usage_error([CLI, "config"], "ablate config: a command is required")
-        self.assert_usage_error([CLI, "completion", "fish"], "Usage: ablate completion")
+        self.assert_usage_error([CLI, "completion", "tcsh"], "tcsh not in {bash,zsh,fish}",
+                                "Usage: ablate completion")
         self.assert_usage_error([CLI, "report"], "ablate report: give a sweep", "Usage: ablate report")
         self.assert_usage_error([CLI, "report", "1", "--from", "dir"], "Usage: ablate report")
         self.assert_usage_error([WORKER, "--device", "quantum"], "--device", "Usage: ablate-worker")
@@ -1112,11 +1143,11 @@ class CliUsage(E2E):
         self.assertEqual(p.returncode, 0, p.stderr)
         return p.stdout.split()
 
-    def bash_script(self):
-        """`ablate completion bash` written to a file; returns its path."""
-        p = run([CLI, "completion", "bash"])
+    def bash_script(self, shell="bash"):
+        """`ablate completion SHELL` written to a file; returns its path."""
+        p = run([CLI, "completion", shell])
         self.assertEqual(p.returncode, 0, p.stderr)
-        script = os.path.join(self.stack.dir, "ablate.bash")
+        script = os.path.join(self.stack.dir, "ablate." + shell)
         with open(script, "w") as f:
             f.write(p.stdout)
         return script
@@ -1161,7 +1192,7 @@ class CliUsage(E2E):
         self.assertEqual(self.complete(script, "ablate", "report", "1", "--format", ""),
                          ["table", "md", "json"])
         self.assertEqual([w for w in self.complete(script, "ablate", "completion", "") if w[0] != "-"],
-                         ["bash", "zsh"], "the shells, no file names")
+                         ["bash", "zsh", "fish"], "the shells, no file names")
         # An option whose value is free still completes file names.
         with open(os.path.join(self.stack.dir, "table-not-a-value"), "w"):
             pass
@@ -1173,6 +1204,95 @@ class CliUsage(E2E):
         self.assertIn(":value:(table json)", z.stdout)
         self.assertIn(":value:(table json wide)", z.stdout)
         self.assertNotRegex(z.stdout, r"'-o\[[^]]*\]:value:_files'")
+
+
+    def test_retry_help_lists_exactly_the_states_retry_accepts(self):
+        # Issue #39 item 8: the help offered diverged and succeeded, which retry refuses.
+        p = run([CLI, "retry", "--help"])
+        self.assertEqual(p.returncode, 0, p.stderr)
+        m = re.search(r"--state.*?(?=\n  -|\Z)", p.stdout, re.S)
+        self.assertIsNotNone(m, p.stdout)
+        every = ["queued", "leased", "running", "succeeded", "diverged", "failed", "cancelled", "skipped"]
+        named = {st for st in every if re.search(rf"\b{st}\b", m.group(0))}
+        accepted = set()
+        for st in every:
+            # Retry checks the states before it asks the server: a refused one exits 2 naming it,
+            # an accepted one gets as far as the (unreachable) server.
+            q = run([CLI, "--server", "127.0.0.1:1", "--token", "x", "retry", "1", "--state", st])
+            if q.returncode == 5:
+                accepted.add(st)
+            else:
+                self.assertEqual(q.returncode, 2, f"{st}: {q.stderr}")
+                self.assertIn(f"--state {st}:", q.stderr)
+        self.assertEqual(named, accepted, m.group(0))
+        self.assertIn("default failed,cancelled", " ".join(m.group(0).split()))
+        self.assertNotIn("diverged", p.stdout)
+        script = self.bash_script()
+        self.assertEqual(sorted(self.complete(script, "ablate", "retry", "1", "--state", "")), sorted(accepted))
+
+    def fish(self):
+        fish = shutil.which("fish")
+        self.assertIsNotNone(fish, "fish is needed to check the fish script (scripts/install-deps installs it)")
+        return fish
+
+    def fish_script(self):
+        return self.bash_script("fish")
+
+    def fish_complete(self, script, line):
+        """The candidates fish offers for `line` (words without their descriptions)."""
+        p = subprocess.run([self.fish(), "--no-config", "-c", f"source {script}; complete -C {shlex.quote(line)}"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(p.stderr, "", line)
+        return [l.split("\t")[0] for l in p.stdout.splitlines()]
+
+    def test_fish_completion_is_valid_and_completes_commands_flags_and_values(self):
+        # Issue #39 item 8: `ablate completion fish` exited 2.
+        script = self.fish_script()
+        check = subprocess.run([self.fish(), "--no-config", "-n", script], capture_output=True, text=True)
+        self.assertEqual(check.returncode, 0, check.stderr)
+        self.assertEqual(self.fish_complete(script, "ablate sta"), ["status"])
+        self.assertIn("submit", self.fish_complete(script, "ablate "))
+        self.assertEqual(self.fish_complete(script, "ablate submit --dry"), ["--dry-run"])
+        self.assertEqual(sorted(self.fish_complete(script, "ablate ls -o ")), ["json", "table", "wide"])
+        self.assertEqual(sorted(self.fish_complete(script, "ablate -o ")), ["json", "table"])
+        self.assertEqual(sorted(self.fish_complete(script, "ablate artifacts ")), ["get", "ls"])
+        self.assertEqual(sorted(self.fish_complete(script, "ablate config init --he")), ["--help", "--help-all"])
+        self.assertEqual(sorted(self.fish_complete(script, "ablate completion ")), ["bash", "fish", "zsh"])
+        # No server configured, none reachable: no ids, no error.
+        self.assertEqual(self.fish_complete(script, f"{CLI} --server 127.0.0.1:1 status "), [])
+
+    def test_sweep_and_run_ids_complete_from_the_server(self):
+        # Issue #39 item 8: completion never offered sweep or run ids.
+        s = self.stack
+        s.start_server()
+        sid = s.submit(sweep_file(s, "e2e-complete", {"lr": "[0.001, 0.01]"}))
+        rids = sorted(r["id"] for r in s.runs(sid))
+        conn = ["--server", s.server_addr, "--token", s.user_token]
+        p = run([CLI, *conn, "__complete", "sweeps"])
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        rows = [l.split("\t") for l in p.stdout.splitlines()]
+        self.assertIn([str(sid), "e2e-complete (active)"], rows)
+        self.assertIn("e2e-complete", [r[0] for r in rows], "names complete too")
+        p = run([CLI, *conn, "__complete", "runs"])
+        self.assertEqual((p.returncode, p.stderr), (0, ""))
+        self.assertEqual(sorted(l.split("\t")[0] for l in p.stdout.splitlines()), rids)
+        # Nothing, silently and at once, without a server or with one that does not answer.
+        env = {"HOME": s.dir, "XDG_CONFIG_HOME": os.path.join(s.dir, "no-config")}
+        for argv in ([CLI, "__complete", "sweeps"], [CLI, "--server", "127.0.0.1:1", "__complete", "runs"],
+                     [CLI, "--server", s.server_addr, "--token", "wrong", "__complete", "sweeps"]):
+            p = run(argv, env=env, timeout=20)
+            self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""), argv)
+        self.assertEqual(run([CLI, "--help"]).stdout.count("__complete"), 0, "the helper is hidden")
+        # Through the scripts: the line's own --server and --token reach the helper.
+        script = self.bash_script()
+        self.assertIn(str(sid), self.complete(script, CLI, *conn, "status", ""))
+        self.assertIn("e2e-complete", self.complete(script, CLI, *conn, "watch", "e2e-"))
+        self.assertEqual(sorted(self.complete(script, CLI, *conn, "retry", str(sid), "--run", "")), rids)
+        self.assertEqual(sorted(w for w in self.complete(script, CLI, *conn, "metrics", "") if w[0] != "-"), rids)
+        fish = self.fish_script()
+        self.assertIn(str(sid), self.fish_complete(fish, f"{CLI} {' '.join(conn)} status "))
+        self.assertEqual(sorted(self.fish_complete(fish, f"{CLI} {' '.join(conn)} logs ")), rids)
 
 
 class TrainOutput(E2E):

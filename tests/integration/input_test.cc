@@ -189,14 +189,24 @@ TEST_F(InputTest, DataPathsMustExistInsideTheDataDir) {
   yaml.replace(yaml.find("\"synthetic:50\""), 14, "nope.txt");
   auto s = TrySubmit(yaml);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(s.error_message(), absl::StrCat("big.yaml: data.train: file \"nope.txt\" not found "
+  EXPECT_EQ(s.error_message(), absl::StrCat("big.yaml:2: data.train: file \"nope.txt\" not found "
                                             "under --data-dir (",
                                             data_dir_, ")"));
+  // A dry run (ablate submit --dry-run, ablate estimate) refuses it the same way.
+  v1::SubmitSweepRequest dry;
+  dry.set_spec_yaml(yaml);
+  dry.set_file_name("big.yaml");
+  dry.set_dry_run(true);
+  v1::SubmitSweepResponse dry_resp;
+  auto d = SweepStub()->SubmitSweep(Ctx().get(), dry, &dry_resp);
+  EXPECT_EQ(d.error_code(), s.error_code());
+  EXPECT_EQ(d.error_message(), s.error_message());
   yaml = SweepYaml("escape", 1, 1);
   yaml.replace(yaml.find("\"synthetic:10\""), 14, "../../etc/passwd");
   s = TrySubmit(yaml);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(s.error_message(), "big.yaml: data.val: \"../../etc/passwd\" must not contain \"..\"");
+  EXPECT_EQ(s.error_message(),
+            "big.yaml:2: data.val: \"../../etc/passwd\" must not contain \"..\"");
   yaml = SweepYaml("absolute", 1, 1);
   yaml.replace(yaml.find("\"synthetic:10\""), 14, "/etc/passwd");
   s = TrySubmit(yaml);

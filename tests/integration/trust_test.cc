@@ -137,7 +137,7 @@ TEST_F(TrustTest, SymlinksCannotLeadOutOfTheDataDir) {
     auto s = TrySubmit(WithTrain("escape", path));
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << path;
     EXPECT_EQ(s.error_message(),
-              absl::StrCat("s.yaml: data.train: \"", path,
+              absl::StrCat("s.yaml:2: data.train: \"", path,
                            "\" leads outside --data-dir through a symbolic link; only files "
                            "inside it are served"));
   }
