@@ -383,17 +383,8 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     std::cout << out << "]}\n";
     return 0;
   }
-  std::cout << "sweep " << s.id() << " '" << s.name() << "' (" << s.state()
-            << "): " << CountsLine(s.counts());
-  if (s.state() == "active" && s.eta_seconds() >= 0) {
-    std::cout << ", ETA " << Duration(s.eta_seconds())
-              << (s.eta_basis() == "throughput" ? " (fleet speed)" : "");
-  }
-  std::cout << "\n";
-  if (s.has_refine()) std::cout << RefineLine(s.refine()) << "\n";
-  if (s.has_budget()) std::cout << BudgetLine(s.budget(), std::to_string(s.id())) << "\n";
-  for (const auto& line : CostLines(s.cost(), true)) std::cout << line << "\n";
-  std::cout << "\n";
+  // The cells first, the summary last: a sweep of more cells than the screen has lines scrolls
+  // its first rows off, not the counts, ETA and budget a glance at the bottom looks for.
   // One row per cell (seeds folded into state counts and a mean loss), sorted by the axes in
   // file order.
   std::vector<std::pair<std::vector<std::string>, const v1::CellSummary*>> rows;
@@ -420,7 +411,18 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     }
     t.Add(row);
   }
-  std::cout << t.Render();
+  std::cout << t.Render() << "\n";
+  std::cout << "sweep " << s.id() << " '" << s.name() << "' (" << s.state()
+            << "): " << CountsLine(s.counts());
+  if (s.state() == "active" && s.eta_seconds() >= 0) {
+    std::cout << ", ETA " << Duration(s.eta_seconds())
+              << (s.eta_basis() == "throughput" ? " (fleet speed)" : "");
+  }
+  std::cout << "\n";
+  if (s.has_refine()) std::cout << RefineLine(s.refine()) << "\n";
+  if (s.has_budget()) std::cout << BudgetLine(s.budget(), std::to_string(s.id())) << "\n";
+  for (const auto& line : CostLines(s.cost(), true)) std::cout << line << "\n";
+  for (const auto& line : FleetLines(s.counts())) std::cout << line << "\n";
   return 0;
 }
 
@@ -487,8 +489,9 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
                   s.eta_basis() == "throughput" && eta == s.eta_seconds() ? " (fleet speed)" : "");
     if (!tty) {
       // Logs and CI: a line when something changed or every 10 s, never a redraw.
-      const std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),
-                                            s.budget().reached() ? ", budget reached" : "");
+      std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),
+                                      s.budget().reached() ? ", budget reached" : "");
+      for (const auto& fleet : FleetLines(c)) absl::StrAppend(&line, "; ", fleet);
       if (finished || line != last_plain_line || Now() - last_plain >= 10) {
         std::cout << line << (eta_text.empty() ? "" : ", " + eta_text) << std::endl;
         last_plain = Now();

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -191,7 +193,96 @@ std::vector<std::string> Wrap(const std::string& first, const std::vector<std::s
   return out;
 }
 
+// A run's grid point: its grid values, else (a run from a server that sent none) its cell key
+// read back ("axis=value" joined by ",").
+std::map<std::string, std::string> GridOf(const v1::Run& r) {
+  std::map<std::string, std::string> out(r.grid_values().begin(), r.grid_values().end());
+  if (out.empty()) {
+    for (absl::string_view part : absl::StrSplit(r.cell(), ',', absl::SkipEmpty())) {
+      const size_t eq = part.find('=');
+      if (eq != absl::string_view::npos) {
+        out[std::string(part.substr(0, eq))] = std::string(part.substr(eq + 1));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> FleetLines(const v1::SweepCounts& c) {
+  std::vector<std::string> out;
+  if (c.unfittable() > 0) {
+    out.push_back(absl::StrCat(c.unfittable(),
+                               c.unfittable() == 1 ? " queued run fits" : " queued runs fit",
+                               " no live worker (they wait for a device with more memory)"));
+  }
+  std::vector<std::string> faults;
+  if (c.preemptions() > 0) faults.push_back(absl::StrCat("preempted ", c.preemptions()));
+  if (c.worker_faults() > 0) faults.push_back(absl::StrCat("worker faults ", c.worker_faults()));
+  if (!faults.empty()) out.push_back(absl::StrCat(absl::StrJoin(faults, ", "), " (requeued)"));
+  return out;
+}
+
+std::string ShortValue(const std::string& text, int digits) {
+  double v = 0;
+  if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) return text;
+  if (text.find_first_of(".eE") == std::string::npos) return text;  // an integer, as written
+  std::string s = absl::StrFormat("%.*g", digits, v);
+  return s.size() < text.size() ? s : text;
+}
+
+std::vector<std::string> CellLabels(const google::protobuf::RepeatedPtrField<v1::Run>& runs,
+                                    const google::protobuf::RepeatedPtrField<std::string>& axes) {
+  std::vector<std::map<std::string, std::string>> grids;
+  std::map<std::string, std::set<std::string>> values;  // axis -> its values ("" where absent)
+  for (const auto& r : runs) grids.push_back(GridOf(r));
+  for (const auto& g : grids) {
+    for (const auto& [axis, value] : g) values[axis];
+  }
+  for (const auto& g : grids) {
+    for (auto& [axis, seen] : values) {
+      auto it = g.find(axis);
+      seen.insert(it == g.end() ? "" : it->second);
+    }
+  }
+  // The axes that tell rows apart, the sweep's order first, then any it does not list.
+  std::vector<std::string> varied;
+  auto consider = [&](const std::string& axis) {
+    auto it = values.find(axis);
+    if (axis == "seed" || it == values.end() || it->second.size() < 2) return;
+    if (std::find(varied.begin(), varied.end(), axis) == varied.end()) varied.push_back(axis);
+  };
+  for (const auto& axis : axes) consider(axis);
+  for (const auto& [axis, seen] : values) consider(axis);
+  std::vector<std::string> out;
+  out.reserve(runs.size());
+  if (varied.empty()) {
+    for (const auto& r : runs) out.push_back(r.cell());
+    return out;
+  }
+  // Per axis, the fewest digits (3 at least) that keep its values apart.
+  std::map<std::string, int> digits;
+  for (const auto& axis : varied) {
+    int d = 3;
+    for (; d < 17; ++d) {
+      std::set<std::string> shown;
+      for (const auto& v : values[axis]) shown.insert(ShortValue(v, d));
+      if (shown.size() == values[axis].size()) break;
+    }
+    digits[axis] = d;
+  }
+  for (const auto& g : grids) {
+    std::vector<std::string> parts;
+    for (const auto& axis : varied) {
+      auto it = g.find(axis);
+      if (it != g.end())
+        parts.push_back(absl::StrCat(axis, "=", ShortValue(it->second, digits[axis])));
+    }
+    out.push_back(absl::StrJoin(parts, ","));
+  }
+  return out;
+}
 
 std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::string& eta_text,
                                     int width, int height, bool color) {
@@ -212,40 +303,64 @@ std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::st
   // What it cost so far, and the budget: wrapped like the summary, never cut.
   std::vector<std::string> spend = CostLines(s.cost(), false);
   if (s.has_budget()) spend.push_back(BudgetLine(s.budget(), std::to_string(s.id())));
+  for (auto& line : FleetLines(c)) spend.push_back(std::move(line));
   for (const auto& text : spend) {
     std::vector<std::string> words =
         absl::StrSplit(absl::StrReplaceAll(text, {{"; ", ", "}}), ", ");
     for (auto& l : Wrap("", words, fit, 2)) lines.push_back(FitWidth(l, fit));
   }
-  std::vector<const v1::Run*> active;
+  // Each active run, with its cell's label (what the rows do not all share).
+  std::vector<std::pair<const v1::Run*, std::string>> active;
+  const std::vector<std::string> labels = CellLabels(update.runs(), s.axes());
   size_t id_width = 1, total_width = 1;
-  for (const auto& r : update.runs()) {
+  int label_width = 0;
+  for (int i = 0; i < update.runs_size(); ++i) {
+    const v1::Run& r = update.runs(i);
     id_width = std::max(id_width, std::to_string(r.id()).size());
     total_width = std::max(total_width, std::to_string(r.total_steps()).size());
-    if (r.state() == v1::RUNNING || r.state() == v1::LEASED) active.push_back(&r);
+    if (r.state() == v1::RUNNING || r.state() == v1::LEASED) {
+      active.emplace_back(
+          &r, absl::StrCat(labels[i], r.refine_round() > 0
+                                          ? absl::StrCat(" (refine r", r.refine_round(), ")")
+                                          : ""));
+      label_width = std::max(label_width, VisibleWidth(active.back().second));
+    }
   }
   const size_t room = static_cast<size_t>(std::max(1, height - static_cast<int>(lines.size()) - 1));
+  // Fixed-width facts first (each padded, so columns stay put), the seed among them, then the
+  // cell's label (padded to the widest): the axes that tell the rows apart, the one under study
+  // among them. The worker comes last: a narrow terminal cuts it, not the cell. The progress bar
+  // says what step/total says, so it is dropped where it would push the label past the width.
+  size_t loss_width = 1, seed_width = 1;
+  for (const auto& [r, label] : active) {
+    loss_width = std::max(
+        loss_width,
+        (r->latest_train_loss() > 0 ? Num(r->latest_train_loss()) : std::string("-")).size());
+    seed_width = std::max(seed_width, std::to_string(r->seed()).size());
+  }
+  auto facts = [&](const v1::Run& r, const std::string& label, bool bar) {
+    const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
+    const std::string state = StateName(r.state());
+    const std::string padded = absl::StrFormat("%-7s", state);
+    const std::string loss = r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-";
+    return absl::StrCat("  ", absl::StrFormat("%*d", static_cast<int>(id_width), r.id()), " ",
+                        color ? Colored(state, padded) : padded, " ", bar ? Bar(f, 10) + " " : "",
+                        absl::StrFormat("%*d/%-*d", static_cast<int>(total_width), r.step(),
+                                        static_cast<int>(total_width), r.total_steps()),
+                        " loss ", absl::StrFormat("%-*s", static_cast<int>(loss_width), loss),
+                        " seed=", absl::StrFormat("%-*d", static_cast<int>(seed_width), r.seed()),
+                        " ", label, std::string(label_width - VisibleWidth(label), ' '));
+  };
+  bool bar = true;
+  for (const auto& [r, label] : active) bar = bar && VisibleWidth(facts(*r, label, true)) <= fit;
   for (size_t i = 0; i < active.size(); ++i) {
     if (i + 1 == room && active.size() > room) {
       lines.push_back(absl::StrCat("  ... and ", active.size() - i, " more"));
       break;
     }
-    const v1::Run& r = *active[i];
-    const double f = r.total_steps() > 0 ? double(r.step()) / r.total_steps() : 0;
-    // Fixed-width facts first (each padded, so columns stay put), the seed among them; the
-    // worker (cut to 16) and the cell (as long as the grid makes it) last: a narrow terminal
-    // cuts the cell, not the progress or the seed.
-    const std::string state = StateName(r.state());
-    const std::string padded = absl::StrFormat("%-7s", state);
-    const std::string loss = r.latest_train_loss() > 0 ? Num(r.latest_train_loss()) : "-";
+    const v1::Run& r = *active[i].first;
     lines.push_back(FitWidth(
-        absl::StrCat("  ", absl::StrFormat("%*d", static_cast<int>(id_width), r.id()), " ",
-                     color ? Colored(state, padded) : padded, " ", Bar(f, 10), " ",
-                     absl::StrFormat("%*d/%-*d", static_cast<int>(total_width), r.step(),
-                                     static_cast<int>(total_width), r.total_steps()),
-                     " loss ", absl::StrFormat("%-6s", loss), " seed=", r.seed(), " ",
-                     FitWidth(r.worker().empty() ? "-" : r.worker(), 16), "  ", r.cell(),
-                     r.refine_round() > 0 ? absl::StrCat(" (refine r", r.refine_round(), ")") : ""),
+        absl::StrCat(facts(r, active[i].second, bar), "  ", r.worker().empty() ? "-" : r.worker()),
         fit));
   }
   return lines;

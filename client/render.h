@@ -58,10 +58,26 @@ using util::IsTerminal;
 // `ablate ls`: one row a sweep. Compact (the default) fits 80 columns: a long name is cut ("~"),
 // progress is a short bar and done/total. `wide`: the whole name and every count.
 std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide);
+// What the fleet does to a sweep's runs, when anything: "3 queued runs fit no live worker (they
+// wait for a device with more memory)", "preempted 2, worker faults 5 (requeued)". Empty when
+// the counts are all 0.
+std::vector<std::string> FleetLines(const v1::SweepCounts& counts);
+// A grid value short enough to read at a glance: a non-integer number with more than `digits`
+// significant digits is cut to `digits` ("0.0316228" -> "0.0316", "0.001" stays); anything else
+// (integers, names) as written.
+std::string ShortValue(const std::string& text, int digits = 3);
+// One label a run of `runs` (same order) naming its cell by what tells the rows apart: the axes
+// whose values differ among the runs, in `axes` order (the sweep's file order), seed left out,
+// "lr=0.0316,qk_norm=rms"; what every run shares (a one-value axis, n_layer=1) is dropped.
+// Numbers read at 3 significant digits, more on an axis whose values 3 would not tell apart.
+// Runs that all share one cell keep the whole cell key.
+std::vector<std::string> CellLabels(const google::protobuf::RepeatedPtrField<v1::Run>& runs,
+                                    const google::protobuf::RepeatedPtrField<std::string>& axes);
 // One frame of `ablate watch` on a terminal of `width` x `height`, every line at most `width`
-// columns: the sweep; the summary (bar, percent, ETA, every count), wrapped onto more lines
-// rather than cut; then a line per active run whose columns stay put as runs come and go (the ID
-// padded to the sweep's widest, the seed before the worker and the cell, which take the cut).
+// columns: the sweep; the summary (bar, percent, ETA, every count, the fleet's preemptions and
+// unfittable runs), wrapped onto more lines rather than cut; then a line per active run whose
+// columns stay put as runs come and go (the ID padded to the sweep's widest, the seed and the
+// cell's label (CellLabels, padded) before the worker, which takes the cut).
 std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::string& eta_text,
                                     int width, int height, bool color);
 // Cost (client/render_cost.cc; docs/architecture.md#cost).

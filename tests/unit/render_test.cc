@@ -120,6 +120,117 @@ TEST(WatchFrame, EightyColumnsKeepEveryCountTheSeedAndStableColumns) {
   EXPECT_LT(wide.size(), frame.size());
 }
 
+// Issue #39 item 4: a sweep over lr (logspace) x qk_norm with n_layer and n_embd fixed as
+// one-value axes, a worker with a long name. At 80 columns the cell read
+// "lr=0.0316228,n_layer=1,~": the axis under study was cut off.
+v1::SweepUpdate AQkNormUpdate() {
+  v1::SweepUpdate u;
+  *u.mutable_sweep() = ASweep(3, "qk-norm");
+  for (const char* axis : {"lr", "n_layer", "n_embd", "qk_norm", "seed"}) {
+    u.mutable_sweep()->add_axes(axis);
+  }
+  int id = 0;
+  for (const char* lr : {"0.01", "0.0316228", "0.1"}) {
+    for (const char* qk : {"none", "layernorm"}) {
+      for (int seed = 0; seed < 2; ++seed) {
+        v1::Run* r = u.add_runs();
+        r->set_id(++id);
+        r->set_state(id <= 8 ? v1::RUNNING : v1::QUEUED);
+        r->set_seed(seed);
+        r->set_step(50);
+        r->set_total_steps(800);
+        r->set_latest_train_loss(3.2);
+        r->set_worker("a-worker-with-a-rather-long-name");
+        auto& g = *r->mutable_grid_values();
+        g["lr"] = lr;
+        g["n_layer"] = "1";
+        g["n_embd"] = "64";
+        g["qk_norm"] = qk;
+        g["seed"] = std::to_string(seed);
+        r->set_cell(absl::StrCat("lr=", lr, ",n_embd=64,n_layer=1,qk_norm=", qk));
+      }
+    }
+  }
+  return u;
+}
+
+TEST(WatchFrame, EightyColumnsShowTheAxesThatVaryNotWhatEveryRowShares) {
+  const v1::SweepUpdate u = AQkNormUpdate();
+  const auto frame = WatchFrame(u, "", 80, 24, /*color=*/false);
+  std::vector<std::string> runs;
+  for (const auto& l : frame) {
+    EXPECT_LE(VisibleWidth(l), 79) << l;
+    if (absl::StrContains(l, " running ")) runs.push_back(l);
+  }
+  ASSERT_EQ(runs.size(), 8u);
+  for (const auto& l : runs) {
+    // The varied axes whole, the LR at 3 significant digits; the shared ones and the seed axis
+    // (shown as seed=) left out.
+    EXPECT_THAT(l, testing::ContainsRegex(" lr=0\\.(01|0316|1),qk_norm=(none|layernorm)[ ~]")) << l;
+    EXPECT_THAT(l, Not(HasSubstr("n_layer"))) << l;
+    EXPECT_THAT(l, Not(HasSubstr("n_embd"))) << l;
+    EXPECT_THAT(l, Not(HasSubstr("0.0316228"))) << l;
+    EXPECT_THAT(l, Not(HasSubstr(",seed="))) << l;
+    // The worker comes after the cell, so it is what the width cuts.
+    EXPECT_LT(l.find("qk_norm="), l.find("a-worker")) << l;
+    // Every run's worker starts in one column, whatever its label's length.
+    EXPECT_EQ(l.find("  a-worker"), runs[0].find("  a-worker")) << l;
+  }
+  EXPECT_THAT(runs[4], HasSubstr(" lr=0.0316,qk_norm=none "));
+  EXPECT_THAT(runs[6], HasSubstr(" lr=0.0316,qk_norm=layernorm"));
+  // Wide enough, the progress bar is back.
+  for (const auto& l : WatchFrame(u, "", 120, 24, /*color=*/false)) {
+    if (absl::StrContains(l, " running ")) {
+      EXPECT_THAT(l, HasSubstr(" [#.........] ")) << l;
+    }
+  }
+}
+
+TEST(CellLabels, SharedAxesDropAndNumbersKeepEnoughDigitsToDiffer) {
+  const v1::SweepUpdate u = AQkNormUpdate();
+  const auto labels = CellLabels(u.runs(), u.sweep().axes());
+  ASSERT_EQ(labels.size(), 12u);
+  EXPECT_EQ(labels[0], "lr=0.01,qk_norm=none");
+  EXPECT_EQ(labels[2], "lr=0.01,qk_norm=layernorm");
+  EXPECT_EQ(labels[4], "lr=0.0316,qk_norm=none");
+  // Two LRs that 3 digits would print alike keep the digits that tell them apart.
+  v1::SweepUpdate close = u;
+  (*close.mutable_runs(0)->mutable_grid_values())["lr"] = "0.0100123";
+  const auto apart = CellLabels(close.runs(), close.sweep().axes());
+  EXPECT_EQ(apart[0], "lr=0.01001,qk_norm=none");
+  EXPECT_EQ(apart[4], "lr=0.03162,qk_norm=none");
+  // Every run in one cell: nothing tells them apart, so the whole cell is the label.
+  v1::SweepUpdate one;
+  *one.add_runs() = u.runs(0);
+  *one.add_runs() = u.runs(1);
+  EXPECT_EQ(CellLabels(one.runs(), u.sweep().axes())[0], u.runs(0).cell());
+  // Values: integers and names as written, long decimals cut to 3 digits.
+  EXPECT_EQ(ShortValue("0.000316228"), "0.000316");
+  EXPECT_EQ(ShortValue("1024"), "1024");
+  EXPECT_EQ(ShortValue("0.001"), "0.001");
+  EXPECT_EQ(ShortValue("layernorm"), "layernorm");
+}
+
+TEST(FleetLines, UnfittableRunsPreemptionsAndWorkerFaultsOnlyWhenThereAreAny) {
+  v1::SweepCounts c;
+  EXPECT_THAT(FleetLines(c), testing::IsEmpty());
+  c.set_unfittable(3);
+  c.set_preemptions(2);
+  c.set_worker_faults(5);
+  EXPECT_THAT(FleetLines(c), testing::ElementsAre(HasSubstr("3 queued runs fit no live worker"),
+                                                  "preempted 2, worker faults 5 (requeued)"));
+  c.set_unfittable(0);
+  c.set_preemptions(0);
+  EXPECT_THAT(FleetLines(c), testing::ElementsAre("worker faults 5 (requeued)"));
+  // Watch shows them, wrapped like the rest of its summary.
+  v1::SweepUpdate u = AQkNormUpdate();
+  u.mutable_sweep()->mutable_counts()->set_unfittable(1);
+  u.mutable_sweep()->mutable_counts()->set_preemptions(2);
+  const std::string all = absl::StrJoin(WatchFrame(u, "", 80, 24, false), "\n");
+  EXPECT_THAT(all, HasSubstr("1 queued run fits no live worker"));
+  EXPECT_THAT(all, HasSubstr("preempted 2 (requeued)"));
+}
+
 TEST(WatchFrame, NeverTallerThanTheScreen) {
   const auto frame = WatchFrame(AnUpdate(1, 3), "", 80, 6, /*color=*/false);
   EXPECT_LE(frame.size(), 6u);
