@@ -33,7 +33,13 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
     return std::make_unique<GaugeSet>(&prometheus::BuildGauge().Name(name).Help(help).Register(r));
   };
   runs_ = gauge("ablate_runs", "Runs of active sweeps by state");
-  workers_ = gauge("ablate_workers", "Workers by state (idle, busy, offline) and device");
+  workers_ =
+      gauge("ablate_workers", "Workers by state (idle, busy, benched, lost, offline) and device");
+  // Issue #38: which worker is benched (its bench runs or its self-check is due), so an alert
+  // can name it; a series exists only while it is benched.
+  worker_benched_ = gauge("ablate_worker_benched",
+                          "1 for each worker benched now (leases nothing; `ablate workers` says "
+                          "why and until when)");
   progress_ = gauge("ablate_sweep_progress_ratio", "Finished runs / all runs of a sweep");
   eta_ = gauge("ablate_sweep_eta_seconds", "Estimated seconds until the sweep finishes");
   run_step_ = gauge("ablate_run_step", "Latest step of a run");
@@ -62,6 +68,11 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   cost_usd_ = counter("ablate_sweep_cost_usd_total",
                       "US dollars charged to an active sweep's runs on priced workers, by "
                       "device class");
+  // Summed over every worker in the database (stopped ones too), so it only grows.
+  worker_faults_ = counter("ablate_worker_faults_total",
+                           "Attempts workers ended with a worker-side or unknown failure (out of "
+                           "device memory, a device runtime error, disk, a crashed trainer), by "
+                           "device kind");
   budget_used_ = gauge("ablate_sweep_budget_used_ratio",
                        "A budgeted sweep's spend over its limit (1: reached or passed)");
 }
@@ -152,6 +163,8 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   if (!workers.ok()) return workers.status();
   auto usage = stats->Usage();
   if (!usage.ok()) return usage.status();
+  auto faulted = stats->FaultedWorkers();
+  if (!faulted.ok()) return faulted.status();
   // The sweep label is the sweep's name (what dashboards let you pick); a sweep submitted while
   // a live one holds its name is told apart by its id, and neither label changes until its
   // sweep ends (StatsStore::SweepLabels).
@@ -163,11 +176,12 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
                   run_probe_.get(), refined_.get(), cell_refine_round_.get(), cell_val_loss_.get(),
-                  cell_logit_.get(), budget_used_.get()}) {
+                  cell_logit_.get(), budget_used_.get(), worker_benched_.get()}) {
     g->Begin();
   }
   device_seconds_->Begin();
   cost_usd_->Begin();
+  worker_faults_->Begin();
   for (const auto& s : *active) {
     auto label = label_of.find(s.id());
     if (label == label_of.end()) continue;  // became active between the two queries
@@ -195,8 +209,16 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
     device_seconds_->Reach(labels, u.device_seconds);
     if (u.priced) cost_usd_->Reach(labels, u.usd);
   }
+  std::map<std::string, int64_t> faults_by_device;
   for (const auto& w : *workers) {
     workers_->Set({{"state", w.state}, {"device", w.device}}, w.count);
+    faults_by_device[w.device] += w.runs_faulted;
+  }
+  for (const auto& [device, n] : faults_by_device) {
+    worker_faults_->Reach({{"device", device}}, static_cast<double>(n));
+  }
+  for (const auto& w : *faulted) {
+    if (w.benched) worker_benched_->Set({{"worker", w.name}, {"device", w.device}}, 1);
   }
   for (const auto& r : *runs) {
     auto it = label_of.find(r.sweep_id);
@@ -225,11 +247,12 @@ absl::Status ServerMetrics::Refresh(SweepReads* sweeps, StatsStore* stats) {
   for (auto* g : {runs_.get(), progress_.get(), eta_.get(), workers_.get(), run_step_.get(),
                   run_train_loss_.get(), run_val_loss_.get(), run_tps_.get(), run_logit_.get(),
                   run_probe_.get(), refined_.get(), cell_refine_round_.get(), cell_val_loss_.get(),
-                  cell_logit_.get(), budget_used_.get()}) {
+                  cell_logit_.get(), budget_used_.get(), worker_benched_.get()}) {
     g->End();
   }
   device_seconds_->End();
   cost_usd_->End();
+  worker_faults_->End();
   return absl::OkStatus();
 }
 

@@ -124,6 +124,9 @@ class ServerMetrics {
   std::unique_ptr<GaugeSet> cell_val_loss_, cell_logit_;
   std::unique_ptr<CounterSet> device_seconds_, cost_usd_;
   std::unique_ptr<GaugeSet> budget_used_;
+  // Issue #38: benched workers by name, and worker-side failures by device kind.
+  std::unique_ptr<GaugeSet> worker_benched_;
+  std::unique_ptr<CounterSet> worker_faults_;
 
   Periodic refresher_;
 };

@@ -173,12 +173,30 @@ absl::Status SweepServiceImpl::Submit(const Caller& caller, const v1::SubmitSwee
   return absl::OkStatus();
 }
 
+absl::StatusOr<v1::Sweep> SweepServiceImpl::ReadSweep(int64_t sweep_id) {
+  ASSIGN_OR_RETURN(v1::Sweep s, d_.sweep_reads->Get(sweep_id));
+  // Annotate's fleet-speed ETA knows nothing of what holds a sweep: a held sweep keeps no ETA
+  // and says why, and one with runs no live worker can hold counts only the others.
+  const std::string held = s.eta_basis();
+  RETURN_IF_ERROR(d_.costs->Annotate(&s));
+  if (held.starts_with(pg::kEtaHeld)) {
+    s.set_eta_seconds(-1);
+    s.set_eta_basis(held);
+  } else if (s.eta_basis() == "throughput" && s.counts().unfittable() > 0 && s.eta_seconds() > 0) {
+    const auto& c = s.counts();
+    const int remaining = c.queued() + c.leased() + c.running();
+    if (remaining > 0) {
+      s.set_eta_seconds(s.eta_seconds() * std::max(0, remaining - c.unfittable()) / remaining);
+    }
+  }
+  return s;
+}
+
 grpc::Status SweepServiceImpl::GetSweep(grpc::ServerContext* ctx, const v1::GetSweepRequest* req,
                                         v1::GetSweepResponse* resp) {
   return guard_.Run(*ctx, "GetSweep", [&](const Caller&) -> absl::Status {
     ASSIGN_OR_RETURN(const int64_t id, d_.sweep_reads->Resolve(req->sweep()));
-    ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
-    RETURN_IF_ERROR(d_.costs->Annotate(resp->mutable_sweep()));
+    ASSIGN_OR_RETURN(*resp->mutable_sweep(), ReadSweep(id));
     if (req->include_runs()) {
       // No reply carries more runs than one ListRuns page: a 100,000-run sweep would be ~40 MB
       // built and sent in one message (ablate's own client pages ListRuns instead).
@@ -255,9 +273,8 @@ grpc::ServerWriteReactor<v1::SweepUpdate>* SweepServiceImpl::WatchSweep(
         // Only changes are sent: a re-read identical to the last update is dropped.
         auto previous = std::make_shared<std::string>();
         Stream::Fetch fetch = [this, sweep_id, previous]() -> absl::StatusOr<Stream::Batch> {
-          auto sweep = d_.sweep_reads->Get(sweep_id);
+          auto sweep = ReadSweep(sweep_id);
           if (!sweep.ok()) return sweep.status();
-          if (auto a = d_.costs->Annotate(&*sweep); !a.ok()) return a;
           // Every run, re-sent at up to min_interval, is fine for thousands of runs; beyond
           // that an update carries only the runs in flight (what a live view shows) and the
           // counts, so a 100,000-run sweep does not stream 40 MB a second.
@@ -480,8 +497,8 @@ grpc::Status SweepServiceImpl::SetBudget(grpc::ServerContext* ctx, const v1::Set
     RETURN_IF_ERROR(d_.costs->Raise(id, req->raise()));
     spdlog::info("sweep budget raised id={} by={} amount={}", id, util::LogQuote(caller.name),
                  req->raise());
-    ASSIGN_OR_RETURN(*resp->mutable_sweep(), d_.sweep_reads->Get(id));
-    return d_.costs->Annotate(resp->mutable_sweep());
+    ASSIGN_OR_RETURN(*resp->mutable_sweep(), ReadSweep(id));
+    return absl::OkStatus();
   });
 }
 
@@ -514,6 +531,20 @@ grpc::Status SweepServiceImpl::DeleteSweep(grpc::ServerContext* ctx,
         id, util::LogQuote(gone.rows.name), util::LogQuote(caller.name), gone.rows.runs,
         gone.rows.metric_points, gone.rows.checkpoints, gone.files_removed, gone.bytes_removed);
     return answer(gone.rows, gone.files_removed, gone.bytes_removed);
+  });
+}
+
+grpc::Status SweepServiceImpl::UnbenchWorker(grpc::ServerContext* ctx,
+                                             const v1::UnbenchWorkerRequest* req,
+                                             v1::UnbenchWorkerResponse* resp) {
+  // An operator's call, allowed to the roles that cancel sweeps and raise budgets.
+  return guard_.Run(*ctx, "UnbenchWorker", [&](const Caller& caller) -> absl::Status {
+    // The name reaches SQL and the reply's text: a worker registered under a checked name.
+    RETURN_IF_ERROR(util::CheckName("name", req->name()));
+    ASSIGN_OR_RETURN(*resp->mutable_worker(), d_.sweep_reads->Unbench(req->name()));
+    spdlog::info("worker unbenched name={} by={}", util::LogQuote(req->name()),
+                 util::LogQuote(caller.name));
+    return absl::OkStatus();
   });
 }
 

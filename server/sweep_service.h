@@ -67,8 +67,13 @@ class SweepServiceImpl final
                          v1::SetBudgetResponse* resp) override;
   grpc::Status DeleteSweep(grpc::ServerContext* ctx, const v1::DeleteSweepRequest* req,
                            v1::DeleteSweepResponse* resp) override;
+  grpc::Status UnbenchWorker(grpc::ServerContext* ctx, const v1::UnbenchWorkerRequest* req,
+                             v1::UnbenchWorkerResponse* resp) override;
 
  private:
+  // A sweep as GetSweep answers it: its counts, its cost, and an ETA of the work that can run
+  // (eta_basis "held: why" and no ETA when none can).
+  absl::StatusOr<v1::Sweep> ReadSweep(int64_t sweep_id);
   absl::Status Submit(const Caller& caller, const v1::SubmitSweepRequest& req,
                       v1::SubmitSweepResponse* resp);
   ServiceDeps d_;

@@ -43,6 +43,29 @@ std::string Join(const std::vector<T>& values, F&& format) {
   return out;
 }
 
+// Why nothing of sweep `s`'s remaining work can run now ("" when some can): its budget, no
+// worker that may lease (none live, or every live one benched), or queued runs that no live
+// worker can hold with nothing in flight. `progressing`: its runs in flight on live workers.
+std::string HeldBy(const v1::Sweep& s, const SweepHolds* holds, int progressing) {
+  const v1::SweepCounts& c = s.counts();
+  if (c.queued() > 0 && s.has_budget()) {
+    const v1::Budget& b = s.budget();
+    const double limit = b.usd() > 0 ? b.usd() : b.gpu_hours();
+    if (b.reached() || (limit > 0 && b.spent() >= limit)) return "budget reached";
+  }
+  if (holds == nullptr || holds->can_lease < 0) return "";
+  const int64_t pending = c.queued() + holds->lost_in_flight;
+  if (pending > 0 && holds->can_lease == 0 && progressing == 0) {
+    return holds->benched > 0 ? "every live worker is benched" : "no live worker";
+  }
+  if (c.queued() > 0 && c.unfittable() >= c.queued() && holds->lost_in_flight == 0 &&
+      progressing == 0) {
+    return absl::StrCat(c.unfittable(), c.unfittable() == 1 ? " run fits" : " runs fit",
+                        " no live worker's device memory");
+  }
+  return "";
+}
+
 }  // namespace
 
 void AppendTextArrayElement(std::string* literal, const std::string& value) {
@@ -199,10 +222,17 @@ absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row, const BaseConfigs& base
     u->set_priced(!row[24].is_null() && row[24].as<bool>());
     u->set_device_class(row[25].is_null() ? std::string() : row[25].as<std::string>());
   }
+  run.set_memory_bytes(row[27].as<int64_t>());
+  run.set_preemptions(row[28].as<int>());
+  run.set_worker_faults(row[29].as<int>());
+  // The names of the workers its attempts failed on for a cause not its own (a JSON array).
+  for (const auto& name : nlohmann::json::parse(row[30].as<std::string>(), nullptr, false)) {
+    if (name.is_string()) run.add_faulted_workers(name.get<std::string>());
+  }
   return run;
 }
 
-v1::Sweep SweepFromRow(const pqxx::row& row) {
+v1::Sweep SweepFromRow(const pqxx::row& row, const SweepHolds* holds) {
   v1::Sweep s;
   s.set_id(row[0].as<int64_t>());
   s.set_name(row[1].as<std::string>());
@@ -246,16 +276,32 @@ v1::Sweep SweepFromRow(const pqxx::row& row) {
     s.mutable_budget()->set_gpu_hours(OrZero(row[24]));
     s.mutable_budget()->set_usd(OrZero(row[25]));
   }
-  // ETA: runs left times the mean duration of finished runs, divided by the runs in flight
-  // (a proxy for the workers on this sweep). Crude while few runs have finished; -1 until one has.
-  const int remaining = c->queued() + c->leased() + c->running();
+  if (holds != nullptr && holds->counted) {
+    c->set_unfittable(static_cast<int>(holds->unfittable));
+    c->set_preemptions(static_cast<int>(holds->preemptions));
+    c->set_worker_faults(static_cast<int>(holds->worker_faults));
+  }
+  // ETA: the runs that can run times the mean duration of finished runs, divided by the runs in
+  // flight on live workers (a proxy for the workers on this sweep). Crude while few runs have
+  // finished; -1 until one has. Held (-1, eta_basis "held: why") when the sweep cannot finish as
+  // things are: its budget stopped it, or no worker may lease what is left, or no live worker can
+  // hold any queued run and nothing is in flight (docs/server.md#workers).
+  const int in_flight = c->leased() + c->running();
+  const int remaining = c->queued() + in_flight;
+  const int lost = holds != nullptr ? static_cast<int>(holds->lost_in_flight) : 0;
+  const int progressing = std::max(0, in_flight - lost);
+  const int runnable = std::max(0, remaining - c->unfittable());
+  const std::string held =
+      s.state() != "active" || remaining == 0 ? std::string() : HeldBy(s, holds, progressing);
   if (s.state() != "active" || remaining == 0) {
     s.set_eta_seconds(0);
+  } else if (!held.empty()) {
+    s.set_eta_seconds(-1);
+    s.set_eta_basis(std::string(kEtaHeld) + held);
   } else if (row[18].is_null()) {
     s.set_eta_seconds(-1);
   } else {
-    const int parallel = std::max(1, c->leased() + c->running());
-    s.set_eta_seconds(row[18].as<double>() * remaining / parallel);
+    s.set_eta_seconds(row[18].as<double>() * runnable / std::max(1, progressing));
   }
   return s;
 }

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
@@ -43,9 +44,26 @@ absl::StatusOr<BaseConfigs> LoadBaseConfigs(pqxx::transaction_base& tx, const pq
 // stored as a delta is merged over its sweep's base config from `bases`.
 absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row, const BaseConfigs& bases);
 
+// What keeps a sweep's work from running (sweep_holds.sql, fleet_can_lease.sql).
+struct SweepHolds {
+  bool counted = false;        // the next three were read (GetSweep; ListSweeps leaves them 0)
+  int64_t unfittable = 0;      // queued runs no live worker's device memory can hold
+  int64_t preemptions = 0;     // attempts its runs lost to lease expiry
+  int64_t worker_faults = 0;   // attempts its runs lost to worker-side failures
+  int64_t lost_in_flight = 0;  // its leases held by lost (or stopped) workers
+  int64_t can_lease = -1;      // workers that may lease now; -1: not read
+  int64_t benched = 0;         // live workers benched now
+};
+
+// eta_basis of a sweep that cannot finish as things are ("held: budget reached"); its
+// eta_seconds is then -1.
+inline constexpr std::string_view kEtaHeld = "held: ";
+
 // A Sweep, counts and ETA included, from a row of the columns sweep_get
-// (server/store/sql/sweep_get.sql) selects.
-v1::Sweep SweepFromRow(const pqxx::row& row);
+// (server/store/sql/sweep_get.sql) selects. With `holds` (GetSweep), the counts gain unfittable,
+// preemptions and worker_faults, and the ETA counts only work that can run; without, only a
+// budget holds it.
+v1::Sweep SweepFromRow(const pqxx::row& row, const SweepHolds* holds = nullptr);
 
 double OrZero(const pqxx::field& field);
 

@@ -127,10 +127,23 @@ absl::StatusOr<std::vector<UsageStats>> StatsStore::Usage() {
 absl::StatusOr<std::vector<WorkerCount>> StatsStore::Workers() {
   using Out = std::vector<WorkerCount>;
   return db_->Tx<Out>("worker stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
-    pqxx::result r = pg::Exec(tx, "stats_workers", 2 * lease_seconds_);
+    pqxx::result r = pg::Exec(tx, "stats_workers", lease_seconds_);
     Out out;
     for (const auto& row : r) {
-      out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int>()});
+      out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int>(),
+                     row[3].as<int64_t>()});
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<WorkerFaults>> StatsStore::FaultedWorkers() {
+  using Out = std::vector<WorkerFaults>;
+  return db_->Tx<Out>("worker fault stats", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    Out out;
+    for (const auto& row : pg::Exec(tx, "stats_workers_faulted", lease_seconds_)) {
+      out.push_back({row[0].as<std::string>(), row[1].as<std::string>(), row[2].as<int64_t>(),
+                     row[3].as<bool>(), row[4].as<double>()});
     }
     return out;
   });

@@ -53,9 +53,19 @@ struct UsageStats {
 };
 
 struct WorkerCount {
-  std::string state;  // idle | busy | offline
+  std::string state;  // idle | busy | benched | lost | offline (workers_list's states)
   std::string device;
   int count = 0;
+  int64_t runs_faulted = 0;  // attempts they ended with a worker-side or unknown failure
+};
+
+// A worker not offline that has had worker-side failures or is benched (docs/server.md#failures).
+struct WorkerFaults {
+  std::string name;
+  std::string device;
+  int64_t runs_faulted = 0;
+  bool benched = false;
+  double benched_until = 0;  // unix seconds; 0: none
 };
 
 class StatsStore {
@@ -68,6 +78,8 @@ class StatsStore {
   // Every cell of an active sweep with a loss, a logit or a refinement round to show.
   absl::StatusOr<std::vector<CellStats>> ActiveCells();
   absl::StatusOr<std::vector<WorkerCount>> Workers();
+  // The workers not offline that ended attempts for a worker-side cause or are benched: few.
+  absl::StatusOr<std::vector<WorkerFaults>> FaultedWorkers();
   absl::StatusOr<std::vector<UsageStats>> Usage();
   // The `sweep` label of every active sweep (sweeps.metric_label, migration 0006). A sweep gets
   // its label the first time it is seen active and keeps it until it ends: its name, or name#id

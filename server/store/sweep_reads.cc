@@ -38,6 +38,36 @@ absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
                            offset));
 }
 
+// workers_list's rows.
+absl::StatusOr<std::vector<v1::Worker>> WorkersFromRows(const pqxx::result& r) {
+  std::vector<v1::Worker> out;
+  for (const auto& row : r) {
+    v1::Worker w;
+    w.set_id(row[0].as<int64_t>());
+    RETURN_IF_ERROR(pg::FromJson(row[1].as<std::string>(), w.mutable_info()));
+    w.set_state(row[2].as<std::string>());
+    w.set_registered_at(row[3].as<double>());
+    w.set_last_seen_at(row[4].as<double>());
+    w.set_current_run_id(row[5].as<int64_t>());
+    w.set_runs_completed(row[6].as<int>());
+    for (absl::string_view id : absl::StrSplit(row[7].as<std::string>(), ',', absl::SkipEmpty())) {
+      int64_t v = 0;
+      if (absl::SimpleAtoi(id, &v)) w.add_held_run_ids(v);
+    }
+    w.set_open_data_claims(row[8].as<int>());
+    // The bench only while it holds (a bench that ran out with its self-check passed is history).
+    if (w.state() == "benched") {
+      w.set_benched_until(row[9].as<double>());
+      w.set_bench_reason(row[10].as<std::string>());
+      w.set_self_check_due(row[11].as<bool>());
+    }
+    w.set_fault_streak(row[12].as<int>());
+    w.set_runs_faulted(row[13].as<int>());
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> SweepReads::Resolve(const v1::SweepRef& ref) {
@@ -78,7 +108,14 @@ absl::StatusOr<v1::Sweep> SweepReads::Get(int64_t sweep_id) {
   return db_->Tx<v1::Sweep>("get sweep", [&](pqxx::work& tx) -> absl::StatusOr<v1::Sweep> {
     pqxx::result r = pg::Exec(tx, "sweep_get", sweep_id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("no sweep with id ", sweep_id));
-    return pg::SweepFromRow(r[0]);
+    pg::SweepHolds holds = FleetHolds(tx);
+    const pqxx::row h = pg::Exec1(tx, "sweep_holds", sweep_id, lease_seconds_);
+    holds.counted = true;
+    holds.unfittable = h[0].as<int64_t>();
+    holds.preemptions = h[1].as<int64_t>();
+    holds.worker_faults = h[2].as<int64_t>();
+    holds.lost_in_flight = h[3].as<int64_t>();
+    return pg::SweepFromRow(r[0], &holds);
   });
 }
 
@@ -86,10 +123,30 @@ absl::StatusOr<std::vector<v1::Sweep>> SweepReads::List(int limit, bool active_o
   using Out = std::vector<v1::Sweep>;
   return db_->Tx<Out>("list sweeps", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(tx, "sweep_list", active_only, limit > 0 ? limit : 100);
+    // The fleet once for every sweep, and the leases lost workers hold (a few rows); unfittable
+    // runs are GetSweep's, so a list stays a read of run_counts.
+    const pg::SweepHolds fleet = FleetHolds(tx);
+    std::map<int64_t, int64_t> lost;
+    for (const auto& row : pg::Exec(tx, "runs_lost_leases", lease_seconds_)) {
+      lost[row[0].as<int64_t>()] = row[1].as<int64_t>();
+    }
     Out out;
-    for (const auto& row : r) out.push_back(pg::SweepFromRow(row));
+    for (const auto& row : r) {
+      pg::SweepHolds holds = fleet;
+      auto it = lost.find(row[0].as<int64_t>());
+      if (it != lost.end()) holds.lost_in_flight = it->second;
+      out.push_back(pg::SweepFromRow(row, &holds));
+    }
     return out;
   });
+}
+
+pg::SweepHolds SweepReads::FleetHolds(pqxx::work& tx) {
+  const pqxx::row f = pg::Exec1(tx, "fleet_can_lease", lease_seconds_);
+  pg::SweepHolds holds;
+  holds.can_lease = f[0].as<int64_t>();
+  holds.benched = f[1].as<int64_t>();
+  return holds;
 }
 
 absl::StatusOr<std::vector<v1::Run>> SweepReads::ListRuns(int64_t sweep_id,
@@ -204,6 +261,7 @@ absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id, int
       e.set_attempt(row[3].as<int>());
       e.set_worker(row[4].as<std::string>());
       e.set_message(row[5].as<std::string>());
+      e.set_fault(row[6].as<std::string>());
       out.push_back(std::move(e));
     }
     return out;
@@ -215,32 +273,29 @@ absl::StatusOr<std::vector<v1::Worker>> SweepReads::Workers(bool include_offline
   using Out = std::vector<v1::Worker>;
   return db_->Tx<Out>("list workers", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     // Offline = stopped cleanly (Deregister), or not seen for two lease periods: a worker
-    // heartbeats every third of one, so that is several missed beats, not one slow reply. Busy and
-    // the runs held come from the runs' leases, not workers.current_run_id: a worker with --slots
-    // holds several at once, and current_run_id only says which it last leased or heartbeated. The
-    // held runs are few and the runs_leases partial index covers exactly them.
-    pqxx::result r = pg::Exec(tx, "workers_list", 2 * lease_seconds_, include_offline,
-                              std::max(recent_offline_seconds, 0.0));
-    Out out;
-    for (const auto& row : r) {
-      v1::Worker w;
-      w.set_id(row[0].as<int64_t>());
-      absl::Status s = pg::FromJson(row[1].as<std::string>(), w.mutable_info());
-      if (!s.ok()) return s;
-      w.set_state(row[2].as<std::string>());
-      w.set_registered_at(row[3].as<double>());
-      w.set_last_seen_at(row[4].as<double>());
-      w.set_current_run_id(row[5].as<int64_t>());
-      w.set_runs_completed(row[6].as<int>());
-      for (absl::string_view id :
-           absl::StrSplit(row[7].as<std::string>(), ',', absl::SkipEmpty())) {
-        int64_t v = 0;
-        if (absl::SimpleAtoi(id, &v)) w.add_held_run_ids(v);
-      }
-      w.set_open_data_claims(row[8].as<int>());
-      out.push_back(std::move(w));
+    // heartbeats every third of one, so that is several missed beats, not one slow reply. Lost =
+    // not seen for one (issue #39: a dead worker shows as such within a lease period, while its
+    // leases still wait for the reaper). Busy and the runs held come from the runs' leases, not
+    // workers.current_run_id: a worker with --slots holds several at once, and current_run_id
+    // only says which it last leased or heartbeated. The held runs are few and the runs_leases
+    // partial index covers exactly them.
+    return WorkersFromRows(pg::Exec(tx, "workers_list", lease_seconds_, include_offline,
+                                    std::max(recent_offline_seconds, 0.0), int64_t{0}));
+  });
+}
+
+absl::StatusOr<v1::Worker> SweepReads::Unbench(const std::string& name) {
+  return db_->Tx<v1::Worker>("unbench worker", [&](pqxx::work& tx) -> absl::StatusOr<v1::Worker> {
+    pqxx::result r = pg::Exec(tx, "worker_unbench", name);
+    if (r.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("no worker named \"", name, "\" (`ablate workers --all` lists every one)"));
     }
-    return out;
+    ASSIGN_OR_RETURN(std::vector<v1::Worker> w,
+                     WorkersFromRows(pg::Exec(tx, "workers_list", lease_seconds_, true, 0.0,
+                                              r[0][0].as<int64_t>())));
+    if (w.empty()) return absl::InternalError(absl::StrCat("worker \"", name, "\" vanished"));
+    return w[0];
   });
 }
 

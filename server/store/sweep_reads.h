@@ -12,6 +12,7 @@
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
 #include "server/store/db.h"
+#include "server/store/pg_codec.h"
 
 namespace ablate::server {
 
@@ -30,7 +31,8 @@ struct RunPage {
 
 class SweepReads {
  public:
-  // `lease_seconds` is the server's lease period, which says when a silent worker is offline.
+  // `lease_seconds` is the server's lease period, which says when a silent worker is lost (one)
+  // and offline (two).
   SweepReads(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
 
   // NOT_FOUND names the reference when no sweep matches.
@@ -69,6 +71,10 @@ class SweepReads {
   // recent_offline_seconds.
   absl::StatusOr<std::vector<v1::Worker>> Workers(bool include_offline,
                                                   double recent_offline_seconds = 0);
+  // Lifts worker `name`'s bench (`ablate workers unbench`, docs/server.md#failures): it may lease
+  // at once, without its self-check, its fault streak from 0. Returns the worker as Workers lists
+  // it; NOT_FOUND naming it when no worker has that name.
+  absl::StatusOr<v1::Worker> Unbench(const std::string& name);
 
   // The run's progress lines with seq > after_seq, and its state (NOT_FOUND if no such run).
   absl::StatusOr<RunLogPage> RunLogs(int64_t run_id, int64_t after_seq);
@@ -79,6 +85,9 @@ class SweepReads {
   absl::StatusOr<v1::ListArtifactsResponse> Artifacts(int64_t run_id);
 
  private:
+  // The workers that may lease now and those benched (pg::SweepHolds' fleet half).
+  pg::SweepHolds FleetHolds(pqxx::work& tx);
+
   Db* db_;
   double lease_seconds_;
 };

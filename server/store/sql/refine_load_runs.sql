@@ -6,7 +6,10 @@ SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
   extract(epoch from r.lease_expires_at), r.order_index,
   run_spec_part(b.spec, rs.spec, rs.own, 'grid_values')::text,
   (CASE WHEN rs.own IS NULL THEN rs.spec ELSE rs.own END->'config')::text, r.refine_round,
-  ru.device_seconds, ru.usd, ru.priced, ru.device_class, b.spec IS NOT NULL AND rs.own IS NOT NULL
+  ru.device_seconds, ru.usd, ru.priced, ru.device_class, b.spec IS NOT NULL AND rs.own IS NOT NULL,
+  r.memory_bytes, r.preemptions, r.worker_faults,
+  (SELECT coalesce(array_to_json(array_agg(fw.name ORDER BY fw.name)), '[]')::text
+    FROM workers fw WHERE fw.id = ANY(r.faulted_workers))
 FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id
 LEFT JOIN run_spec_base b ON b.sweep_id = r.sweep_id

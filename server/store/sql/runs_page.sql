@@ -2,7 +2,9 @@
 -- sweep_list orders sweeps (the highest sweep id, then its last run first): $3 of them after
 -- skipping $4. The columns pg::RunFromRow reads (refine_load_runs reads the same): a run's
 -- config as stored, and whether that is a delta over its sweep's base config (migration 0014),
--- which RunFromRow merges in (pg::BaseConfigs: read once per sweep, not built here row by row).
+-- which RunFromRow merges in (pg::BaseConfigs: read once per sweep, not built here row by row);
+-- then its memory estimate, preemptions, worker-side failures and the names of the workers whose
+-- attempt failed for a worker-side or unknown cause (migration 0017), as a JSON array.
 -- The page's ids are picked first, walking the runs_sweep_order index (the sweep id as a range,
 -- so a generic plan still uses it), and only those rows are joined: a skipped row never touches
 -- run_specs or run_charge.
@@ -13,7 +15,10 @@ SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
   extract(epoch from r.lease_expires_at), r.order_index,
   run_spec_part(b.spec, rs.spec, rs.own, 'grid_values')::text,
   (CASE WHEN rs.own IS NULL THEN rs.spec ELSE rs.own END->'config')::text, r.refine_round,
-  ru.device_seconds, ru.usd, ru.priced, ru.device_class, b.spec IS NOT NULL AND rs.own IS NOT NULL
+  ru.device_seconds, ru.usd, ru.priced, ru.device_class, b.spec IS NOT NULL AND rs.own IS NOT NULL,
+  r.memory_bytes, r.preemptions, r.worker_faults,
+  (SELECT coalesce(array_to_json(array_agg(fw.name ORDER BY fw.name)), '[]')::text
+    FROM workers fw WHERE fw.id = ANY(r.faulted_workers))
 FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
 LEFT JOIN run_specs rs ON rs.run_id = r.id
 LEFT JOIN run_spec_base b ON b.sweep_id = r.sweep_id
