@@ -69,8 +69,13 @@ def render():
     for sweep in SWEEP_RUNS if sweep_active else ():
         for state in STATES:
             gauge("ablate_runs", counts[state], sweep=sweep, state=state)
-    for state, n in (("idle", 1), ("busy", 2), ("offline", 0)):
+    for state, n in (("idle", 1), ("busy", 2), ("benched", 1), ("lost", 1), ("offline", 0)):
         gauge("ablate_workers", n, state=state, device="cpu")
+    # A worker benched for worker-side failures (issue #38), and those failures by device kind.
+    out.append("# TYPE ablate_worker_benched gauge")
+    gauge("ablate_worker_benched", 1, worker="broken-cpu-1", device="cpu")
+    out.append("# TYPE ablate_worker_faults_total counter")
+    gauge("ablate_worker_faults_total", 3 + step // 20, device="cpu")
     for sweep, runs in SWEEP_RUNS.items() if sweep_active else ():
         cells = {}  # the run's labels without run and seed -> its seeds' (val loss, logit)
         for r in runs:
