@@ -59,6 +59,8 @@ int Delete(Context& ctx, const std::string& sweep, bool yes);
 int Retry(Context& ctx, const std::string& sweep, const std::vector<int64_t>& runs,
           const std::vector<std::string>& states);
 int Workers(Context& ctx, bool include_offline);
+// `ablate workers unbench NAME`: lifts the worker's bench (docs/server.md#failures).
+int Unbench(Context& ctx, const std::string& name);
 
 struct ReportArgs {
   std::string sweep;  // or

@@ -226,6 +226,45 @@ std::string HeldRuns(const v1::Worker& w) {
 
 }  // namespace
 
+namespace {
+
+// "21:14:03 (in 3m05s)": when a bench ends, in local time, and how far off.
+std::string Until(double unix_seconds) {
+  const auto t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  char when[16];
+  std::strftime(when, sizeof when, "%H:%M:%S", &tm);
+  const double left = unix_seconds - Now();
+  return left > 0 ? absl::StrCat(when, " (in ", Duration(left), ")") : when;
+}
+
+// What `ablate workers` says under the table of a worker that is benched or lost.
+std::string WorkerNote(const v1::Worker& w) {
+  const std::string& name = w.info().name();
+  if (w.state() == "benched") {
+    std::string out = absl::StrCat(name, ": benched");
+    if (w.benched_until() > Now()) {
+      absl::StrAppend(&out, " until ", Until(w.benched_until()),
+                      w.self_check_due() ? ", then its self-check" : "");
+    } else if (w.self_check_due()) {
+      absl::StrAppend(&out, " until it passes its self-check (restart it, or unbench it)");
+    }
+    if (!w.bench_reason().empty()) absl::StrAppend(&out, ": ", w.bench_reason());
+    absl::StrAppend(&out, "; lift it with `ablate workers unbench ", name, "`");
+    return out;
+  }
+  if (w.state() == "lost") {
+    return absl::StrCat(name, ": lost (no heartbeat for ", Duration(Now() - w.last_seen_at()), ")",
+                        w.held_run_ids_size() > 0
+                            ? "; the runs it holds are requeued when their leases expire"
+                            : "");
+  }
+  return "";
+}
+
+}  // namespace
+
 int Workers(Context& ctx, bool include_offline) {
   v1::ListWorkersRequest req;
   req.set_include_offline(include_offline);
@@ -239,10 +278,13 @@ int Workers(Context& ctx, bool include_offline) {
     return 0;
   }
   // SLOTS: runs held / runs it may hold (the --slots it declared); PREP: data-preparation
-  // claims it holds open.
+  // claims it holds open. DONE: runs it completed (succeeded, diverged, or failed for the run's
+  // own cause); FAULTS: attempts it ended with a worker-side or unknown failure (an attempt that
+  // only lost its lease counts in neither).
   // $/H: the price it declared (--price-per-hour), "-" when none.
-  Table t(
-      {"ID", "NAME", "STATE", "DEVICE", "CORES", "RUNS", "SLOTS", "PREP", "DONE", "$/H", "SEEN"});
+  Table t({"ID", "NAME", "STATE", "DEVICE", "CORES", "RUNS", "SLOTS", "PREP", "DONE", "FAULTS",
+           "$/H", "SEEN"});
+  std::vector<std::string> notes;
   for (const auto& w : resp->workers()) {
     const auto& i = w.info();
     const int held = w.held_run_ids_size() > 0 ? w.held_run_ids_size() : w.current_run_id() > 0;
@@ -251,15 +293,32 @@ int Workers(Context& ctx, bool include_offline) {
          absl::StrCat(i.device_kind(), i.device_name().empty() ? "" : " (" + i.device_name() + ")"),
          std::to_string(i.cpu_cores()), HeldRuns(w),
          absl::StrCat(held, "/", std::max(i.slots(), 1)), std::to_string(w.open_data_claims()),
-         std::to_string(w.runs_completed()), i.price_per_hour() > 0 ? Usd(i.price_per_hour()) : "-",
-         TimeAgo(w.last_seen_at())});
+         std::to_string(w.runs_completed()), std::to_string(w.runs_faulted()),
+         i.price_per_hour() > 0 ? Usd(i.price_per_hour()) : "-", TimeAgo(w.last_seen_at())});
+    if (std::string note = WorkerNote(w); !note.empty()) notes.push_back(std::move(note));
   }
   if (t.empty()) {
     std::cout << "no workers" << (include_offline ? "" : " online") << "; start one with "
               << "`ablate-worker --server " << ctx.conn.server << " --token-file worker.token`\n";
   } else {
     std::cout << t.Render();
+    for (const auto& note : notes) std::cout << note << "\n";
   }
+  return 0;
+}
+
+int Unbench(Context& ctx, const std::string& name) {
+  v1::UnbenchWorkerRequest req;
+  req.set_name(name);
+  auto resp = ctx.Call("unbench worker", &v1::SweepService::Stub::UnbenchWorker, req);
+  if (!resp.ok()) return Fail(resp.status());
+  if (ctx.json) {
+    std::cout << ToJson(resp->worker()) << "\n";
+    return 0;
+  }
+  const v1::Worker& w = resp->worker();
+  std::cout << "worker " << w.info().name() << " unbenched: it may lease at once (now " << w.state()
+            << ")\n";
   return 0;
 }
 

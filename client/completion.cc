@@ -35,14 +35,15 @@ struct Cmd {
   std::vector<Cmd> subcommands;
 };
 
-// The options whose values the server knows, completed by `ablate __complete sweeps|runs`
-// (CompleteIds): a positional named `sweep` or `run`, --run, and --pilot (a sweep). By name, so
-// a new command taking a sweep or run completes its ids as written.
+// The options whose values the server knows, completed by `ablate __complete sweeps|runs|workers`
+// (CompleteIds): a positional named `sweep`, `run` or `worker` (a worker's name), --run, and
+// --pilot (a sweep). By name, so a new command taking a sweep, run or worker completes as written.
 std::string DynamicKind(const CLI::Option& o) {
   if (o.get_positional() && !o.nonpositional()) {
     const std::string name = o.get_name(/*positional=*/true);
     if (name == "sweep") return "sweeps";
     if (name == "run") return "runs";
+    if (name == "worker") return "workers";
     return "";
   }
   for (const auto& l : o.get_lnames()) {
@@ -201,7 +202,8 @@ std::string Bash(const Cmd& root, const std::string& prog) {
                       // (nothing when no server is configured or it does not answer in time).
                       // COMP_LINE rather than COMP_WORDS, which bash splits at ':' (HOST:PORT).
                       "# Sweep and run ids: `", prog,
-                      " __complete sweeps|runs`, with the command line's server flags.\n", fn,
+                      " __complete sweeps|runs|workers`, with the command line's server flags.\n",
+                      fn,
                       "_ids() {\n"
                       "  local bin=\"${COMP_WORDS[0]}\" i w\n"
                       "  local -a line=() conn=()\n"
@@ -344,7 +346,8 @@ std::string Zsh(const Cmd& root, const std::string& prog) {
                       // `ablate __complete` prints "ID<TAB>what it is" a line; _describe wants
                       // "ID:what it is", a colon in the ID escaped.
                       "# Sweep and run ids: `", prog,
-                      " __complete sweeps|runs`, with the command line's server flags.\n", fn,
+                      " __complete sweeps|runs|workers`, with the command line's server flags.\n",
+                      fn,
                       "_ids() {\n"
                       "  local -a items\n"
                       "  local row\n"
@@ -491,7 +494,7 @@ std::string Fish(const Cmd& root, const std::string& prog) {
       "end\n"
       "# Sweep and run ids: `",
       prog,
-      " __complete sweeps|runs`, with the command line's server flags.\n"
+      " __complete sweeps|runs|workers`, with the command line's server flags.\n"
       "function ",
       fn,
       "_ids\n"
@@ -577,6 +580,17 @@ int CompleteIds(const ConnectionFlags& flags, const std::string& what, const std
     for (const auto& r : resp->runs()) {
       std::cout << r.id() << "\tsweep " << r.sweep_id() << " " << r.cell() << " seed " << r.seed()
                 << " (" << util::RunStateName(r.state()) << ")\n";
+    }
+  } else if (what == "workers") {
+    // Live workers by name (what `ablate workers unbench` takes), the benched ones first.
+    v1::ListWorkersRequest req;
+    auto resp = ctx.Call("list workers", &v1::SweepService::Stub::ListWorkers, req);
+    if (!resp.ok()) return 0;
+    for (bool benched : {true, false}) {
+      for (const auto& w : resp->workers()) {
+        if ((w.state() == "benched") != benched) continue;
+        std::cout << w.info().name() << "\t" << w.state() << " " << w.info().device_kind() << "\n";
+      }
     }
   }
   return 0;

@@ -153,6 +153,10 @@ int main(int argc, char** argv) {
   bool all_workers = false;
   auto* c_workers = app.add_subcommand("workers", "The fleet: devices, state, current run");
   c_workers->add_flag("-a,--all", all_workers, "Include offline workers");
+  std::string worker_name;
+  auto* c_workers_unbench = c_workers->add_subcommand(
+      "unbench", "Lift a worker's bench: it leases again at once, without its self-check");
+  c_workers_unbench->add_option("worker", worker_name, "Worker name")->required();
 
   std::string out_dir;
   bool with_metrics = true;
@@ -247,7 +251,7 @@ int main(int argc, char** argv) {
   std::string complete_what, complete_sweep;
   auto* c_complete = app.add_subcommand("__complete", "Sweep or run ids for shell completion");
   c_complete->group("");
-  c_complete->add_option("what", complete_what, "sweeps | runs")->required();
+  c_complete->add_option("what", complete_what, "sweeps | runs | workers")->required();
   c_complete->add_option("sweep", complete_sweep, "With runs: only this sweep's");
   auto* c_version = ablate::cli_edge::AddVersion(app, "ablate");
 
@@ -345,6 +349,7 @@ int main(int argc, char** argv) {
   }
   if (*c_retry) return Retry(ctx, sweep, run_ids, states);
   if (*c_delete) return Delete(ctx, sweep, yes);
+  if (*c_workers_unbench) return Unbench(ctx, worker_name);
   if (*c_workers) return Workers(ctx, all_workers);
   if (*c_export) return Export(ctx, sweep, out_dir, with_metrics);
   if (*c_report) return Report(ctx, report);

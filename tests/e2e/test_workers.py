@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""`ablate workers` as an operator reads it (issues #38 and #39): DONE counts the runs a worker
+completed, a worker whose heartbeats stop shows `lost` within a lease period, a benched worker
+shows why and until when, `ablate workers unbench NAME` lifts the bench (and names an unknown
+worker), and shell completion offers live workers' names."""
+
+import os
+import re
+import signal
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import wait_for  # noqa: E402
+from test_e2e import E2E, sweep_file  # noqa: E402
+
+
+def row(table, name):
+    """The columns of `name`'s row in `ablate workers` output, by header."""
+    lines = [l for l in table.splitlines() if l.strip()]
+    header = lines[0].split()
+    for line in lines[1:]:
+        cols = re.split(r"\s{2,}", line.strip())
+        if len(cols) > 1 and cols[1] == name:
+            return dict(zip(header, cols))
+    return None
+
+
+class WorkersCli(E2E):
+    def workers(self):
+        return self.stack.cli("workers").stdout
+
+    def test_done_lost_benched_and_unbench_as_the_cli_shows_them(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "two-runs", {"seed": [1, 2]}, steps=20, ckpt=10,
+                                            eval_every=10))
+        s.wait_sweep_done(self.sweep_id, 180)
+        # DONE: the two runs it trained to their end.
+        r = wait_for(lambda: (lambda x: x if x and x["DONE"] == "2" else None)(
+            row(self.workers(), "w1")), 20, "w1 to show DONE 2")
+        self.assertEqual(r["STATE"], "idle")
+        self.assertEqual(r["FAULTS"], "0")
+
+        # Benched (as the server benches it after worker-side failures): the state, the reason,
+        # until when, and how to lift it.
+        s.sql("UPDATE workers SET benched_until = now() + interval '300 seconds', "
+              "bench_reason = '3 attempts in a row failed for worker-side causes; last (run 1): "
+              "CUDA error: out of memory', self_check_due = true, fault_streak = 3, "
+              "runs_faulted = 3 WHERE name = 'w1'")
+        out = self.workers()
+        r = row(out, "w1")
+        self.assertEqual(r["STATE"], "benched", out)
+        self.assertEqual(r["FAULTS"], "3", out)
+        self.assertRegex(out, r"w1: benched until \d\d:\d\d:\d\d \(in (4m5\d|5m00)s\), then its "
+                              r"self-check: 3 attempts in a row failed for worker-side causes; "
+                              r"last \(run 1\): CUDA error: out of memory; lift it with "
+                              r"`ablate workers unbench w1`")
+        benched = s.cli_json("workers")[0]
+        self.assertEqual(benched["state"], "benched")
+        self.assertTrue(benched["self_check_due"])
+        self.assertIn("CUDA error: out of memory", benched["bench_reason"])
+
+        # Completion offers live workers by name for unbench.
+        names = s.cli("__complete", "workers").stdout
+        self.assertRegex(names, r"(?m)^w1\tbenched cpu$")
+
+        done = s.cli("workers", "unbench", "w1")
+        self.assertIn("worker w1 unbenched: it may lease at once (now idle)", done.stdout)
+        r = row(self.workers(), "w1")
+        self.assertEqual(r["STATE"], "idle")
+        self.assertEqual(s.sql("SELECT benched_until IS NULL, self_check_due, fault_streak "
+                               "FROM workers WHERE name = 'w1'"), "t|f|0")
+        unknown = s.cli("workers", "unbench", "nobody", check=False)
+        self.assertNotEqual(unknown.returncode, 0)
+        self.assertIn('no worker named "nobody"', unknown.stderr)
+
+        # Its heartbeats stop (the process frozen): lost within a lease period (3 s), and back to
+        # idle once it beats again.
+        os.kill(s.procs["w1"].pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: (row(self.workers(), "w1") or {}).get("STATE") == "lost",
+                     s.lease_seconds + 3, "w1 to show lost")
+            self.assertRegex(self.workers(), r"w1: lost \(no heartbeat for \d")
+        finally:
+            os.kill(s.procs["w1"].pid, signal.SIGCONT)
+        wait_for(lambda: (row(self.workers(), "w1") or {}).get("STATE") == "idle", 30,
+                 "w1 to show idle again")
+
+
+if __name__ == "__main__":
+    unittest.main()
