@@ -15,10 +15,13 @@ namespace ablate::cli {
 namespace {
 
 // The TRY column counts attempts as max_attempts does: a hand-back (Release, a worker shutting
-// down) is not one. The server records a hand-back by raising the run's max_attempts by one, so
-// the raw numbers read "1/4" after one; shown here are attempt - h and max_attempts - h, h the
-// run's hand-backs. A run's max_attempts differs from its sweep's only after a hand-back or a
-// retry, so only those runs' histories are fetched to count h.
+// down), a preemption (lease expiry) and a worker-side failure are not the run's, and the server
+// grants each a fresh attempt by raising the run's max_attempts by one, so the raw numbers read
+// "1/4" after one; shown here are attempt - f and max_attempts - f, f those free attempts. A
+// run's max_attempts differs from its sweep's only after one of them or a retry, so only those
+// runs' histories are fetched to count its hand-backs (preemptions and worker faults come with
+// the run). The free attempts never exceed max_attempts above the sweep's (the attempt that used
+// up an allowance ended the run and was not granted a fresh one).
 class TryColumn {
  public:
   explicit TryColumn(Context& ctx) : ctx_(ctx) {}
@@ -26,9 +29,19 @@ class TryColumn {
   std::string Format(const v1::Run& r) {
     // An unreadable sweep file (-1) shows the raw numbers rather than a history call per run.
     const int base = SweepMaxAttempts(r.sweep_id());
-    const int handbacks = base >= 0 && r.max_attempts() != base ? HandBacks(r) : 0;
-    std::string out = absl::StrCat(r.attempt() - handbacks, "/", r.max_attempts() - handbacks);
+    if (base < 0 || r.max_attempts() == base) {
+      return absl::StrCat(r.attempt(), "/", r.max_attempts());
+    }
+    const int handbacks = HandBacks(r);
+    const int granted = std::max(0, r.max_attempts() - base);
+    const int free = std::min(granted, handbacks + r.preemptions() + r.worker_faults());
+    std::string out = absl::StrCat(r.attempt() - free, "/", r.max_attempts() - free);
     if (handbacks > 0) absl::StrAppend(&out, " +", handbacks, " handed back");
+    if (r.preemptions() > 0) absl::StrAppend(&out, " +", r.preemptions(), " preempted");
+    if (r.worker_faults() > 0) {
+      absl::StrAppend(&out, " +", r.worker_faults(), " worker fault",
+                      r.worker_faults() == 1 ? "" : "s");
+    }
     return out;
   }
 

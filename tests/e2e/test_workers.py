@@ -76,18 +76,36 @@ class WorkersCli(E2E):
         self.assertNotEqual(unknown.returncode, 0)
         self.assertIn('no worker named "nobody"', unknown.stderr)
 
-        # Its heartbeats stop (the process frozen): lost within a lease period (3 s), and back to
-        # idle once it beats again.
+        # Its heartbeats stop (the process frozen) while it trains a run: lost within a lease
+        # period (3 s); the sweep, with no other worker, has no ETA and says why; the lease
+        # expires (a preemption, which does not use one of the run's attempts).
+        self.sweep_id = s.submit(sweep_file(s, "long-run", {"seed": [1]}, steps=3000, ckpt=100,
+                                            eval_every=1000))
+        run = int(wait_for(self.first_running, 120, "the run to start")["id"])
         os.kill(s.procs["w1"].pid, signal.SIGSTOP)
         try:
             wait_for(lambda: (row(self.workers(), "w1") or {}).get("STATE") == "lost",
                      s.lease_seconds + 3, "w1 to show lost")
-            self.assertRegex(self.workers(), r"w1: lost \(no heartbeat for \d")
+            out = self.workers()
+            self.assertRegex(out, r"w1: lost \(no heartbeat for \d[^)]*\); the runs it holds are "
+                                  r"requeued when their leases expire")
+            sweep = s.sweep(self.sweep_id)["sweep"]
+            self.assertEqual(sweep["eta_basis"], "held: no live worker", sweep)
+            self.assertEqual(sweep["eta_seconds"], -1)
+            wait_for(lambda: self.run_step(run)[1]["state"] == "queued", 30,
+                     "the reaper to requeue the run")
         finally:
             os.kill(s.procs["w1"].pid, signal.SIGCONT)
-        wait_for(lambda: (row(self.workers(), "w1") or {}).get("STATE") == "idle", 30,
-                 "w1 to show idle again")
-
+        wait_for(lambda: self.run_step(run)[1]["state"] == "running", 60,
+                 "w1 to lease the run again")
+        r = self.run_step(run)[1]
+        self.assertEqual(int(r.get("preemptions", 0)), 1, r)
+        table = s.cli("runs", str(self.sweep_id)).stdout
+        line = [l for l in table.splitlines() if l.split()[:1] == [str(run)]][0]
+        # Attempt 2 of the raw numbers (2/4): the first was a preemption, not the run's.
+        self.assertIn("1/3 +1 preempted", line, table)
+        self.assertEqual((row(self.workers(), "w1") or {}).get("STATE"), "busy")
+        s.cli("cancel", str(self.sweep_id))
 
 if __name__ == "__main__":
     unittest.main()
