@@ -67,6 +67,30 @@ void AddServeFlags(CLI::App* app, ServerOptions* o, std::string* auth_mode, bool
                   "Threads for long-poll and stream work (waiting calls hold none)")
       ->envname("ABLATE_THREADS")
       ->capture_default_str();
+  app->add_option("--bench-after", o->faults.bench_after,
+                  "Worker-side failures in a row after which a worker is benched")
+      ->envname("ABLATE_BENCH_AFTER")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app->add_option("--bench-seconds", o->faults.bench_seconds,
+                  "A worker's first bench, seconds; doubled for each further bench in a row")
+      ->envname("ABLATE_BENCH_SECONDS")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  app->add_option("--bench-max-seconds", o->faults.bench_max_seconds, "The longest bench, seconds")
+      ->envname("ABLATE_BENCH_MAX_SECONDS")
+      ->check(CLI::Range(1.0, 604800.0))
+      ->capture_default_str();
+  app->add_option("--run-fault-workers", o->faults.run_fault_workers,
+                  "Different workers a run may fail on for worker-side causes before it fails")
+      ->envname("ABLATE_RUN_FAULT_WORKERS")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app->add_option("--max-preemptions", o->faults.max_preemptions,
+                  "Lease expiries (preempted or vanished workers) a run may have before it fails")
+      ->envname("ABLATE_MAX_PREEMPTIONS")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   app->add_flag("--no-migrate", *no_migrate, "Do not apply migrations on start")
       ->envname("ABLATE_NO_MIGRATE");
 }

@@ -47,6 +47,11 @@ void LeaseBroker::Attempt(WaiterPtr w) {
     return;
   }
   w->device = outcome->device_kind;
+  if (outcome->benched.has_value()) {
+    // Benched: told at once, not parked (no run would be handed to it anyway).
+    w->done(*std::move(outcome->benched));
+    return;
+  }
   if (outcome->lease.has_value()) {
     granted_.fetch_add(1);
     w->done(*std::move(outcome->lease));

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "server/store/fault_policy.h"
+
 namespace ablate::server {
 
 struct ServerOptions {
@@ -39,6 +41,8 @@ struct ServerOptions {
   double reap_interval_seconds = 0;  // 0: lease_seconds / 4, at most 5 s
   double stats_interval_seconds = 5;
   bool migrate = true;
+  // Failures not the run's own: benching and allowances (docs/server.md#failures).
+  FaultPolicy faults;
 };
 
 }  // namespace ablate::server

@@ -182,7 +182,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->notes = std::make_unique<NotifyBatcher>(impl->db.get());
   impl->notes->Start();
   impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
-  impl->runs = std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds);
+  impl->runs =
+      std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds, o.faults);
   impl->ingest = std::make_unique<IngestStore>(impl->db.get(), impl->notes.get());
   impl->sweeps = std::make_unique<SweepStore>(impl->db.get());
   impl->sweep_reads = std::make_unique<SweepReads>(impl->db.get(), o.lease_seconds);

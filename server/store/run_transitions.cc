@@ -17,6 +17,7 @@
 #include "common/util/sha256.h"
 #include "server/store/pg_codec.h"
 #include "server/store/refine_store.h"
+#include "spdlog/spdlog.h"
 
 namespace ablate::server {
 namespace {
@@ -58,7 +59,7 @@ constexpr bool Fenced(sql::Name name) {
 }
 static_assert(Fenced("report_metrics_total_steps") && Fenced("report_logs") &&
                   Fenced("check_fence") && Fenced("checkpoint_fence") && Fenced("complete") &&
-                  Fenced("release"),
+                  Fenced("release") && Fenced("attempt_faulted"),
               "a fenced write's statement does not spell out the fence");
 
 // The one statement that marks sweeps finished: the active sweep `sweep_id` (every active sweep
@@ -146,10 +147,24 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
                                                   "again before leasing"));
         }
         const int slots = wr[0][2].as<int>();
+        // A benched worker, or one that owes its self-check, gets no run and is told why at once
+        // (docs/server.md#failures); an operator's unbench clears both.
+        if (wr[0][3].as<bool>() || wr[0][6].as<bool>()) {
+          pg::Exec(tx, "worker_seen", worker_id);
+          v1::LeaseResponse benched;
+          benched.set_benched_until(wr[0][4].as<double>());
+          benched.set_bench_reason(wr[0][5].as<std::string>());
+          benched.set_self_check_due(wr[0][6].as<bool>() && !wr[0][3].as<bool>());
+          LeaseOutcome out;
+          out.benched = std::move(benched);
+          return out;
+        }
+        const int64_t memory_per_slot = wr[0][7].as<int64_t>();
         // One statement after the lock, so the hot path is two round trips. Without a checkpoint
         // the attempt starts over and every earlier point goes (step > -1); with one, the points
         // after its step go, and the new attempt's series continues without gap or duplicate.
-        pqxx::result lr = pg::Exec(tx, "lease", worker_id, lease_seconds_, digest, slots);
+        pqxx::result lr =
+            pg::Exec(tx, "lease", worker_id, lease_seconds_, digest, slots, memory_per_slot);
         const pqxx::row row = lr[0];
         LeaseOutcome result;
         result.device_kind = row[0].as<std::string>();
@@ -269,36 +284,48 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
         absl::StrCat("complete: state must be SUCCEEDED, DIVERGED or FAILED (got ",
                      v1::RunState_Name(state), ")"));
   }
+  if (state == v1::FAILED && req.fault() != v1::FAULT_RUN) {
+    return AttemptFaulted(req.run_id(), req.attempt(), req.lease_token(),
+                          req.fault() == v1::FAULT_WORKER ? "worker" : "unknown", req.error(),
+                          req.result());
+  }
   const std::string name(util::RunStateName(state));
+  const std::string fault = state == v1::FAILED ? "run" : "";
   const std::string digest = SecretDigest(req.lease_token());
-  return Transition<bool>("complete",
-                          [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
-                            pqxx::result r = pg::Exec(tx, "complete", req.run_id(), req.attempt(),
-                                                      digest, name, pg::ToJson(req.result()),
-                                                      req.error(), req.result().steps_done());
-                            if (!r.empty()) {
-                              const int64_t sweep_id = r[0][0].as<int64_t>();
-                              if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok())
-                                return s;
-                              notices.Run(req.run_id());
-                              return true;
-                            }
-                            // A retry of a Complete whose reply was lost finds its own result
-                            // already there.
-                            pqxx::result cur =
-                                pg::Exec(tx, "complete_current", req.run_id(), digest);
-                            if (!cur.empty() && cur[0][1].as<int>() == req.attempt() &&
-                                cur[0][2].as<bool>() && cur[0][0].as<std::string>() == name) {
-                              return true;
-                            }
-                            return FenceError(tx, req.run_id(), req.attempt());
-                          })
+  return Transition<bool>(
+             "complete",
+             [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
+               pqxx::result r = pg::Exec(tx, "complete", req.run_id(), req.attempt(), digest, name,
+                                         pg::ToJson(req.result()), req.error(),
+                                         req.result().steps_done(), fault);
+               if (!r.empty()) {
+                 const int64_t sweep_id = r[0][0].as<int64_t>();
+                 if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
+                 notices.Run(req.run_id());
+                 return true;
+               }
+               // A retry of a Complete whose reply was lost finds its own result
+               // already there.
+               pqxx::result cur = pg::Exec(tx, "complete_current", req.run_id(), digest);
+               if (!cur.empty() && cur[0][1].as<int>() == req.attempt() && cur[0][2].as<bool>() &&
+                   cur[0][0].as<std::string>() == name) {
+                 return true;
+               }
+               return FenceError(tx, req.run_id(), req.attempt());
+             })
       .status();
 }
 
 // ---- leased/running -> queued: Release ---------------------------------------------------------
 
 absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
+  if (req.fault() != v1::FAULT_CLASS_UNSPECIFIED) {
+    // A run-side cause is not the worker's to release on: it belongs in Complete. Read as a
+    // worker-side fault, since the worker gave up on the run rather than finishing it.
+    return AttemptFaulted(req.run_id(), req.attempt(), req.lease_token(),
+                          req.fault() == v1::FAULT_UNKNOWN ? "unknown" : "worker", req.reason(),
+                          v1::RunResult());
+  }
   return Transition<bool>("release",
                           [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
                             pqxx::result r = pg::Exec(tx, "release", req.run_id(), req.attempt(),
@@ -314,6 +341,48 @@ absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
       .status();
 }
 
+// ---- leased/running -> queued | failed: an attempt that faulted (Complete, Release) -----------
+
+absl::Status RunTransitions::AttemptFaulted(int64_t run_id, int attempt,
+                                            const std::string& lease_token,
+                                            const std::string& fault, const std::string& error,
+                                            const v1::RunResult& result) {
+  const std::string digest = SecretDigest(lease_token);
+  return Transition<bool>(
+             "attempt faulted",
+             [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
+               pqxx::result r =
+                   pg::Exec(tx, "attempt_faulted", run_id, attempt, digest, fault, error,
+                            pg::ToJson(result), result.steps_done(), faults_.run_fault_workers,
+                            faults_.bench_after, faults_.bench_seconds, faults_.bench_max_seconds);
+               if (r.empty()) {
+                 // A retry whose reply was lost finds its attempt already handed back (queued,
+                 // the token not yet replaced by a new lease) or ended.
+                 pqxx::result cur = pg::Exec(tx, "complete_current", run_id, digest);
+                 if (!cur.empty() && cur[0][1].as<int>() == attempt && cur[0][2].as<bool>()) {
+                   const auto now = util::RunStateFromName(cur[0][0].as<std::string>());
+                   if (now == v1::QUEUED || now == v1::FAILED) return true;
+                 }
+                 return FenceError(tx, run_id, attempt);
+               }
+               const int64_t sweep_id = r[0][0].as<int64_t>();
+               if (r[0][2].as<bool>()) {
+                 if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
+               } else {
+                 notices.Queue(r[0][1].as<std::string>());
+                 notices.Sweep(sweep_id);
+               }
+               if (r[0][3].as<bool>()) {
+                 spdlog::warn("worker {} benched until {:.0f} (unix): run {} attempt {} failed: {}",
+                              r[0][4].as<std::string>(), r[0][5].as<double>(), run_id, attempt,
+                              error);
+               }
+               notices.Run(run_id);
+               return true;
+             })
+      .status();
+}
+
 // ---- leased/running -> queued | failed: Reap (lease expired) -----------------------------------
 
 absl::StatusOr<ReapResult> RunTransitions::Reap() {
@@ -322,7 +391,7 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
         // SKIP LOCKED: a run a worker is heartbeating right now is left for the next pass, and two
         // replicas reaping at once split the expired runs between them instead of both touching
         // each.
-        pqxx::result r = pg::Exec(tx, "reap");
+        pqxx::result r = pg::Exec(tx, "reap", faults_.max_preemptions);
         ReapResult out;
         std::set<int64_t> ended;  // sweeps with a run failed here
         for (const auto& row : r) {

@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/store/db.h"
+#include "server/store/fault_policy.h"
 #include "server/store/notify_batcher.h"
 
 namespace ablate::server {
@@ -43,6 +44,9 @@ inline constexpr int kMaxWorkerSlots = 64;
 struct LeaseOutcome {
   std::string device_kind;                 // the worker's, for routing wake-ups
   std::optional<v1::LeaseResponse> lease;  // nullopt: nothing this worker can run is queued
+  // Set (has_run false, the bench's end and reason, or self_check_due) when the worker is benched
+  // or owes its self-check: it gets this answer at once, without waiting for work.
+  std::optional<v1::LeaseResponse> benched;
 };
 
 struct ReapResult {
@@ -64,8 +68,8 @@ absl::Status FenceError(pqxx::work& tx, int64_t run_id, int attempt);
 class RunTransitions {
  public:
   // `notes` sends the watcher notifications after commit (see Notices, NotifyBatcher).
-  RunTransitions(Db* db, NotifyBatcher* notes, double lease_seconds)
-      : db_(db), notes_(notes), lease_seconds_(lease_seconds) {}
+  RunTransitions(Db* db, NotifyBatcher* notes, double lease_seconds, FaultPolicy faults = {})
+      : db_(db), notes_(notes), lease_seconds_(lease_seconds), faults_(faults) {}
 
   // queued -> leased. Leases the next run this worker can run, if one is queued. When the run
   // has a checkpoint the response says so, and the run's points after that step are deleted in
@@ -94,14 +98,17 @@ class RunTransitions {
 
   // leased/running -> succeeded | diverged | failed, and the sweep -> finished when that was its
   // last unfinished run. Repeating the same Complete after a lost reply is accepted.
+  // A FAILED whose fault is not FAULT_RUN is an attempt that faulted (AttemptFaulted below): the
+  // run goes back to the queue unless its allowance is spent.
   absl::Status Complete(const v1::CompleteRequest& request);
 
   // leased/running -> queued: hands the run back, the attempt not counted against max_attempts.
+  // With a fault (the worker cannot go on), an attempt that faulted, as for Complete.
   absl::Status Release(const v1::ReleaseRequest& request);
 
-  // leased/running -> queued, or failed past max_attempts, for runs whose lease expired; then
-  // finishes every active sweep with no unfinished run. Safe to run in every replica at once
-  // (SKIP LOCKED; idempotent updates).
+  // leased/running -> queued, or failed once preempted FaultPolicy::max_preemptions times, for
+  // runs whose lease expired; then finishes every active sweep with no unfinished run. Safe to
+  // run in every replica at once (SKIP LOCKED; idempotent updates).
   absl::StatusOr<ReapResult> Reap();
 
   // unfinished -> cancelled. Returns how many runs were cancelled. Whole-sweep cancel (no
@@ -120,9 +127,16 @@ class RunTransitions {
   absl::StatusOr<T> Transition(const std::string& what,
                                const std::function<absl::StatusOr<T>(pqxx::work&, Notices&)>& fn);
 
+  // leased/running -> queued | failed for an attempt that failed for a worker-side (`fault`
+  // "worker") or unknown cause; counts toward benching the worker (attempt_faulted.sql).
+  absl::Status AttemptFaulted(int64_t run_id, int attempt, const std::string& lease_token,
+                              const std::string& fault, const std::string& error,
+                              const v1::RunResult& result);
+
   Db* db_;
   NotifyBatcher* notes_;
   double lease_seconds_;
+  FaultPolicy faults_;
 };
 
 }  // namespace ablate::server

@@ -537,7 +537,8 @@ class CostAndBudgets(E2E):
             for e in events:
                 if e["kind"] == "leased":
                     start = (float(e["time"]), e["worker"])
-                elif start and e["kind"] in ("completed", "released", "expired", "cancelled"):
+                elif start and e["kind"] in ("completed", "released", "preempted", "faulted",
+                                             "cancelled"):
                     dt = float(e["time"]) - start[0]
                     seconds += dt
                     usd += dt * self.PRICES[start[1]] / 3600

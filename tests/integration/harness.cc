@@ -243,6 +243,15 @@ v1::GetSweepResponse ServerFixture::GetSweep(int64_t sweep_id, bool runs) {
   return resp;
 }
 
+std::vector<v1::RunEvent> ServerFixture::Events(int64_t run_id) {
+  v1::ListRunEventsRequest req;
+  req.set_run_id(run_id);
+  v1::ListRunEventsResponse resp;
+  auto s = SweepStub()->ListRunEvents(Ctx().get(), req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return {resp.events().begin(), resp.events().end()};
+}
+
 std::vector<v1::MetricPoint> ServerFixture::Points(int64_t run_id) {
   v1::GetRunMetricsRequest req;
   req.set_run_id(run_id);

@@ -54,6 +54,8 @@ class ServerFixture : public ::testing::Test {
   std::string LeaseToken(int64_t run_id, int attempt);
   v1::GetSweepResponse GetSweep(int64_t sweep_id, bool runs = true);
   std::vector<v1::MetricPoint> Points(int64_t run_id);
+  // The run's events (ListRunEvents), oldest first.
+  std::vector<v1::RunEvent> Events(int64_t run_id);
 
   std::string url_;
   server::ServerOptions options_;

@@ -418,12 +418,26 @@ TEST_F(QueueTest, ExpiredLeaseRequeuesBumpsAttemptAndFencesTheStaleWorker) {
   v1::ListRunEventsResponse events;
   ASSERT_TRUE(SweepStub()->ListRunEvents(Ctx().get(), ev, &events).ok());
   bool expired = false;
-  for (const auto& e : events.events()) expired |= e.kind() == "expired" && e.attempt() == 1;
+  for (const auto& e : events.events()) expired |= e.kind() == "preempted" && e.attempt() == 1;
   EXPECT_TRUE(expired);
 }
 
-TEST_F(QueueTest, RunFailsAfterMaxAttemptsAndRetryRequeuesIt) {
-  auto sub = Submit(SweepYaml("attempts", 1, 1, "", "max_attempts: 2\n"));
+// A server that fails a run at its `n`-th lease expiry (--max-preemptions n).
+template <int n>
+class PreemptionsTest : public QueueTest {
+ protected:
+  void Configure(server::ServerOptions* o) override {
+    QueueTest::Configure(o);
+    o->faults.max_preemptions = n;
+  }
+};
+using TwoPreemptionsTest = PreemptionsTest<2>;
+using OnePreemptionTest = PreemptionsTest<1>;
+
+// Lease expiry (a preempted or vanished worker) is its own allowance: with max_attempts 1 the run
+// still gets a second attempt, and it fails only at the server's --max-preemptions.
+TEST_F(TwoPreemptionsTest, RunFailsAfterItsPreemptionAllowanceAndRetryRequeuesIt) {
+  auto sub = Submit(SweepYaml("attempts", 1, 1, "", "max_attempts: 1\n"));
   const int64_t w = Register("flaky");
   auto a1 = Lease(w);
   ASSERT_TRUE(a1.has_run());
@@ -434,7 +448,8 @@ TEST_F(QueueTest, RunFailsAfterMaxAttemptsAndRetryRequeuesIt) {
   ASSERT_EQ(a2.lease().attempt(), 2);
   ExpireLease(run);
   auto failed = WaitForState(sub.sweep().id(), run, v1::FAILED);
-  EXPECT_EQ(failed.error(), "lease expired on attempt 2 of 2 (worker stopped heartbeating)");
+  EXPECT_EQ(failed.error(),
+            "lease expired 2 times (preempted or vanished workers); the last on attempt 2");
   EXPECT_FALSE(Lease(w).has_run());
 
   v1::RetryRunsRequest retry;
@@ -581,7 +596,7 @@ TEST_F(QueueTest, CancelReachesTheWorkerAndRefusesItsWrites) {
 
 // A sweep is finished by whichever transition ends its last unfinished run (Complete, a cancel
 // of some runs, the reaper failing an expired run), and Retry makes it active again.
-TEST_F(QueueTest, SweepFinishesWhenItsLastUnfinishedRunEnds) {
+TEST_F(OnePreemptionTest, SweepFinishesWhenItsLastUnfinishedRunEnds) {
   auto sub = Submit(SweepYaml("last-run", 2, 1, "", "max_attempts: 1\n"));
   const int64_t sweep = sub.sweep().id();
   const int64_t w = Register("closer");
@@ -611,7 +626,7 @@ TEST_F(QueueTest, SweepFinishesWhenItsLastUnfinishedRunEnds) {
   auto again = Lease(w);
   ASSERT_TRUE(again.has_run());
   ASSERT_EQ(again.spec().run_id(), run);
-  ExpireLease(run);  // attempt 2 of 2 after the retry: the reaper fails it
+  ExpireLease(run);  // its first preemption, and this server allows one: the reaper fails it
   WaitForState(sweep, run, v1::FAILED);
   v1::GetSweepResponse got;
   for (int i = 0; i < 100; ++i) {

@@ -56,14 +56,6 @@ class RefineTest : public ServerFixture {
     return got;
   }
 
-  std::vector<v1::RunEvent> Events(int64_t run) {
-    v1::ListRunEventsRequest req;
-    req.set_run_id(run);
-    v1::ListRunEventsResponse resp;
-    EXPECT_TRUE(SweepStub()->ListRunEvents(Ctx().get(), req, &resp).ok());
-    return {resp.events().begin(), resp.events().end()};
-  }
-
   void SetUp() override {
     ServerFixture::SetUp();
     ASSERT_NE(StartReplica(options_), nullptr);
@@ -293,7 +285,16 @@ TEST_F(RefineTest, RefinedRunsAreTheSweepFilesExpansionAtTheirLr) {
 // Every way a run ends goes through the same after-run step: a curve whose last run the reaper
 // fails (attempts exhausted) or the user cancels settles, and its bracket is refined then, not
 // at some later Complete that may never come.
-TEST_F(RefineTest, ARunTheReaperFailsSettlesItsCurveAndRefinesIt) {
+// The reaper fails a run at its first lease expiry (--max-preemptions 1).
+class RefineOnePreemptionTest : public RefineTest {
+ protected:
+  void Configure(server::ServerOptions* o) override {
+    RefineTest::Configure(o);
+    o->faults.max_preemptions = 1;
+  }
+};
+
+TEST_F(RefineOnePreemptionTest, ARunTheReaperFailsSettlesItsCurveAndRefinesIt) {
   const std::string yaml = absl::StrCat(
       "name: reaped\n", kData,
       "grid:\n  lr: [0.001, 0.01, 0.1, 1]\n  seed: [0]\nmax_attempts: 1\n"
@@ -306,7 +307,7 @@ TEST_F(RefineTest, ARunTheReaperFailsSettlesItsCurveAndRefinesIt) {
   ASSERT_TRUE(Complete(base.at("0.01/0"), v1::SUCCEEDED, 2.5).ok());
   ASSERT_TRUE(Complete(base.at("0.1/0"), v1::DIVERGED, 0).ok());
   EXPECT_EQ(GetSweep(sweep).runs_size(), 4) << "lr 1 is still running: the curve is unsettled";
-  ExpireLease(base.at("1/0").spec().run_id());  // its worker vanished; attempt 1 of 1: failed
+  ExpireLease(base.at("1/0").spec().run_id());  // its worker vanished; one preemption: failed
   const auto got = WaitForRuns(sweep, 5);
   ASSERT_EQ(got.runs_size(), 5) << "the reaper's failure did not trigger refinement";
   EXPECT_EQ(got.sweep().state(), "active");

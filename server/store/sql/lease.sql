@@ -1,5 +1,8 @@
 -- Lease, after lease_worker: the next queued run for worker $1 if it holds fewer than $4 leases,
--- leased for $2 seconds under the token digest $3. Without a checkpoint the attempt starts over
+-- leased for $2 seconds under the token digest $3. Only a run that fits its device memory per
+-- slot $5 (0: not reported, any run), and not one whose attempt failed on this worker for a
+-- worker-side or unknown cause while another live, unbenched worker (seen within the lease
+-- period) could take it (docs/server.md#failures). Without a checkpoint the attempt starts over
 -- and every earlier point goes (step > -1); with one, the points after its step go.
 -- A sweep with a budget leases only while its budget_runs_left is above 0 (migration 0009).
 -- Returns one row: device kind, then run id, sweep id, attempt, expiry, spec, checkpoint step,
@@ -18,6 +21,13 @@ next AS (
     SELECT r.id, r.sweep_id, r.priority, r.order_index FROM runs r
     WHERE r.state = 'queued' AND r.device = d.dev
     AND (SELECT n FROM held) < $4
+    AND ($5::bigint <= 0 OR r.memory_bytes <= $5::bigint)
+    AND NOT (r.faulted_workers @> ARRAY[$1::bigint] AND EXISTS (
+      SELECT 1 FROM workers o WHERE o.id <> $1 AND NOT o.id = ANY(r.faulted_workers)
+      AND o.stopped_at IS NULL AND o.last_seen_at >= now() - make_interval(secs => $2)
+      AND coalesce(o.benched_until <= now(), true) AND NOT o.self_check_due
+      AND (r.device = 'auto' OR o.device_kind = r.device)
+      AND (o.memory_per_slot <= 0 OR r.memory_bytes <= o.memory_per_slot)))
     AND NOT EXISTS (SELECT 1 FROM sweeps s WHERE s.id = r.sweep_id AND s.budget_runs_left <= 0)
     ORDER BY r.priority DESC, r.sweep_id, r.order_index LIMIT 1 FOR UPDATE SKIP LOCKED) c
   ORDER BY c.priority DESC, c.sweep_id, c.order_index LIMIT 1),
