@@ -207,6 +207,41 @@ TEST_F(WorkersTest, BenchedShowsItsReasonAndEndAndUnbenchLiftsIt) {
   EXPECT_EQ(Unbench("", &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
+// The real path (the write side, docs/server.md#failures): three attempts in a row that failed
+// for worker-side causes bench the worker; `ablate workers` reads the bench the server wrote.
+TEST_F(WorkersTest, AWorkerThatKeepsFailingIsListedBenchedWithTheServersReason) {
+  Submit(SweepYaml("broken", 3, 1));
+  const int64_t w = Register("broken-box");
+  for (int i = 0; i < 3; ++i) {
+    auto l = Lease(w);
+    ASSERT_TRUE(l.has_run()) << "attempt " << i;
+    v1::CompleteRequest req;
+    req.set_run_id(l.spec().run_id());
+    req.set_attempt(l.lease().attempt());
+    req.set_lease_token(LeaseToken(l.spec().run_id(), l.lease().attempt()));
+    req.set_state(v1::FAILED);
+    req.set_error("CUDA error: an illegal memory access was encountered");
+    req.set_fault(v1::FAULT_WORKER);
+    v1::CompleteResponse resp;
+    auto st = WorkerStub()->Complete(Ctx().get(), req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+  const double now = static_cast<double>(std::time(nullptr));
+  const v1::Worker benched = Find("broken-box");
+  EXPECT_EQ(benched.state(), "benched");
+  EXPECT_THAT(benched.bench_reason(), HasSubstr("illegal memory access"));
+  EXPECT_GT(benched.benched_until(), now);
+  EXPECT_TRUE(benched.self_check_due());
+  EXPECT_EQ(benched.fault_streak(), 3);
+  EXPECT_EQ(benched.runs_faulted(), 3);
+  EXPECT_EQ(benched.runs_completed(), 0);
+  EXPECT_FALSE(Lease(w).has_run());
+  v1::UnbenchWorkerResponse resp;
+  ASSERT_TRUE(Unbench("broken-box", &resp).ok());
+  EXPECT_EQ(resp.worker().state(), "idle");
+  EXPECT_TRUE(Lease(w).has_run());
+}
+
 // DONE counts the runs a worker completed: two that trained to their end count, an attempt that
 // only lost its lease does not.
 TEST_F(WorkersTest, DoneCountsCompletedRunsAndNotExpiredLeases) {
