@@ -285,7 +285,8 @@ v1::Sweep SweepFromRow(const pqxx::row& row, const SweepHolds* holds) {
   // flight on live workers (a proxy for the workers on this sweep). Crude while few runs have
   // finished; -1 until one has. Held (-1, eta_basis "held: why") when the sweep cannot finish as
   // things are: its budget stopped it, or no worker may lease what is left, or no live worker can
-  // hold any queued run and nothing is in flight (docs/server.md#workers).
+  // hold any queued run and nothing is in flight
+  // (docs/server.md#workers-states-and-benching-read-side).
   const int in_flight = c->leased() + c->running();
   const int remaining = c->queued() + in_flight;
   const int lost = holds != nullptr ? static_cast<int>(holds->lost_in_flight) : 0;

@@ -1,5 +1,5 @@
 -- What holds sweep $1 back ($2 the lease period in seconds), for GetSweep's counts and ETA
--- (docs/server.md#workers):
+-- (docs/server.md#workers-states-and-benching-read-side):
 -- - its queued runs no live worker can hold: an estimate (memory_bytes > 0) above the largest
 --   device memory per slot of the workers not stopped and seen within a lease period (benched
 --   ones included: they come back). 0 when none is live, or one reported no memory (it may lease

@@ -1,6 +1,6 @@
 -- Workers (only live ones unless $2, and those gone offline within the last $3 seconds when
 -- $3 > 0; only worker $4 unless 0), $1 being the lease period in seconds. The state
--- (docs/server.md#workers):
+-- (docs/server.md#workers-states-and-benching-read-side):
 -- - offline: stopped, or not seen for two lease periods;
 -- - lost: not seen for over one lease period (its heartbeats stopped; the leases it holds expire
 --   and are requeued by the reaper), not yet offline;
