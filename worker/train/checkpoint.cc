@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -170,8 +171,13 @@ absl::Status LoadCheckpoint(const std::string& path, GPT& model, AdamW& optimize
     }
     optimizer.LoadState(opt);
   } catch (const c10::Error& e) {
+    // Out of memory while loading says nothing about the file: the machine's, not the run's.
+    if (IsTorchOutOfMemory(e)) return TorchErrorStatus(absl::StrCat(path, ": loading: "), e);
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": unreadable checkpoint: ", TorchErrorLine(e)));
+  } catch (const std::bad_alloc& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": loading: out of memory (", e.what(), ")"));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": unreadable checkpoint: ", e.what()));
   }

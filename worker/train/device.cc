@@ -1,8 +1,12 @@
 #include "worker/train/device.h"
 
 #include <ATen/Context.h>
+#include <sys/resource.h>
 #include <torch/version.h>
 #include <unistd.h>
+#ifdef ABLATE_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -13,6 +17,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/util/threads.h"
 #include "worker/train/torch_error.h"
 #include "worker/train/trainer.h"
@@ -35,6 +40,25 @@ std::string CpuModelName() {
     }
   }
   return "cpu";
+}
+
+// Metal's recommendedMaxWorkingSetSize is two thirds to three quarters of the unified memory on
+// Apple's Macs so far; the lower figure, so that a run the server sends by it fits.
+constexpr double kMpsWorkingSetFraction = 2.0 / 3.0;
+
+int64_t PhysicalMemoryBytes() {
+  return static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+}
+
+// The process's peak resident set since it started: ru_maxrss is in KiB on Linux, bytes on macOS.
+int64_t PeakResidentBytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+#if defined(__APPLE__)
+  return static_cast<int64_t>(usage.ru_maxrss);
+#else
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;
+#endif
 }
 
 std::string CudaName(int index, int64_t* memory) {
@@ -63,7 +87,7 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& requested) {
   if (requested == "cuda") {
     if (!cuda) {
 #ifdef ABLATE_TORCH_CUDA
-      return absl::FailedPreconditionError(
+      return absl::UnavailableError(
           "device cuda requested, but no CUDA GPU is visible to this process (check nvidia-smi, "
           "the driver and CUDA_VISIBLE_DEVICES)");
 #else
@@ -77,7 +101,7 @@ absl::StatusOr<torch::Device> ResolveDevice(const std::string& requested) {
     return torch::Device(torch::kCUDA, 0);
   }
   if (requested == "mps") {
-    if (!mps) return absl::FailedPreconditionError("device mps requested, but none is available");
+    if (!mps) return absl::UnavailableError("device mps requested, but none is available");
     return torch::Device(torch::kMPS);
   }
   return absl::InvalidArgumentError(
@@ -143,12 +167,15 @@ DeviceInfo DescribeDeviceInfo(const torch::Device& device) {
   } else if (device.is_mps()) {
     info.kind = "mps";
     info.name = "Apple GPU (MPS)";
-    // MPS shares the system's unified memory.
-    info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    // MPS shares the system's unified memory, of which Metal lets the GPU hold its
+    // recommendedMaxWorkingSetSize. Asking Metal for it takes Objective-C, which this C++ build
+    // does not compile, so the worker reports kMpsWorkingSetFraction of it instead.
+    info.memory_bytes =
+        static_cast<int64_t>(static_cast<double>(PhysicalMemoryBytes()) * kMpsWorkingSetFraction);
   } else {
     info.kind = "cpu";
     info.name = CpuModelName();
-    info.memory_bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
+    info.memory_bytes = PhysicalMemoryBytes();
   }
   return info;
 }
@@ -164,6 +191,41 @@ absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested) {
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("probing device '", requested, "': ", e.what()));
   }
+}
+
+void ResetPeakMemory(const std::string& device_kind) {
+#ifdef ABLATE_TORCH_CUDA
+  if (device_kind == "cuda") {
+    try {
+      c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+    } catch (const std::exception&) {
+      // A device that cannot answer this fails the run's first step with its own error.
+    }
+  }
+#else
+  (void)device_kind;
+#endif
+}
+
+int64_t PeakMemoryBytes(const std::string& device_kind) {
+#ifdef ABLATE_TORCH_CUDA
+  if (device_kind == "cuda") {
+    try {
+      // Index 0 is StatType::AGGREGATE (all pools), whose namespace moved after LibTorch 1.13.
+      return c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].peak;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
+#else
+  (void)device_kind;
+#endif
+  return PeakResidentBytes();
+}
+
+std::string DescribeMemory(int64_t bytes) {
+  if (bytes <= 0) return "unknown";
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / double(int64_t{1} << 30));
 }
 
 }  // namespace ablate::train

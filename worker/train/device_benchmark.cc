@@ -85,9 +85,11 @@ std::string Describe(const v1::RunConfig& c) {
 // Warm-up steps, then the best of the timed ones: forward, backward, clipping and AdamW, as
 // trainer.cc runs a step, on random tokens. Reading one weight back at the end of each step waits
 // for a GPU's queued kernels, so the time is the step's and not its launch's.
-v1::DeviceBenchmark Measure(GPT& model, AdamW& optimizer, std::vector<torch::Tensor>& params,
-                            const Reference& ref, const torch::Device& device, int shards,
-                            bool bf16) {
+absl::StatusOr<v1::DeviceBenchmark> Measure(GPT& model, AdamW& optimizer,
+                                            std::vector<torch::Tensor>& params,
+                                            const Reference& ref, const torch::Device& device,
+                                            int shards, bool bf16,
+                                            const std::function<bool()>& should_stop) {
   const auto started = Clock::now();
   const v1::RunConfig& c = ref.config;
   const auto options = torch::TensorOptions().dtype(torch::kInt64).device(device);
@@ -100,6 +102,7 @@ v1::DeviceBenchmark Measure(GPT& model, AdamW& optimizer, std::vector<torch::Ten
   for (int i = 0;; ++i) {
     const int done = i - ref.warmup_steps;  // timed steps so far
     if (done >= ref.max_timed || (done >= ref.min_timed && timed >= ref.time_box)) break;
+    if (should_stop && should_stop()) return absl::CancelledError("startup benchmark: stopped");
     const auto step_started = Clock::now();
     AccumulateGradients(model, batches, bf16, /*backward=*/true, sharding);
     ClipGradients(params, c.grad_clip());
@@ -186,6 +189,9 @@ absl::StatusOr<DeviceBenchmarkResult> Run(const DeviceBenchmarkOptions& options)
     return result;
   }
 
+  if (options.should_stop && options.should_stop()) {
+    return absl::CancelledError("startup benchmark: stopped");
+  }
   // As a slot's training thread is set up (trainer.cc): its share of the threads, a CPU step
   // sharded over them.
   ConfigureThreads(threads);
@@ -198,12 +204,16 @@ absl::StatusOr<DeviceBenchmarkResult> Run(const DeviceBenchmarkOptions& options)
   for (const auto& [name, t] : model->NamedTensors()) params.push_back(t);
   AdamW optimizer(model->NamedTensors(), ref.config);
 
-  result.benchmarks.push_back(Measure(model, optimizer, params, ref, device, shards, false));
+  ASSIGN_OR_RETURN(v1::DeviceBenchmark fp32, Measure(model, optimizer, params, ref, device, shards,
+                                                     false, options.should_stop));
+  result.benchmarks.push_back(std::move(fp32));
   // bf16 where runs use it for speed: CUDA. A CPU has bf16 autocast too, but without bf16 matrix
   // units (AMX, AVX512-BF16) LibTorch 1.13 runs it slower than fp32, a CPU sweep runs float32,
   // and measuring it would double the startup cost of every CPU worker; MPS has none in 1.13.
   if (device.is_cuda()) {
-    result.benchmarks.push_back(Measure(model, optimizer, params, ref, device, shards, true));
+    ASSIGN_OR_RETURN(v1::DeviceBenchmark bf16, Measure(model, optimizer, params, ref, device,
+                                                       shards, true, options.should_stop));
+    result.benchmarks.push_back(std::move(bf16));
   }
   WriteCache(options.cache_file, key, result.benchmarks);
   return result;
@@ -215,9 +225,13 @@ absl::StatusOr<DeviceBenchmarkResult> RunDeviceBenchmark(const DeviceBenchmarkOp
   try {
     return Run(options);
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("startup benchmark: ", TorchErrorLine(e)));
+    return TorchErrorStatus("startup benchmark: ", e);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("startup benchmark: ", e.what()));
+  } catch (...) {
+    // The daemon runs this on its main thread and again as the self-check of a benched worker:
+    // whatever is thrown ends the benchmark, not the worker.
+    return absl::InternalError("startup benchmark: an exception of unknown type");
   }
 }
 

@@ -6,6 +6,7 @@
 // Torch-free, so the daemon can include it; the measurement itself is device_benchmark.cc.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@ struct DeviceBenchmarkOptions {
   // Empty: measure every time.
   std::string cache_file;
   std::string ablate_version;  // part of the cache key
+  // Asked before each step (and before the model is built): true ends the benchmark with
+  // CANCELLED, so a worker told to stop while it measures (SIGTERM) does not wait for it.
+  std::function<bool()> should_stop;
 };
 
 struct DeviceBenchmarkResult {

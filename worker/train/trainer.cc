@@ -18,7 +18,9 @@
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <new>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -390,6 +392,7 @@ ablate::v1::RunResult TrainingLoop::MakeResult(int64_t step, double train_second
   r.set_device_kind(info.kind);
   r.set_device_name(info.name);
   r.set_tokenizer_sha256(tokenizer_sha256_);
+  r.set_peak_memory_bytes(PeakMemoryBytes(info.kind));
   // With dropout the masks depend on it (provenance.h): the report flags cells that mix counts.
   r.set_shards(shards_);
   for (const char* name :
@@ -521,6 +524,29 @@ absl::StatusOr<TrainResult> TrainingLoop::Execute() {
   return result;
 }
 
+// The kind (cuda, mps, cpu) of the device a run trains on, as TrainingLoop::Setup resolves it;
+// "cpu" when it does not resolve (Setup then fails with the reason).
+std::string ResolvedDeviceKind(const std::string& worker_device, const std::string& run_device) {
+  auto device = ResolveDevice(worker_device != "auto" ? worker_device : run_device);
+  if (!device.ok()) return "cpu";
+  return device->is_cuda() ? "cuda" : device->is_mps() ? "mps" : "cpu";
+}
+
+// RESOURCE_EXHAUSTED naming the peak the process held and the device's memory, so that the
+// failure says how far the run was from fitting (and the server's estimate can be checked).
+absl::Status OutOfMemory(const std::string& kind, const std::string& what) {
+  int64_t device_memory = 0;
+  try {
+    auto device = ResolveDevice(kind);
+    if (device.ok()) device_memory = DescribeDeviceInfo(*device).memory_bytes;
+  } catch (const std::exception&) {
+    // The error is already about memory; its size is then reported as unknown.
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "out of memory on ", kind, ": ", what, " (peak ", DescribeMemory(PeakMemoryBytes(kind)),
+      " held, device memory ", DescribeMemory(device_memory), ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOptions& options,
@@ -531,7 +557,13 @@ absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOp
   if (absl::Status s = ablate::sweep::ValidateRunSpec(complete); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("invalid run spec: ", s.message()));
   }
+  // Which device the run resolves to, for an out-of-memory error to name its peak and size.
+  std::string kind = "cpu";
+  // Nothing may escape: the caller is a worker's slot thread, where an exception would end the
+  // daemon. The code of each status says whose fault it was (worker/failure_class.h).
   try {
+    kind = ResolvedDeviceKind(options.device, complete.config().device());
+    ResetPeakMemory(kind);
     TrainingLoop loop(complete, options, observer);
     return loop.Execute();
   } catch (const c10::Error& e) {
@@ -539,9 +571,22 @@ absl::StatusOr<TrainResult> Train(const ablate::v1::RunSpec& spec, const TrainOp
     // carries a C++ stack trace: the run's error is the cause alone, the trace goes to the
     // worker's debug log.
     spdlog::debug("training failed; LibTorch's full report:\n{}", e.what());
-    return absl::InternalError(absl::StrCat("training failed: ", TorchErrorLine(e)));
+    if (IsTorchOutOfMemory(e)) return OutOfMemory(kind, TorchErrorLine(e));
+    return TorchErrorStatus("training failed: ", e);
+  } catch (const std::bad_alloc& e) {
+    return OutOfMemory(kind, e.what());
+  } catch (const std::system_error& e) {
+    // std::thread's constructor (a shard's thread, step.cc) when the system has no thread left
+    // to give: EAGAIN, "Resource temporarily unavailable".
+    if (e.code() == std::errc::resource_unavailable_try_again) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("training failed: cannot start a thread: ", e.what()));
+    }
+    return absl::InternalError(absl::StrCat("training failed: ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("training failed: ", e.what()));
+  } catch (...) {
+    return absl::AbortedError("the trainer crashed: an exception of unknown type");
   }
 }
 

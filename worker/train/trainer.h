@@ -64,11 +64,26 @@ struct DeviceInfo {
   std::string kind;  // cuda | mps | cpu
   std::string name;  // e.g. "NVIDIA GeForce RTX 4090", or the CPU model
   std::string torch_version;
+  // What a run may use (WorkerInfo.device_memory_bytes; the server divides it by the slots): a
+  // CUDA device's total memory; on MPS two thirds of the unified memory, Metal's recommended
+  // working set on the smaller Macs (device.cc says why not Metal's own figure); on the CPU the
+  // system's physical memory.
   int64_t memory_bytes = 0;
 };
 
+// The most memory this process held on a device of `device_kind` (DeviceInfo.kind), for
+// RunResult.peak_memory_bytes: on CUDA the caching allocator's peak of memory reserved from the
+// device since the last ResetPeakMemory (all runs on the GPU together, with --slots); on MPS and
+// the CPU the process's peak resident set since it started (on MPS a lower bound: Metal's own
+// allocations need not show in it). 0: not measured.
+int64_t PeakMemoryBytes(const std::string& device_kind);
+// Starts PeakMemoryBytes's CUDA peak again (an attempt's start); a no-op elsewhere.
+void ResetPeakMemory(const std::string& device_kind);
+// "3.20 GiB", or "unknown" for 0: how an out-of-memory error names the peak and the device's size.
+std::string DescribeMemory(int64_t bytes);
+
 // The device `requested` (auto|cpu|cuda|mps) resolves to on this machine; an error when a
-// specific device is asked for and absent.
+// specific device is asked for and absent (UNAVAILABLE: this machine's lack, not the run's).
 absl::StatusOr<DeviceInfo> ProbeDevice(const std::string& requested);
 
 // What this binary was built with, for --version: "torch 1.13.1, CPU build (no CUDA)" or
