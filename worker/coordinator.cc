@@ -247,12 +247,14 @@ absl::Status Coordinator::Complete(const RunLease& lease, v1::CompleteRequest ou
   return rpc::ToAbsl(stub_->Complete(&ctx, outcome, &resp), "complete", config_.server, "worker");
 }
 
-absl::Status Coordinator::Release(const RunLease& lease, const std::string& reason) {
+absl::Status Coordinator::Release(const RunLease& lease, const std::string& reason,
+                                  v1::FaultClass fault) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
   v1::ReleaseRequest req;
   lease.Stamp(&req);
   req.set_reason(reason);
+  req.set_fault(fault);
   v1::ReleaseResponse resp;
   return rpc::ToAbsl(stub_->Release(&ctx, req, &resp), "release", config_.server, "worker");
 }

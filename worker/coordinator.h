@@ -42,7 +42,8 @@ class Coordinator : public RunCoordinator {
   // Not fenced: a data set is named by its SHA-256 alone.
   absl::Status GetDataset(const std::string& sha256, const std::string& path) override;
   absl::Status Complete(const RunLease& lease, v1::CompleteRequest outcome) override;
-  absl::Status Release(const RunLease& lease, const std::string& reason) override;
+  absl::Status Release(const RunLease& lease, const std::string& reason,
+                       v1::FaultClass fault) override;
   // Tells the server this worker is stopping cleanly, so it shows offline at once.
   absl::Status Deregister(int64_t worker_id);
 

@@ -40,7 +40,11 @@ class RunCoordinator {
   virtual absl::Status GetDataset(const std::string& sha256, const std::string& path) = 0;
   // `outcome` carries the state, result and error; its lease fields are stamped from `lease`.
   virtual absl::Status Complete(const RunLease& lease, v1::CompleteRequest outcome) = 0;
-  virtual absl::Status Release(const RunLease& lease, const std::string& reason) = 0;
+  // Hands the run back. `fault` FAULT_CLASS_UNSPECIFIED: a clean hand-back (shutdown);
+  // FAULT_WORKER: this worker cannot go on with the run, `reason` says why
+  // (worker/failure_class.h).
+  virtual absl::Status Release(const RunLease& lease, const std::string& reason,
+                               v1::FaultClass fault) = 0;
 };
 
 }  // namespace ablate::worker

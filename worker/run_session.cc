@@ -7,16 +7,19 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/rpc/channel.h"
 #include "common/util/backoff.h"
+#include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/progress_line.h"
 #include "common/util/run_state.h"
 #include "common/util/status_macros.h"
+#include "worker/failure_class.h"
 #include "worker/spool.h"
 
 namespace ablate::worker {
@@ -37,6 +40,9 @@ constexpr std::chrono::milliseconds kSenderPoll{500};
 constexpr std::chrono::seconds kHandBackDeadline{20};
 // While the work dir is full, a paused run tries its write again this often.
 constexpr std::chrono::seconds kSpaceRetry{2};
+// How long a worker that cannot go on with a run keeps trying to release it while the server is
+// away: past it the lease is left to expire (the server then requeues the run all the same).
+constexpr std::chrono::seconds kReleaseDeadline{20};
 
 // How many sessions of each run this process has open. With --slots, a run whose lease ran out
 // while this worker was cut off can be leased again to another of its slots while the old
@@ -77,10 +83,11 @@ SessionOutcome Ended(SessionEnd end, std::string detail) {
 // How a session ends, decided once from what training returned and what the server said
 // meanwhile (the flags), in this order of precedence.
 enum class Ending {
-  kCancelled,  // the server cancelled the run: nothing more is sent for it
-  kFenced,     // another attempt owns the run: nothing more is sent for it
-  kHandBack,   // shutting down: flush, upload the checkpoint, Release
-  kComplete,   // trained to the end (succeeded or diverged) or failed: flush, then Complete
+  kCancelled,    // the server cancelled the run: nothing more is sent for it
+  kFenced,       // another attempt owns the run: nothing more is sent for it
+  kWorkerFault,  // the worker cannot go on (its spool, run dir, a thread): Release at once
+  kHandBack,     // shutting down: flush, upload the checkpoint, Release
+  kComplete,     // trained to the end (succeeded or diverged) or failed: flush, then Complete
 };
 
 // Shared state between the training thread (observer callbacks) and the background threads.
@@ -99,8 +106,12 @@ class Session : public train::TrainObserver {
     while (absl::IsResourceExhausted(s) && WaitForSpace(s)) s = spool_->Append(points);
     if (s.ok()) {
       SpaceAgain();
+    } else if (absl::IsResourceExhausted(s)) {
+      spdlog::error("run {}: {}", lease_.run_id(), s.message());  // stopping while the disk is full
     } else {
-      spdlog::error("run {}: {}", lease_.run_id(), s.message());
+      // Any other failure to write the spool would lose the points for good: the worker lets
+      // the run go rather than train on without recording it.
+      NoteWorkerFault(s);
     }
     stats_->spooled_points = spool_->pending();
     if (std::string line = util::ProgressLine(points); !line.empty()) {
@@ -132,7 +143,7 @@ class Session : public train::TrainObserver {
     stats_->step = step;
     stats_->tokens_per_second = tps;
   }
-  bool ShouldStop() override { return Fenced() || ShuttingDown(); }
+  bool ShouldStop() override { return Fenced() || ShuttingDown() || has_worker_fault_; }
   // The spool or a checkpoint could not be written for lack of space: training waits (the
   // heartbeats keep the lease, the sender keeps sending what is spooled) and the write is tried
   // again every kSpaceRetry, until it goes through or the run is to stop.
@@ -161,10 +172,21 @@ class Session : public train::TrainObserver {
     stats_->paused_for_space = false;
   }
   bool ShuttingDown() const { return opts_.shutdown != nullptr && opts_.shutdown->load(); }
+  // The worker cannot go on with the run (`cause`: its spool, its run dir, a thread it could not
+  // start, an exception on one of its threads): training stops at its next step and the session
+  // ends in a Release with FAULT_WORKER. The first cause is kept.
+  void NoteWorkerFault(const absl::Status& cause);
+  absl::Status WorkerFault() const;
+  // Runs one of the session's threads' loops; whatever it throws becomes a worker fault instead
+  // of ending the daemon (std::terminate).
+  void Guarded(const char* what, const std::function<void()>& loop);
 
   // Fetches the inputs and trains, with the sender thread running while training does. An error
   // fetching the inputs is returned as the run's error; CANCELLED if it stopped before training.
   absl::StatusOr<train::TrainResult> FetchAndTrain(const v1::LeaseResponse& leased);
+  // The trainer, with the fault file consulted first and an exception it throws made a status.
+  absl::StatusOr<train::TrainResult> CallTrainer(const v1::RunSpec& spec,
+                                                 const train::TrainOptions& topts);
   absl::Status FetchInputs(v1::RunSpec* spec, const v1::LeaseResponse& leased,
                            std::string* resume_path);
   // Retries `fn` while the server is unreachable, until it succeeds, fails for real, or we shut
@@ -178,6 +200,7 @@ class Session : public train::TrainObserver {
   SessionOutcome EndCancelled() const;
   SessionOutcome EndFenced(std::string detail) const;
   SessionOutcome EndHandBack(const absl::StatusOr<train::TrainResult>& trained);
+  SessionOutcome EndWorkerFault();
   SessionOutcome EndComplete(const absl::StatusOr<train::TrainResult>& trained);
 
   void HeartbeatLoop();
@@ -232,7 +255,41 @@ class Session : public train::TrainObserver {
   int64_t last_progress_step_ = -1;
   // Since when training waits for space in the work dir (training thread only).
   std::optional<Clock::time_point> paused_since_;
+  // Where the attempt is (training thread): what an error it returns is classified under.
+  FaultStage stage_ = FaultStage::kFetchInputs;
+  // NoteWorkerFault's cause (guarded by fault_mu_) and whether there is one.
+  mutable std::mutex fault_mu_;
+  absl::Status worker_fault_;
+  std::atomic<bool> has_worker_fault_{false};
 };
+
+void Session::NoteWorkerFault(const absl::Status& cause) {
+  {
+    std::lock_guard<std::mutex> lock(fault_mu_);
+    if (has_worker_fault_) return;
+    worker_fault_ = cause;
+    has_worker_fault_ = true;
+  }
+  spdlog::error("run {}: {}; this worker cannot go on with the run and releases it",
+                lease_.run_id(), cause.message());
+  wake_.notify_all();
+}
+
+absl::Status Session::WorkerFault() const {
+  std::lock_guard<std::mutex> lock(fault_mu_);
+  return worker_fault_;
+}
+
+void Session::Guarded(const char* what, const std::function<void()>& loop) {
+  try {
+    loop();
+  } catch (const std::exception& e) {
+    NoteWorkerFault(absl::InternalError(absl::StrCat(what, " thread failed: ", e.what())));
+  } catch (...) {
+    NoteWorkerFault(
+        absl::InternalError(absl::StrCat(what, " thread failed: an exception of unknown type")));
+  }
+}
 
 template <typename Fn>
 absl::Status Session::Retrying(Fn fn, const char* what) {
@@ -340,7 +397,10 @@ void Session::NoteFenced(const absl::Status& s) {
 
 absl::Status Session::SendBatch() {
   auto batch = spool_->Peek(kMetricBatch);
-  if (!batch.ok()) return batch.status();
+  if (!batch.ok()) {
+    NoteWorkerFault(batch.status());  // the spool cannot be read back: its points are lost
+    return batch.status();
+  }
   if (batch->empty()) return absl::OkStatus();
   auto s = c_->ReportMetrics(lease_, *batch);
   if (!s.ok()) {
@@ -392,7 +452,7 @@ void Session::SenderLoop() {
   bool backing_off = false;
   std::chrono::milliseconds wait = kSenderPoll;
   std::unique_lock<std::mutex> lock(mu_);
-  while (!sender_stop_ && !Fenced()) {
+  while (!sender_stop_ && !Fenced() && !has_worker_fault_) {
     wake_.wait_for(lock, wait, [&] {
       return sender_stop_ || reachable_again_ ||
              (!backing_off && (pending_checkpoint_ || spool_->pending() >= int64_t(kMetricBatch)));
@@ -433,6 +493,7 @@ void Session::SenderLoop() {
 absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseResponse& leased) {
   v1::RunSpec spec = leased.spec();
   std::string resume_path;
+  stage_ = FaultStage::kFetchInputs;
   RETURN_IF_ERROR(FetchInputs(&spec, leased, &resume_path));
   if (opts_.prepare_data) {
     // The tokenizer and token files: this worker's cache, else the fleet's (worker/fleet_data.h).
@@ -441,7 +502,19 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
   }
   if (ShouldStop()) return absl::CancelledError("not started");
   if (!opts_.train) return absl::InternalError("the session was given no trainer");
-  std::thread sender([this] { SenderLoop(); });
+  // The run dir is made here rather than by the trainer, so a work dir this worker can no longer
+  // write is told apart from a run's own error: the worker lets the run go.
+  stage_ = FaultStage::kRunDir;
+  RETURN_IF_ERROR(util::MakeDirs(run_dir_));
+  stage_ = FaultStage::kThread;
+  std::thread sender;
+  try {
+    sender = std::thread([this] { Guarded("metric sender", [this] { SenderLoop(); }); });
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot start the metric sender thread: ", e.what()));
+  }
+  stage_ = FaultStage::kTrain;
   train::TrainOptions topts;
   topts.device = opts_.device;
   topts.out_dir = run_dir_;
@@ -455,7 +528,7 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
                    ? ""
                    : absl::StrCat(" (resuming at step ", leased.resume_from().step(), ")"));
   train_started_ = Clock::now();
-  auto trained = opts_.train(spec, topts, this);
+  auto trained = CallTrainer(spec, topts);
   train_seconds_ = Seconds(train_started_, Clock::now());
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -466,9 +539,28 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
   return trained;
 }
 
+absl::StatusOr<train::TrainResult> Session::CallTrainer(const v1::RunSpec& spec,
+                                                        const train::TrainOptions& topts) {
+  if (auto injected = InjectedFault(opts_.fault_file)) {
+    spdlog::warn("run {}: failing at step 0 while {} exists (--test-fault-file)", lease_.run_id(),
+                 opts_.fault_file);
+    return *std::move(injected);
+  }
+  try {
+    return opts_.train(spec, topts, this);
+  } catch (const std::exception& e) {
+    return WithFault(absl::AbortedError(absl::StrCat("the trainer crashed: ", e.what())),
+                     v1::FAULT_WORKER);
+  } catch (...) {
+    return WithFault(absl::AbortedError("the trainer crashed: an exception of unknown type"),
+                     v1::FAULT_WORKER);
+  }
+}
+
 Ending Session::Decide(const absl::StatusOr<train::TrainResult>& trained) const {
   if (cancelled_) return Ending::kCancelled;
   if (lease_lost_) return Ending::kFenced;
+  if (has_worker_fault_) return Ending::kWorkerFault;
   // The trainer stops early only when asked to, and with neither flag set that means shutdown;
   // an error while shutting down (or a stop before training began) is handed back too.
   const bool stopped = trained.ok() && trained->outcome == train::Outcome::kStopped;
@@ -482,12 +574,41 @@ SessionOutcome Session::End(const absl::StatusOr<train::TrainResult>& trained) {
       return EndCancelled();
     case Ending::kFenced:
       return EndFenced("lease lost");
+    case Ending::kWorkerFault:
+      return EndWorkerFault();
     case Ending::kHandBack:
       return EndHandBack(trained);
     case Ending::kComplete:
       break;
   }
+  if (!trained.ok() && (stage_ == FaultStage::kRunDir || stage_ == FaultStage::kThread)) {
+    // Failed before training began, in what is the worker's own: let the run go at once.
+    NoteWorkerFault(trained.status());
+    return EndWorkerFault();
+  }
   return EndComplete(trained);
+}
+
+SessionOutcome Session::EndWorkerFault() {
+  const absl::Status cause = WorkerFault();
+  const std::string reason(cause.message());
+  const auto deadline = Clock::now() + kReleaseDeadline;
+  const absl::Status s = util::Retry(
+      util::kRunCallBackoff, [&] { return c_->Release(lease_, reason, v1::FAULT_WORKER); },
+      rpc::IsTransient, [&] { return ShuttingDown() || Clock::now() > deadline; },
+      [&](const absl::Status& e, std::chrono::milliseconds wait) {
+        spdlog::warn("run {}: release failed, retrying in {:.1f}s: {}", lease_.run_id(),
+                     double(wait.count()) / 1000, e.message());
+      });
+  if (s.ok()) {
+    spdlog::info("run {}: released for another worker (worker fault: {})", lease_.run_id(), reason);
+    return Ended(SessionEnd::kWorkerFault, absl::StrCat("released (worker fault): ", reason));
+  }
+  NoteFenced(s);
+  if (cancelled_) return EndCancelled();
+  if (lease_lost_) return EndFenced(std::string(s.message()));
+  return Ended(SessionEnd::kAbandoned,
+               absl::StrCat("could not release (", s.message(), "); the lease will expire"));
 }
 
 SessionOutcome Session::EndCancelled() const {
@@ -501,7 +622,8 @@ SessionOutcome Session::EndFenced(std::string detail) const {
 SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& trained) {
   if (!trained.ok()) {
     // Stopped before or while fetching inputs: nothing to save, hand the run straight back.
-    const bool handed = c_->Release(lease_, "worker shutting down").ok();
+    const bool handed =
+        c_->Release(lease_, "worker shutting down", v1::FAULT_CLASS_UNSPECIFIED).ok();
     return handed ? Ended(SessionEnd::kReleased, "handed back")
                   : Ended(SessionEnd::kAbandoned, std::string(trained.status().message()));
   }
@@ -517,7 +639,8 @@ SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& tr
         c_->PutCheckpoint(lease_, trained->last_step, trained->last_checkpoint, nullptr);
     handed = s.ok() || absl::IsResourceExhausted(s);
   }
-  if (handed) handed = c_->Release(lease_, "worker shutting down").ok();
+  if (handed)
+    handed = c_->Release(lease_, "worker shutting down", v1::FAULT_CLASS_UNSPECIFIED).ok();
   return handed ? Ended(SessionEnd::kReleased, "handed back")
                 : Ended(SessionEnd::kAbandoned, "could not hand back; the lease will expire");
 }
@@ -552,13 +675,20 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
                                                                      : v1::SUCCEEDED);
     *complete.mutable_result() = trained->result;
   } else {
+    const v1::FaultClass fault = ClassifyFailure(trained.status(), stage_);
     complete.set_state(v1::FAILED);
     complete.set_error(std::string(trained.status().message()));
-    spdlog::error("run {}: failed: {}", lease_.run_id(), trained.status().message());
+    complete.set_fault(fault);
+    spdlog::error("run {}: failed ({}'s fault): {}", lease_.run_id(), FaultClassName(fault),
+                  trained.status().message());
+  }
+  if (opts_.peak_memory_bytes && complete.result().peak_memory_bytes() == 0) {
+    complete.mutable_result()->set_peak_memory_bytes(opts_.peak_memory_bytes());
   }
   // A completed run's metrics must all be stored before it is marked complete, however long
   // the server is away; Complete follows only once the spool is empty.
-  if (!SendSpool(&util::kRunCallBackoff, [this] { return Fenced(); }).ok()) {
+  if (!SendSpool(&util::kRunCallBackoff, [this] { return Fenced() || has_worker_fault_; }).ok()) {
+    if (has_worker_fault_ && !Fenced()) return EndWorkerFault();
     return cancelled_ ? EndCancelled() : EndFenced("lease lost before metrics were stored");
   }
   // The last progress lines go before Complete, so a follower sees them before the end. They
@@ -601,18 +731,31 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
   auto spool = MetricSpool::Create((fs::path(opts_.work_dir) / "spool" /
                                     absl::StrCat(lease_.run_id(), "-a", lease_.attempt(), ".spool"))
                                        .string());
-  if (!spool.ok()) return Ended(SessionEnd::kAbandoned, std::string(spool.status().message()));
+  if (!spool.ok()) {
+    NoteWorkerFault(
+        absl::Status(spool.status().code(), absl::StrCat("spool: ", spool.status().message())));
+    SessionOutcome out = EndWorkerFault();
+    out.ended = Clock::now();
+    out.overhead_seconds = Seconds(t_start, out.ended);
+    return out;
+  }
   spool_ = *std::move(spool);
   OpenSessions().Enter(lease_.run_id());
 
-  std::thread heartbeat([this] { HeartbeatLoop(); });
-  SessionOutcome out = End(FetchAndTrain(leased));
+  std::thread heartbeat;
+  try {
+    heartbeat = std::thread([this] { Guarded("heartbeat", [this] { HeartbeatLoop(); }); });
+  } catch (const std::system_error& e) {
+    NoteWorkerFault(absl::ResourceExhaustedError(
+        absl::StrCat("cannot start the heartbeat thread: ", e.what())));
+  }
+  SessionOutcome out = has_worker_fault_ ? EndWorkerFault() : End(FetchAndTrain(leased));
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
   }
   wake_.notify_all();
-  heartbeat.join();
+  if (heartbeat.joinable()) heartbeat.join();
 
   out.ended = Clock::now();
   out.train_started = train_started_;

@@ -48,6 +48,12 @@ struct SessionOptions {
   std::function<absl::Status(const v1::DataSpec& data, int64_t run_id,
                              const std::function<bool()>& should_stop)>
       prepare_data;
+  // The most device memory held so far (train::PeakMemoryBytes for the worker's device), put in
+  // a failed attempt's RunResult.peak_memory_bytes; unset: not measured.
+  std::function<int64_t()> peak_memory_bytes;
+  // Hidden --test-fault-file (worker/failure_class.h, InjectedFault): while this file exists,
+  // every attempt fails at step 0 with its contents as the error. Empty: off.
+  std::string fault_file;
 };
 
 // Live figures of the session, read by the worker's /metrics and heartbeats.
@@ -72,6 +78,9 @@ enum class SessionEnd {
   kLeaseLost,  // fenced: another attempt owns the run
   kReleased,   // shutting down: checkpointed and handed back
   kAbandoned,  // shutting down while the server was unreachable: the lease will expire
+  // The worker could not go on with the run (its spool, its run dir, a thread it could not
+  // start): released at once with FAULT_WORKER and the cause, for another worker to take.
+  kWorkerFault,
 };
 
 struct SessionOutcome {

@@ -10,14 +10,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "worker/failure_class.h"
 
 namespace ablate::worker {
 namespace {
@@ -56,6 +60,7 @@ class FakeCoordinator : public RunCoordinator {
     std::optional<v1::CompleteRequest> complete;
     size_t stored_at_complete = 0;
     std::optional<std::string> release_reason;
+    v1::FaultClass release_fault = v1::FAULT_CLASS_UNSPECIFIED;
     size_t stored_at_release = 0;
   };
 
@@ -66,6 +71,10 @@ class FakeCoordinator : public RunCoordinator {
   Record record() const {
     std::lock_guard<std::mutex> lock(mu_);
     return record_;
+  }
+  void ClearRecord() {
+    std::lock_guard<std::mutex> lock(mu_);
+    record_ = {};
   }
 
   // Each call stamps the lease into the request it stands for, as the real Coordinator does, and
@@ -155,13 +164,15 @@ class FakeCoordinator : public RunCoordinator {
     return absl::OkStatus();
   }
 
-  absl::Status Release(const RunLease& lease, const std::string& reason) override {
+  absl::Status Release(const RunLease& lease, const std::string& reason,
+                       v1::FaultClass fault) override {
     v1::ReleaseRequest req;
     lease.Stamp(&req);
     std::lock_guard<std::mutex> lock(mu_);
     if (script_.down) return Unreachable();
     if (auto s = Fence(req); !s.ok()) return s;
     record_.release_reason = reason;
+    record_.release_fault = fault;
     record_.stored_at_release = record_.stored_steps.size();
     return absl::OkStatus();
   }
@@ -354,6 +365,86 @@ TEST_F(RunSessionTest, DivergedAndFailedRunsCompleteWithTheirState) {
   const auto rec = server_.record();
   EXPECT_EQ(rec.complete->state(), v1::FAILED);
   EXPECT_EQ(rec.complete->error(), "data file too short for block_size");
+  EXPECT_EQ(rec.complete->fault(), v1::FAULT_RUN) << "the trainer refused the run's data";
+}
+
+TEST_F(RunSessionTest, AFailureCarriesItsClassAndThePeakMemory) {
+  options_.peak_memory_bytes = [] { return int64_t{3} << 30; };
+  SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
+                              train::TrainObserver*) -> absl::StatusOr<train::TrainResult> {
+    return absl::ResourceExhaustedError(
+        "out of memory on cuda: CUDA out of memory (peak 3.00 GiB held, device memory 4.00 GiB)");
+  });
+  EXPECT_EQ(out.end, SessionEnd::kCompleted);
+  const auto rec = server_.record();
+  ASSERT_TRUE(rec.complete.has_value());
+  EXPECT_EQ(rec.complete->state(), v1::FAILED);
+  EXPECT_EQ(rec.complete->fault(), v1::FAULT_WORKER);
+  EXPECT_EQ(rec.complete->result().peak_memory_bytes(), int64_t{3} << 30);
+  EXPECT_FALSE(rec.release_reason.has_value());
+}
+
+TEST_F(RunSessionTest, ATrainerThatThrowsFailsTheAttemptAsTheWorkers) {
+  SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
+                              train::TrainObserver*) -> absl::StatusOr<train::TrainResult> {
+    throw std::runtime_error("boom");
+  });
+  EXPECT_EQ(out.end, SessionEnd::kCompleted);
+  const auto rec = server_.record();
+  ASSERT_TRUE(rec.complete.has_value());
+  EXPECT_EQ(rec.complete->fault(), v1::FAULT_WORKER);
+  EXPECT_EQ(rec.complete->error(), "the trainer crashed: boom");
+}
+
+TEST_F(RunSessionTest, TheFaultFileFailsEveryAttemptAtStepZeroUntilItIsRemoved) {
+  options_.fault_file = (work_dir_.parent_path() / (work_dir_.filename().string() + ".fault"));
+  auto train = [](const v1::RunSpec&, const train::TrainOptions&, train::TrainObserver* obs) {
+    obs->OnMetrics(Points(1, 10));
+    return absl::StatusOr<train::TrainResult>(Finished(train::Outcome::kSucceeded, 10));
+  };
+  std::ofstream(options_.fault_file) << "";
+  Run(train);
+  EXPECT_EQ(trainer_calls_, 0);
+  auto rec = server_.record();
+  ASSERT_TRUE(rec.complete.has_value());
+  EXPECT_EQ(rec.complete->state(), v1::FAILED);
+  EXPECT_EQ(rec.complete->fault(), v1::FAULT_WORKER);
+  EXPECT_EQ(rec.complete->error(), kDefaultInjectedFault);
+
+  std::ofstream(options_.fault_file) << "run: token file invalid (injected)\n";
+  Run(train);
+  rec = server_.record();
+  EXPECT_EQ(rec.complete->fault(), v1::FAULT_RUN);
+  EXPECT_EQ(rec.complete->error(), "token file invalid (injected)");
+
+  std::filesystem::remove(options_.fault_file);
+  Run(train);
+  EXPECT_EQ(trainer_calls_, 1) << "healed";
+  EXPECT_EQ(server_.record().complete->state(), v1::SUCCEEDED);
+}
+
+// The work dir turned unwritable after the worker registered: a file where one of its
+// directories should be (the tests run as root, whom permissions would not stop). The run is
+// released at once, blamed on the worker, instead of being held until its lease expires.
+TEST_F(RunSessionTest, AnUnwritableSpoolOrRunDirReleasesTheRunAsTheWorkersFault) {
+  for (const auto& [dir, reason] : {std::pair<std::string, std::string>{"spool", "spool: "},
+                                    {"runs", "/runs/7-a2: cannot create directory"}}) {
+    std::filesystem::remove_all(work_dir_);
+    std::filesystem::create_directories(work_dir_);
+    std::ofstream(work_dir_ / dir) << "a file where a directory should be";
+    server_.ClearRecord();
+    SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
+                                train::TrainObserver*) -> absl::StatusOr<train::TrainResult> {
+      return Finished(train::Outcome::kSucceeded, 1);
+    });
+    EXPECT_EQ(out.end, SessionEnd::kWorkerFault) << dir << ": " << out.detail;
+    EXPECT_EQ(trainer_calls_, 0) << dir;
+    const auto rec = server_.record();
+    EXPECT_EQ(rec.release_fault, v1::FAULT_WORKER) << dir;
+    EXPECT_NE(rec.release_reason.value_or("").find(reason), std::string::npos)
+        << dir << ": " << rec.release_reason.value_or("not released");
+    EXPECT_FALSE(rec.complete.has_value()) << dir;
+  }
 }
 
 // Training must stop once the session learns it may no longer write; this script trains until
@@ -448,6 +539,7 @@ TEST_F(RunSessionTest, ShutdownUploadsTheCheckpointAfterItsMetricsAndHandsTheRun
   EXPECT_EQ(rec.checkpoints.back().first, 321);
   EXPECT_EQ(rec.checkpoints.back().second, 321u);
   EXPECT_EQ(rec.release_reason.value_or("none"), "worker shutting down");
+  EXPECT_EQ(rec.release_fault, v1::FAULT_CLASS_UNSPECIFIED) << "a clean hand-back is no fault";
   EXPECT_EQ(rec.stored_at_release, 321u);
   EXPECT_FALSE(rec.complete.has_value());
 }
