@@ -10,18 +10,22 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "common/util/backoff.h"
 #include "common/util/fields.h"
 #include "common/util/log.h"
 #include "common/util/net.h"
 #include "common/util/threads.h"
 #include "worker/coordinator.h"
+#include "worker/failure_class.h"
 #include "worker/fleet_data.h"
 #include "worker/run_session.h"
 #include "worker/slots.h"
@@ -35,8 +39,34 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_shutdown{false};
+// Until the lease loop starts, the worker holds no run: a signal then also arms an alarm, so a
+// start-up step that cannot be interrupted (a LibTorch or driver call that blocks, a thread that
+// cannot be created under a tight memory cap) still ends the process promptly.
+std::atomic<bool> g_starting{true};
+constexpr unsigned kStartupStopSeconds = 5;
+static_assert(kStartupStopSeconds == 5, "OnStartupAlarm's message names the seconds");
 
-void OnSignal(int) { g_shutdown = true; }
+// Only async-signal-safe calls: write and _exit. Exit 0, as a start-up stopped by the signal in
+// time would: nothing was held and nothing is lost.
+void OnStartupAlarm(int) {
+  static constexpr char kMessage[] =
+      "ablate-worker: start-up did not stop within 5 s of the signal; exiting\n";
+  (void)!write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  _exit(0);
+}
+
+void OnSignal(int) {
+  g_shutdown = true;
+  if (g_starting) alarm(kStartupStopSeconds);
+}
+
+// First of all, before the device, LibTorch or the network are touched: SIGTERM must be able to
+// end every stage of the start.
+void InstallSignalHandlers() {
+  std::signal(SIGALRM, OnStartupAlarm);
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+}
 
 std::string Hostname() {
   char buf[256] = {0};
@@ -118,17 +148,41 @@ struct Worker {
   // The server's id for this worker: set at registration, and again when the server forgot the
   // worker and it registered anew (LeaseLoop); the data-prep hook reads it on each call.
   std::atomic<int64_t> worker_id{0};
+  // The server has benched this worker (LeaseResponse.benched_until, self_check_due): exported
+  // as ablate_worker_benched.
+  std::atomic<bool> benched{false};
 };
+
+// Whether `count` threads can run at once. Under a tight memory cap LibTorch's thread pool
+// (pthreadpool, started by at::set_num_threads in train::ConfigureThreads) waits forever for a
+// thread it could not create: a worker that hung there never registered and could only be
+// killed. Starting as many threads first turns that into an error that says why.
+constexpr int kThreadMargin = 8;
+absl::Status CanStartThreads(int count) {
+  std::vector<std::thread> threads;
+  absl::Status status = absl::OkStatus();
+  try {
+    for (int i = 0; i < count; ++i) threads.emplace_back([] {});
+  } catch (const std::system_error& e) {
+    status =
+        absl::ResourceExhaustedError(absl::StrCat("cannot start ", count, " threads (", e.what(),
+                                                  "): is this worker's memory limit (ulimit -v, "
+                                                  "the container's) too low for its --threads?"));
+  }
+  for (auto& t : threads) t.join();
+  return status;
+}
 
 // Start-up before the server is asked anything: options, device, work dir, connection, the
 // threads per slot and /metrics. nullopt when the worker is ready; else the exit code (2), the
-// reason logged.
+// reason logged, or 0 when a signal came meanwhile.
 std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
   if (auto s = CheckDaemonOptions(options); !s.ok()) {
     spdlog::error("{}", s.message());
     return 2;
   }
   auto device = train::ProbeDevice(options.device);
+  if (g_shutdown) return 0;  // LibTorch's and the driver's first calls can take long
   if (!device.ok()) {
     spdlog::error("device: {}", device.status().message());
     return 2;
@@ -156,23 +210,32 @@ std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
     spdlog::error("--work-dir {}: {}", options.work_dir, ec.message());
     return 2;
   }
+  // Threads first, before gRPC starts its own (which would hang the exit if they could not all
+  // start) and LibTorch its pool: the slot's share, and a margin for the threads the worker and
+  // gRPC start later (heartbeat, sender, a slot's). Checked by CheckDaemonOptions.
+  w->threads_per_slot = *ThreadsPerSlot(options.threads, options.slots, util::Cores());
+  if (auto s = CanStartThreads(w->threads_per_slot + kThreadMargin); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  // BLIS takes its thread count from the environment once, at its first call, for the whole
+  // process: set it to one slot's share before any slot trains.
+  train::ConfigureThreads(w->threads_per_slot);
+  if (g_shutdown) return 0;
   auto coordinator = Coordinator::Connect(options.client);
   if (!coordinator.ok()) {
     spdlog::error("{}", coordinator.status().message());
     return 2;
   }
   w->coordinator = *std::move(coordinator);
+  if (g_shutdown) return 0;
 
-  // Checked by CheckDaemonOptions.
-  w->threads_per_slot = *ThreadsPerSlot(options.threads, options.slots, util::Cores());
-  // BLIS takes its thread count from the environment once, at its first call, for the whole
-  // process: set it to one slot's share before any slot trains.
-  train::ConfigureThreads(w->threads_per_slot);
   w->stats = std::vector<SessionStats>(static_cast<size_t>(options.slots));
   if (!options.metrics_listen.empty()) {
     auto m = WorkerMetrics::Start(
         options.metrics_listen,
-        {info.name(), info.device_kind(), info.device_name(), info.torch_version()}, w->stats);
+        {info.name(), info.device_kind(), info.device_name(), info.torch_version()}, w->stats,
+        &w->benched);
     if (!m.ok()) {
       spdlog::error("{}", m.status().message());
       return 2;
@@ -182,18 +245,37 @@ std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
   return std::nullopt;
 }
 
-// The startup benchmark (device_benchmark.h) into info.benchmarks, on the thread count a slot
-// trains with, before any slot trains. It never stops the worker: on failure the worker
-// registers without figures and the server estimates from finished runs alone.
-void BenchmarkDevice(const DaemonOptions& options, Worker* w) {
+// The device benchmark (device_benchmark.h) on the thread count a slot trains with, stopped by
+// a signal between its steps. At start-up a result cached in the work dir serves; as the
+// self-check of a benched worker it is always measured afresh, and the fault file of the hidden
+// --test-fault-file fails it as it fails attempts (a broken device fails its benchmark too), so
+// an injected fault keeps the worker benched until the file is removed.
+absl::StatusOr<train::DeviceBenchmarkResult> MeasureDevice(const DaemonOptions& options,
+                                                           const Worker& w, bool self_check) {
+  if (self_check) {
+    auto injected = InjectedFault(options.fault_file);
+    if (injected && ClassifyFailure(*injected, FaultStage::kTrain) == v1::FAULT_WORKER) {
+      return *injected;
+    }
+  }
   train::DeviceBenchmarkOptions bench;
   bench.device = options.device;
-  bench.threads = w->threads_per_slot;
-  bench.cache_file = (std::filesystem::path(options.work_dir) / "device-benchmark.json").string();
+  bench.threads = w.threads_per_slot;
+  if (!self_check) {
+    bench.cache_file = (std::filesystem::path(options.work_dir) / "device-benchmark.json").string();
+  }
   bench.ablate_version = ABLATE_VERSION;
-  auto result = train::RunDeviceBenchmark(bench);
+  bench.should_stop = ShuttingDown;
+  return train::RunDeviceBenchmark(bench);
+}
+
+// The startup benchmark into info.benchmarks, before any slot trains. It never stops the worker:
+// on failure the worker registers without figures and the server estimates from finished runs
+// alone.
+void BenchmarkDevice(const DaemonOptions& options, Worker* w) {
+  auto result = MeasureDevice(options, *w, /*self_check=*/false);
   if (!result.ok()) {
-    spdlog::warn("{}; registering without a benchmark", result.status().message());
+    if (!g_shutdown) spdlog::warn("{}; registering without a benchmark", result.status().message());
     return;
   }
   for (const auto& b : result->benchmarks) *w->info.add_benchmarks() = b;
@@ -242,6 +324,13 @@ SessionOptions SessionOptionsFor(const DaemonOptions& options, Worker* w, double
   sopts.heartbeat_seconds = HeartbeatSeconds(lease_seconds);
   sopts.shutdown = &g_shutdown;
   sopts.train = train::Train;
+  sopts.peak_memory_bytes = [kind = w->info.device_kind()] { return train::PeakMemoryBytes(kind); };
+  sopts.fault_file = options.fault_file;
+  if (!options.fault_file.empty()) {
+    spdlog::warn(
+        "fault injection: every attempt fails at step 0 while {} exists (--test-fault-file)",
+        options.fault_file);
+  }
   // Counted on the first slot's stats (the metrics sum every slot's). One preparation at a time
   // in this process: a second slot asking for the same data then finds it in the local cache
   // instead of racing the first on the same files.
@@ -294,9 +383,16 @@ class LeaseLoop {
       }
       backoff.Reset();
       if (lease->has_run()) {
+        Unbenched();
         StartInFreeSlot(*std::move(lease));
-      } else if (options_.exit_when_idle) {
-        StopLeasing();
+      } else if (lease->self_check_due()) {
+        SelfCheck();
+      } else if (lease->benched_until() > UnixNow()) {
+        // Benched is not idle: --exit-when-idle waits for the bench to end like any worker.
+        Benched(*lease);
+      } else {
+        Unbenched();
+        if (options_.exit_when_idle) StopLeasing();
       }
     }
     return Stop();
@@ -338,6 +434,68 @@ class LeaseLoop {
     util::SleepUnless(wait, ShuttingDown);
   }
 
+  static double UnixNow() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // The server benched this worker: it says so once per bench (and again if the reason or the
+  // end changes), then asks again every kBenchPoll at most, since an operator may lift the bench
+  // at any time (`ablate workers unbench`), or when the bench ends, if sooner.
+  void Benched(const v1::LeaseResponse& lease) {
+    w_->benched = true;
+    if (lease.benched_until() != logged_bench_until_ || lease.bench_reason() != logged_reason_) {
+      logged_bench_until_ = lease.benched_until();
+      logged_reason_ = lease.bench_reason();
+      const absl::Time until = absl::FromUnixSeconds(static_cast<int64_t>(lease.benched_until()));
+      spdlog::warn("benched until {}: {}",
+                   absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", until, absl::UTCTimeZone()),
+                   lease.bench_reason().empty() ? "no reason given" : lease.bench_reason());
+    }
+    const double left = std::max(0.0, lease.benched_until() - UnixNow());
+    const auto wait = std::min<std::chrono::milliseconds>(
+        kBenchPoll, std::chrono::milliseconds(static_cast<int64_t>(left * 1000) + 100));
+    util::SleepUnless(wait, ShuttingDown);
+  }
+
+  // A lease that did not say benched: the bench, if there was one, is over.
+  void Unbenched() {
+    if (!w_->benched.exchange(false)) return;
+    logged_bench_until_ = 0;
+    logged_reason_.clear();
+    spdlog::info("no longer benched");
+  }
+
+  // The bench is over and the server asks for the self-check: the device benchmark, measured
+  // afresh; when it passes, Register again with its figures (which clears self_check_due). When
+  // it fails the worker stays benched and tries again after a back-off that grows.
+  void SelfCheck() {
+    w_->benched = true;
+    spdlog::info("bench over: running the self-check (the device benchmark, measured afresh)");
+    auto result = MeasureDevice(options_, *w_, /*self_check=*/true);
+    if (g_shutdown) return;
+    if (!result.ok()) {
+      const auto wait = self_check_backoff_.Next();
+      spdlog::warn("self-check failed: {}; trying again in {:.0f}s", result.status().message(),
+                   double(wait.count()) / 1000);
+      util::SleepUnless(wait, ShuttingDown);
+      return;
+    }
+    w_->info.clear_benchmarks();
+    for (const auto& b : result->benchmarks) *w_->info.add_benchmarks() = b;
+    auto again = RegisterWithRetry(c_, w_->info);
+    if (!again.ok()) {
+      if (!g_shutdown)
+        spdlog::warn("self-check passed, registering failed: {}", again.status().message());
+      return;
+    }
+    w_->worker_id = again->worker_id();
+    self_check_backoff_.Reset();
+    spdlog::info("self-check passed ({}); registered again as worker {}",
+                 train::DescribeBenchmarks(*result), again->worker_id());
+    Unbenched();
+  }
+
   void StartInFreeSlot(v1::LeaseResponse lease) {
     int slot;
     {
@@ -346,13 +504,52 @@ class LeaseLoop {
     }
     std::thread& t = slot_threads_[static_cast<size_t>(slot)];
     if (t.joinable()) t.join();  // its run has ended: Release came last
-    t = std::thread(&LeaseLoop::RunInSlot, this, slot, w_->worker_id.load(), std::move(lease));
+    // Kept apart: std::thread's constructor takes the lease even when it cannot start the thread.
+    const RunLease held(lease.lease());
+    try {
+      t = std::thread(&LeaseLoop::RunInSlot, this, slot, w_->worker_id.load(), std::move(lease));
+    } catch (const std::system_error& e) {
+      ReleaseUnstarted(held, absl::StrCat("cannot start a thread for the run: ", e.what()));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        slots_.Release(slot);
+      }
+      // Leasing again at once would take the next run the same way; the server benches a worker
+      // that keeps letting runs go, and meanwhile this one waits a moment.
+      util::SleepUnless(kCannotStartWait, ShuttingDown);
+    }
   }
 
-  // A slot's thread: one run's session, its log line, then the slot is free again.
+  // A run this worker cannot go on with outside its session: released at once, its fault.
+  void ReleaseUnstarted(const RunLease& lease, const std::string& reason) {
+    spdlog::error("run {}: {}; this worker cannot go on with the run and releases it",
+                  lease.run_id(), reason);
+    if (auto s = c_->Release(lease, reason, v1::FAULT_WORKER); !s.ok()) {
+      spdlog::warn("run {}: could not release it ({}); its lease will expire", lease.run_id(),
+                   s.message());
+    }
+  }
+
+  // A slot's thread: one run's session, its log line, then the slot is free again. Whatever the
+  // session throws releases the run as the worker's fault rather than ending the daemon.
   void RunInSlot(int slot, int64_t worker, v1::LeaseResponse lease) {
-    SessionOutcome out =
-        RunSession(c_, worker, lease, sopts_, &w_->stats[static_cast<size_t>(slot)]);
+    SessionOutcome out;
+    try {
+      out = RunSession(c_, worker, lease, sopts_, &w_->stats[static_cast<size_t>(slot)]);
+    } catch (const std::exception& e) {
+      ReleaseUnstarted(RunLease(lease.lease()),
+                       absl::StrCat("the run's session failed: ", e.what()));
+      out = {SessionEnd::kWorkerFault,
+             absl::StrCat("session failed: ", e.what()),
+             0,
+             0,
+             {},
+             Clock::now()};
+    } catch (...) {
+      ReleaseUnstarted(RunLease(lease.lease()),
+                       "the run's session failed: an exception of unknown type");
+      out = {SessionEnd::kWorkerFault, "session failed", 0, 0, {}, Clock::now()};
+    }
     const double wall = out.train_seconds + out.overhead_seconds;
     Clock::time_point& last = last_end_[static_cast<size_t>(slot)];
     std::string gap;
@@ -387,11 +584,22 @@ class LeaseLoop {
     return exit_code_;
   }
 
+  // While benched, Lease is asked again this often at most: an operator may lift the bench.
+  static constexpr std::chrono::milliseconds kBenchPoll{15000};
+  // After a run's thread could not be started, before leasing again.
+  static constexpr std::chrono::milliseconds kCannotStartWait{5000};
+
   const DaemonOptions& options_;
   Worker* w_;
   Coordinator* c_;
   const SessionOptions sopts_;
   int exit_code_ = 0;
+  // The bench last logged (this thread's): logged once, not every poll.
+  double logged_bench_until_ = 0;
+  std::string logged_reason_;
+  // Between failed self-checks: 15 s, doubling up to 10 minutes.
+  util::Backoff self_check_backoff_{
+      util::BackoffPolicy{std::chrono::seconds(15), std::chrono::minutes(10)}};
   std::mutex mu_;
   std::condition_variable slot_freed_;
   SlotScheduler slots_;                      // guarded by mu_
@@ -401,17 +609,22 @@ class LeaseLoop {
 
 }  // namespace
 
-int RunDaemon(const DaemonOptions& options) {
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
+namespace {
+
+int Daemon(const DaemonOptions& options) {
   Worker w;
   if (auto exit_code = StartUp(options, &w)) return *exit_code;
+  if (g_shutdown) return 0;
   ShutdownWatcher watcher(w.coordinator.get());
 
   spdlog::info("ablate-worker {} on {} ({}), server {}", util::LogQuote(w.info.name()),
                w.info.device_name(), w.info.device_kind(), options.client.server);
   spdlog::info("{}", DescribePrice(options));
   BenchmarkDevice(options, &w);
+  if (g_shutdown) {
+    spdlog::info("stopped during start-up");
+    return 0;
+  }
   auto reg = RegisterWithRetry(w.coordinator.get(), w.info);
   if (!reg.ok()) {
     if (absl::IsCancelled(reg.status())) return 0;
@@ -419,12 +632,32 @@ int RunDaemon(const DaemonOptions& options) {
     return ExitCodeFor(reg.status());
   }
   w.worker_id = reg->worker_id();
+  // From here a signal is answered by the lease loop: each run checkpointed and handed back.
+  g_starting = false;
+  alarm(0);
+  if (g_shutdown) return 0;
   SessionOptions sopts = SessionOptionsFor(options, &w, reg->lease_seconds());
   spdlog::info("registered as worker {} (lease {}s){}", reg->worker_id(), reg->lease_seconds(),
                options.slots > 1 ? absl::StrCat(", ", options.slots, " slots of ",
                                                 w.threads_per_slot, " thread(s)")
                                  : "");
   return LeaseLoop(options, &w, std::move(sopts)).Run();
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonOptions& options) {
+  InstallSignalHandlers();
+  // The main thread's entry: nothing thrown may end the daemon in std::terminate. What gets here
+  // (a thread the start could not create, memory it could not get) ends it with a message.
+  try {
+    return Daemon(options);
+  } catch (const std::exception& e) {
+    spdlog::error("ablate-worker stopping: {}", e.what());
+  } catch (...) {
+    spdlog::error("ablate-worker stopping: an exception of unknown type");
+  }
+  return 1;
 }
 
 }  // namespace ablate::worker

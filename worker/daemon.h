@@ -1,6 +1,9 @@
 // The ablate-worker daemon: register, long-poll for runs this device can run, run up to --slots
 // of them at once, repeat. Survives the server going away (it keeps training and retries), and on
-// SIGTERM/SIGINT finishes the current step, checkpoints and hands the run back.
+// SIGTERM/SIGINT finishes the current step, checkpoints and hands the run back; during start-up
+// (before it registers, holding no run) a signal ends it at once, with exit code 0. A run it
+// cannot go on with (its spool, run dir, a thread it cannot start) is released as the worker's
+// fault; a worker the server benches waits, runs its self-check and registers again.
 #pragma once
 
 #include <string>
@@ -28,6 +31,11 @@ struct DaemonOptions {
   // Hidden --test-min-step-ms: every training step lasts at least this long (the e2e fault tests'
   // long-in-wall-time, cheap-in-CPU runs; train::TrainOptions::min_step_seconds). 0: off.
   double min_step_seconds = 0;
+  // Hidden --test-fault-file PATH (the e2e and soak tests' broken worker): while the file exists,
+  // every attempt fails at step 0 with its contents as the error, the worker's fault (or the
+  // run's, for contents starting `run:`), and the self-check of a benched worker fails too;
+  // removing the file heals the worker. worker/failure_class.h, InjectedFault. Empty: off.
+  std::string fault_file;
 };
 
 // INVALID_ARGUMENT naming the flag for any option out of range (NaN and infinity included), and

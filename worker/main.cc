@@ -64,6 +64,13 @@ int main(int argc, char** argv) {
   app.add_option("--test-min-step-ms", test_min_step_ms,
                  "Every training step lasts at least this long (tests only)")
       ->group("");
+  // Hidden too: the e2e and soak tests' broken worker (worker/failure_class.h, InjectedFault).
+  app.add_option("--test-fault-file", daemon.fault_file,
+                 "While PATH exists, every attempt fails at step 0 with its contents as the error "
+                 "(empty: a CUDA error), the worker's fault, or the run's when its first line "
+                 "starts 'run:'; a benched worker's self-check fails too; removing it heals the "
+                 "worker (tests only)")
+      ->group("");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error");
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/util/log.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
@@ -35,7 +36,8 @@ extern "C" int pthread_attr_setstacksize(pthread_attr_t* attr, size_t size) {
 namespace ablate::worker {
 
 absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(
-    const std::string& listen, const WorkerIdentity& id, const std::vector<SessionStats>& stats) {
+    const std::string& listen, const WorkerIdentity& id, const std::vector<SessionStats>& stats,
+    const std::atomic<bool>* benched) {
   std::unique_ptr<WorkerMetrics> m(new WorkerMetrics());
   try {
     m->exposer_ = std::make_unique<prometheus::Exposer>(listen);
@@ -45,7 +47,14 @@ absl::StatusOr<std::unique_ptr<WorkerMetrics>> WorkerMetrics::Start(
   }
   m->registry_ = std::make_shared<prometheus::Registry>();
   m->exposer_->RegisterCollectable(m->registry_);
-  m->thread_ = std::thread([p = m.get(), id, s = &stats] { p->Loop(id, s); });
+  m->thread_ = std::thread([p = m.get(), id, s = &stats, benched] {
+    // A thread's entry: whatever the sampling throws stops /metrics from updating, not the daemon.
+    try {
+      p->Loop(id, s, benched);
+    } catch (const std::exception& e) {
+      spdlog::error("/metrics: sampling stopped: {}", e.what());
+    }
+  });
   return m;
 }
 
@@ -54,7 +63,8 @@ WorkerMetrics::~WorkerMetrics() {
   if (thread_.joinable()) thread_.join();
 }
 
-void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* stats) {
+void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* stats,
+                         const std::atomic<bool>* benched) {
   auto gauge = [&](const char* name, const char* help) -> prometheus::Family<prometheus::Gauge>& {
     return prometheus::BuildGauge().Name(name).Help(help).Register(*registry_);
   };
@@ -81,6 +91,10 @@ void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* sta
                        "Runs whose training waits for space in the work dir (disk full)")
                      .Add(who);
   auto& current = gauge("ablate_worker_current_run", "The runs being trained (1 each)");
+  auto& benched_g = gauge("ablate_worker_benched",
+                          "1 while the server has benched this worker for failures of its own: it "
+                          "leases nothing until the bench ends and its self-check passes")
+                        .Add(who);
   // Where each run's tokenizer and token files came from: what shows a fleet preparing a corpus
   // once and downloading it everywhere else. Summed over the slots.
   auto& data_sets = prometheus::BuildCounter()
@@ -124,6 +138,7 @@ void WorkerMetrics::Loop(WorkerIdentity id, const std::vector<SessionStats>* sta
     tps.Set(tokens_per_second);
     spooled.Set(spooled_points);
     paused.Set(paused_runs);
+    benched_g.Set(benched != nullptr && benched->load() ? 1 : 0);
     // Resident set size: on CPU and MPS (unified memory) this is the device memory that matters.
     if (FILE* f = std::fopen("/proc/self/statm", "r")) {
       long pages = 0, resident = 0;

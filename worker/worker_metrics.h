@@ -24,15 +24,17 @@ struct WorkerIdentity {
 
 class WorkerMetrics {
  public:
-  // Serves /metrics on `listen` (host:port) and samples `stats` (one per slot, outliving this)
-  // once a second.
+  // Serves /metrics on `listen` (host:port) and samples `stats` (one per slot) and `benched`
+  // (the server benched this worker), both outliving this, once a second.
   static absl::StatusOr<std::unique_ptr<WorkerMetrics>> Start(
-      const std::string& listen, const WorkerIdentity& id, const std::vector<SessionStats>& stats);
+      const std::string& listen, const WorkerIdentity& id, const std::vector<SessionStats>& stats,
+      const std::atomic<bool>* benched);
   ~WorkerMetrics();
 
  private:
   WorkerMetrics() = default;
-  void Loop(WorkerIdentity id, const std::vector<SessionStats>* stats);
+  void Loop(WorkerIdentity id, const std::vector<SessionStats>* stats,
+            const std::atomic<bool>* benched);
 
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::shared_ptr<prometheus::Registry> registry_;
