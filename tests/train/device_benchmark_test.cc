@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "absl/status/status.h"
 #include "common/util/file.h"
 
 namespace ablate::train {
@@ -83,6 +84,27 @@ TEST_F(DeviceBenchmarkTest, AbsentDeviceIsAnErrorNotACrash) {
   options_.device = "mps";  // never present on a Linux test machine
   auto result = RunDeviceBenchmark(options_);
   EXPECT_FALSE(result.ok());
+  // This machine's lack, not a run's (worker/failure_class.h).
+  EXPECT_TRUE(absl::IsUnavailable(result.status())) << result.status();
+}
+
+// A worker told to stop (SIGTERM) while it measures: the benchmark ends between its steps
+// instead of running out its measurement, and says it was stopped, caching nothing.
+TEST_F(DeviceBenchmarkTest, StopsBetweenStepsWhenAsked) {
+  int asked = 0;
+  options_.should_stop = [&] { return ++asked >= 3; };
+  auto stopped = RunDeviceBenchmark(options_);
+  EXPECT_TRUE(absl::IsCancelled(stopped.status())) << stopped.status();
+  EXPECT_EQ(asked, 3) << "asked before the model is built and before each step, then no more";
+  EXPECT_FALSE(fs::exists(options_.cache_file));
+
+  // The self-check of a benched worker: no cache file, so measured every time.
+  options_.should_stop = nullptr;
+  options_.cache_file.clear();
+  auto measured = RunDeviceBenchmark(options_);
+  ASSERT_TRUE(measured.ok()) << measured.status();
+  EXPECT_FALSE(measured->cached);
+  EXPECT_FALSE(RunDeviceBenchmark(options_)->cached);
 }
 
 }  // namespace
