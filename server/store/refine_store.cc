@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/analysis/refine.h"
 #include "common/cost/flops.h"
+#include "common/cost/memory.h"
 #include "common/sweep/sweep.h"
 #include "common/util/log.h"
 #include "server/store/channels.h"
@@ -167,7 +168,8 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
         spec.config().steps(), add.round, own,
         absl::StrCat("added by refinement round ", add.round, ": ", add.boundary),
         cost::RunFlops(spec.config(), cost::VocabOf(spec.data())),
-        cost::FlopsPerToken(spec.config(), cost::VocabOf(spec.data())), spec.config().dtype());
+        cost::FlopsPerToken(spec.config(), cost::VocabOf(spec.data())), spec.config().dtype(),
+        cost::RunMemoryBytes(spec.config(), cost::VocabOf(spec.data())));
     if (ins.empty()) continue;  // already there (the unique key): nothing to add
     ++added;
     devices[device] = true;

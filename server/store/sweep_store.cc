@@ -14,6 +14,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/cost/flops.h"
+#include "common/cost/memory.h"
 #include "common/util/status_macros.h"
 #include "server/store/notify_batcher.h"
 #include "server/store/pg_codec.h"
@@ -31,7 +32,7 @@ constexpr int kRunsPerInsert = 5000;
 // hundred bytes or so where the whole spec is ~1 KB), straight into its literal.
 struct RunChunk {
   std::vector<std::string> cells, devices, dtypes;
-  std::vector<int64_t> seeds, orders, steps;
+  std::vector<int64_t> seeds, orders, steps, memory;
   std::vector<double> flops, flops_per_token;
   std::string specs = "{";
   std::string own;   // scratch: one run's delta
@@ -39,7 +40,7 @@ struct RunChunk {
   int size = 0;
   // Filled by Seal: the literals the statement takes.
   std::string cells_text, seeds_text, orders_text, devices_text, steps_text, flops_text,
-      flops_per_token_text, dtypes_text;
+      flops_per_token_text, dtypes_text, memory_text;
 
   // False when the delta cannot be written (a message shape proto_json does not handle).
   bool Add(const v1::RunSpec& run, const pg::JsonDelta& delta, int64_t order,
@@ -55,6 +56,7 @@ struct RunChunk {
     const int64_t vocab = cost::VocabOf(run.data());
     flops.push_back(cost::RunFlops(run.config(), vocab));
     flops_per_token.push_back(cost::FlopsPerToken(run.config(), vocab));
+    memory.push_back(cost::RunMemoryBytes(run.config(), vocab));
     dtypes.push_back(run.config().dtype());
     ++size;
     return true;
@@ -70,6 +72,7 @@ struct RunChunk {
     flops_text = pg::DoubleArray(flops);
     flops_per_token_text = pg::DoubleArray(flops_per_token);
     dtypes_text = pg::TextArray(dtypes);
+    memory_text = pg::Int64Array(memory);
   }
 };
 
@@ -81,7 +84,7 @@ void InsertRunChunk(pqxx::work& tx, int64_t sweep_id, const NewSweep& sweep,
   if (!chunk.base.empty()) pg::Exec(tx, "run_spec_base_insert", sweep_id, chunk.base);
   pg::Exec(tx, "sweep_insert_runs", sweep_id, sweep.priority, sweep.max_attempts, chunk.cells_text,
            chunk.seeds_text, chunk.orders_text, chunk.devices_text, chunk.specs, chunk.steps_text,
-           chunk.flops_text, chunk.flops_per_token_text, chunk.dtypes_text);
+           chunk.flops_text, chunk.flops_per_token_text, chunk.dtypes_text, chunk.memory_text);
 }
 
 // Chunks from the walk's thread to the inserting one, at most two waiting: the expansion, the
