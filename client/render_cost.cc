@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/render.h"
+#include "common/cost/memory.h"
 
 namespace ablate::cli {
 namespace {
@@ -134,7 +135,23 @@ std::string EstimateText(const std::string& name, const v1::SweepEstimate& e) {
     absl::StrAppend(&out, " (", Flops(e.flops_per_run_min()), " to ", Flops(e.flops_per_run_max()),
                     " across the grid)");
   }
-  absl::StrAppend(&out, ", 6N + attention per token\n\n");
+  absl::StrAppend(&out, ", 6N + attention per token\n");
+  if (e.memory_bytes_max() > 0) {
+    // Device memory (common/cost/memory.h): what the largest run needs against the largest
+    // live worker's share per slot; runs above it would wait for a bigger device.
+    absl::StrAppend(&out, "device memory: up to ", cost::FormatBytes(e.memory_bytes_max()),
+                    " per run");
+    if (e.largest_worker_memory_bytes() > 0) {
+      absl::StrAppend(&out, "; largest live worker ",
+                      cost::FormatBytes(e.largest_worker_memory_bytes()), " per slot");
+    }
+    if (e.unfittable_runs() > 0) {
+      absl::StrAppend(&out, "; ", e.unfittable_runs(),
+                      e.unfittable_runs() == 1 ? " run fits" : " runs fit", " no live worker");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  absl::StrAppend(&out, "\n");
   const bool range = e.max_runs() > e.base_runs();
   Table t({"DEVICE CLASS", "WORKERS", "TOKENS/S", "SPEED FROM",
            range ? "GPU-H (GRID–MAX)" : "GPU-H", "$/H", "COST"});

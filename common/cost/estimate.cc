@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/cost/flops.h"
+#include "common/cost/memory.h"
 
 namespace ablate::cost {
 namespace {
@@ -34,9 +35,11 @@ void AddRun(const v1::RunConfig& config, int64_t vocab, std::vector<WorkShape>* 
   s.dtype = Dtype(config.dtype());
   s.flops_per_token = FlopsPerToken(config, vocab);
   s.flops_per_run = RunFlops(config, vocab);
+  s.memory_bytes = RunMemoryBytes(config, vocab);
   for (auto& have : *shapes) {
     if (have.device == s.device && have.dtype == s.dtype &&
-        have.flops_per_token == s.flops_per_token && have.flops_per_run == s.flops_per_run) {
+        have.flops_per_token == s.flops_per_token && have.flops_per_run == s.flops_per_run &&
+        have.memory_bytes == s.memory_bytes) {
       have.runs += 1;
       return;
     }
@@ -132,6 +135,28 @@ bool SpeedModel::CanRun(const std::string& run_device, const std::string& device
   return run_device.empty() || run_device == "auto" || run_device == device_kind;
 }
 
+int64_t SpeedModel::LargestMemoryPerSlot(const std::string& run_device) const {
+  int64_t largest = 0;
+  for (const auto& w : workers_) {
+    if (!run_device.empty() && !CanRun(run_device, w.device_kind)) continue;
+    largest = std::max(largest, w.memory_bytes / std::max(1, w.slots));
+  }
+  return largest;
+}
+
+bool SpeedModel::Fits(const WorkShape& shape) const {
+  if (shape.memory_bytes <= 0) return true;
+  bool any = false;
+  for (const auto& w : workers_) {
+    if (!CanRun(shape.device, w.device_kind)) continue;
+    any = true;
+    if (w.memory_bytes <= 0 || w.memory_bytes / std::max(1, w.slots) >= shape.memory_bytes) {
+      return true;
+    }
+  }
+  return !any;
+}
+
 SpeedModel::FleetTime SpeedModel::OnFleet(const std::vector<WorkShape>& work) const {
   FleetTime out;
   double seconds = 0, device_seconds_total = 0, usd = 0, longest_run = 0;
@@ -216,6 +241,18 @@ v1::SweepEstimate Estimate(const std::vector<WorkShape>& base, int64_t base_runs
   }
   e.set_flops_per_run_min(fmin);
   e.set_flops_per_run_max(fmax);
+  int64_t memory_max = 0, unfit_max = 0;
+  double unfittable = 0;
+  for (const auto& s : base) {
+    memory_max = std::max(memory_max, s.memory_bytes);
+    if (!model.Fits(s)) {
+      unfittable += s.runs;
+      unfit_max = std::max(unfit_max, s.memory_bytes);
+    }
+  }
+  e.set_memory_bytes_max(memory_max);
+  e.set_largest_worker_memory_bytes(model.LargestMemoryPerSlot());
+  e.set_unfittable_runs(static_cast<int32_t>(std::llround(unfittable)));
   const double mean_fpt = tokens > 0 ? flops / tokens : 0;
   for (const auto& c : model.classes()) {
     auto* line = e.add_classes();
@@ -278,6 +315,13 @@ v1::SweepEstimate Estimate(const std::vector<WorkShape>& base, int64_t base_runs
       "finished runs within %gx of the size on the same class and dtype, else the workers' "
       "startup benchmark",
       kSimilarSize));
+  if (e.unfittable_runs() > 0) {
+    e.add_notes(absl::StrCat(
+        e.unfittable_runs(), e.unfittable_runs() == 1 ? " run needs " : " runs need up to ",
+        FormatBytes(unfit_max), " of device memory; the largest live worker has ",
+        FormatBytes(e.largest_worker_memory_bytes()), " per slot: ",
+        e.unfittable_runs() == 1 ? "it" : "they", " would wait in the queue for a bigger device"));
+  }
   if (max_new_runs > 0) {
     e.add_notes(absl::StrCat("refinement may add up to ", max_new_runs,
                              " runs (refine.max_new_runs); pruning only removes runs"));

@@ -23,6 +23,7 @@ struct FleetWorker {
   int slots = 1;
   double price_per_hour = 0;  // US dollars for the whole machine; 0: not declared
   std::vector<v1::DeviceBenchmark> benchmarks;
+  int64_t memory_bytes = 0;  // device memory of the whole machine (WorkerInfo); 0: not reported
 };
 
 // "cuda NVIDIA GeForce RTX 4090": what every figure is grouped by.
@@ -54,9 +55,10 @@ struct WorkShape {
   double flops_per_token = 0;
   double flops_per_run = 0;  // of one whole run
   double runs = 0;           // how many (may be fractional: the rest of running runs)
+  int64_t memory_bytes = 0;  // device memory one run needs (common/cost/memory.h); 0: unknown
 };
 
-// Adds `config` (defaults applied) to the shape list, merging equal shapes.
+// Adds `config` (defaults applied) to the shape list, merging equal shapes (their memory too).
 void AddRun(const v1::RunConfig& config, int64_t vocab, std::vector<WorkShape>* shapes);
 
 class SpeedModel {
@@ -86,6 +88,14 @@ class SpeedModel {
   // Whether a run pinned to `run_device` (auto | cpu | cuda | mps) may go to `device_kind`.
   static bool CanRun(const std::string& run_device, const std::string& device_kind);
 
+  // The most device memory one slot has (the machine's over its slots) among live workers that
+  // may run `run_device`'s runs ("" : any live worker). 0: none live, or none reported memory.
+  int64_t LargestMemoryPerSlot(const std::string& run_device = "") const;
+  // Whether some live worker that may run `shape` can hold it: memory per slot at least the
+  // shape's, or not reported (no limit is applied to it, as Lease does). A shape no live worker
+  // may run at all counts as fitting: it waits for its device kind, not for more memory.
+  bool Fits(const WorkShape& shape) const;
+
   // Wall seconds for `work` on the live fleet, every class that can run a shape sharing it in
   // proportion to its speed, and never less than one run's time on one slot of the fastest
   // class; money the same way. -1: a shape no live class with a known speed can run (usd: or a
@@ -113,7 +123,9 @@ class SpeedModel {
 };
 
 // The estimate for a sweep whose grid is `base` (`base_runs` runs), with refinement allowed to
-// add up to `max_new_runs` more of the same shapes.
+// add up to `max_new_runs` more of the same shapes. Memory: the grid's largest run, the largest
+// live worker's memory per slot, and the grid's runs that no live worker can hold (a note says
+// so when there are some).
 v1::SweepEstimate Estimate(const std::vector<WorkShape>& base, int64_t base_runs,
                            int64_t max_new_runs, const SpeedModel& model);
 

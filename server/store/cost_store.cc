@@ -55,6 +55,7 @@ absl::StatusOr<std::vector<cost::FleetWorker>> CostStore::Fleet() {
       w.slots = std::max(1, info.slots());
       w.price_per_hour = info.price_per_hour() > 0 ? info.price_per_hour() : 0;
       w.benchmarks.assign(info.benchmarks().begin(), info.benchmarks().end());
+      w.memory_bytes = info.device_memory_bytes();
       out.push_back(std::move(w));
     }
     return out;

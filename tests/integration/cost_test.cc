@@ -1,13 +1,17 @@
 // Cost and budgets over real gRPC + PostgreSQL (issue #25, docs/architecture.md#cost): what each
 // attempt is charged, the sweep's cost by device class, the dry-run estimate, and a budget that
-// stops leasing until it is raised.
+// stops leasing until it is raised; each run's device memory estimate and the runs no live worker
+// can hold (issue #38).
 #include <chrono>
 #include <cmath>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/cost/flops.h"
+#include "common/cost/memory.h"
 #include "common/sweep/sweep.h"
 #include "gmock/gmock.h"
 #include "pqxx/pqxx"
@@ -84,13 +88,21 @@ class CostTest : public ServerFixture {
     return nullptr;
   }
 
-  // One run's model FLOPs in SweepYaml's sweeps (all its runs have one size).
-  static double RunFlops(const std::string& yaml) {
+  // The runs a sweep file expands to, in queue order.
+  static std::vector<v1::RunSpec> Runs(const std::string& yaml) {
     auto parsed = sweep::ParseSweep(yaml, "s.yaml");
     EXPECT_TRUE(parsed.ok()) << parsed.status();
+    if (!parsed.ok()) return {};
     auto runs = sweep::Expand(*parsed);
     EXPECT_TRUE(runs.ok() && !runs->empty());
-    return cost::RunFlops(runs->front().config(), cost::VocabOf(runs->front().data()));
+    return runs.ok() ? *std::move(runs) : std::vector<v1::RunSpec>{};
+  }
+
+  // One run's model FLOPs in SweepYaml's sweeps (all its runs have one size).
+  static double RunFlops(const std::string& yaml) {
+    const std::vector<v1::RunSpec> runs = Runs(yaml);
+    if (runs.empty()) return 0;
+    return cost::RunFlops(runs.front().config(), cost::VocabOf(runs.front().data()));
   }
 
   // A budget of `unit` (gpu_hours or usd) that holds two of SweepYaml's runs, raised by enough
@@ -344,6 +356,87 @@ TEST_F(CostTest, ARaiseOfAGpuHoursBudgetStaysInGpuHoursAndIsEnforced) {
 // $0.06 holds two $0.025 runs; +$0.03 one more, not two.
 TEST_F(CostTest, ARaiseOfAUsdBudgetStaysInDollarsAndIsEnforced) {
   RaiseKeepsTheUnitAndTheNewLimitHolds("usd", 0.06, 0.03);
+}
+
+// A grid over batch size: runs of two memory sizes.
+std::string MemoryYaml() {
+  return "name: memory\n"
+         "data: {train: \"synthetic:50\", val: \"synthetic:10\", tokenizer: {type: bpe, vocab: "
+         "512}}\n"
+         "fixed: {n_embd: 64, n_head: 2, block_size: 64, steps: 100}\n"
+         "grid:\n  batch_size: [4, 512]\n  seed: [0, 1]\n";
+}
+
+TEST_F(CostTest, EachRunStoresItsMemoryEstimate) {
+  const std::string yaml = MemoryYaml();
+  const std::vector<v1::RunSpec> runs = Runs(yaml);
+  ASSERT_EQ(runs.size(), 4u);
+  const int64_t sweep = Submit(yaml).sweep().id();
+  pqxx::connection conn(url_);
+  pqxx::work tx(conn);
+  auto r = server::pg::ExecText(
+      tx, "SELECT memory_bytes FROM runs WHERE sweep_id = $1 ORDER BY order_index", sweep);
+  ASSERT_EQ(r.size(), runs.size());
+  std::set<int64_t> sizes;
+  for (size_t i = 0; i < r.size(); ++i) {
+    const v1::RunConfig& c = runs[i].config();
+    const int64_t want = cost::RunMemoryBytes(c, cost::VocabOf(runs[i].data()));
+    EXPECT_GT(want, 0);
+    EXPECT_EQ(r[i][0].as<int64_t>(), want) << "run " << i << " (batch " << c.batch_size() << ")";
+    sizes.insert(r[i][0].as<int64_t>());
+  }
+  EXPECT_EQ(sizes.size(), 2u) << "batch 4 and batch 512 need the same memory";
+}
+
+TEST_F(CostTest, TheEstimateCountsTheRunsNoLiveWorkerCanHold) {
+  const std::string yaml = MemoryYaml();
+  int64_t small = 0, large = 0;
+  for (const auto& run : Runs(yaml)) {
+    const int64_t m = cost::RunMemoryBytes(run.config(), cost::VocabOf(run.data()));
+    (run.config().batch_size() == 4 ? small : large) = m;
+  }
+  ASSERT_LT(small, large);
+  auto estimate = [&] {
+    v1::SubmitSweepRequest req;
+    req.set_spec_yaml(yaml);
+    req.set_file_name("s.yaml");
+    req.set_dry_run(true);
+    v1::SubmitSweepResponse resp;
+    auto st = SweepStub()->SubmitSweep(Ctx().get(), req, &resp);
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    return resp.estimate();
+  };
+  auto register_worker = [&](const std::string& name, int64_t memory, int slots) {
+    v1::RegisterRequest req;
+    req.mutable_info()->set_name(name);
+    req.mutable_info()->set_device_kind("cuda");
+    req.mutable_info()->set_device_name("Small GPU");
+    req.mutable_info()->set_device_memory_bytes(memory);
+    req.mutable_info()->set_slots(slots);
+    v1::RegisterResponse resp;
+    auto st = WorkerStub()->Register(Ctx().get(), req, &resp);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  };
+
+  v1::SweepEstimate e = estimate();  // no live worker
+  EXPECT_EQ(e.memory_bytes_max(), large);
+  EXPECT_EQ(e.largest_worker_memory_bytes(), 0);
+  EXPECT_EQ(e.unfittable_runs(), 0);
+
+  // Two slots of a device with room for one large run: each slot holds the small runs only.
+  register_worker("small", large + small, 2);
+  e = estimate();
+  EXPECT_EQ(e.largest_worker_memory_bytes(), (large + small) / 2);
+  EXPECT_EQ(e.unfittable_runs(), 2);
+  EXPECT_THAT(e.notes(),
+              ::testing::Contains(HasSubstr(absl::StrCat(
+                  "2 runs need up to ", cost::FormatBytes(large), " of device memory"))));
+
+  // A worker whose one slot holds the large runs: every run fits.
+  register_worker("big", large, 1);
+  e = estimate();
+  EXPECT_EQ(e.largest_worker_memory_bytes(), large);
+  EXPECT_EQ(e.unfittable_runs(), 0);
 }
 
 }  // namespace
