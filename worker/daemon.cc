@@ -452,9 +452,14 @@ class LeaseLoop {
                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", until, absl::UTCTimeZone()),
                    lease.bench_reason().empty() ? "no reason given" : lease.bench_reason());
     }
+    // At least as often as a heartbeat, too: each ask keeps the worker seen, so `ablate workers`
+    // shows it benched rather than lost.
     const double left = std::max(0.0, lease.benched_until() - UnixNow());
+    const auto poll = std::min<std::chrono::milliseconds>(
+        kBenchPoll,
+        std::chrono::milliseconds(static_cast<int64_t>(sopts_.heartbeat_seconds * 1000)));
     const auto wait = std::min<std::chrono::milliseconds>(
-        kBenchPoll, std::chrono::milliseconds(static_cast<int64_t>(left * 1000) + 100));
+        poll, std::chrono::milliseconds(static_cast<int64_t>(left * 1000) + 100));
     util::SleepUnless(wait, ShuttingDown);
   }
 
