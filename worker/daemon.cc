@@ -585,7 +585,7 @@ class LeaseLoop {
     if (auto s = c_->Deregister(w_->worker_id); !s.ok()) {
       spdlog::warn("could not tell the server this worker is stopping: {}", s.message());
     }
-    spdlog::info("ablate-worker stopping after {} run(s)", slots_.started());
+    spdlog::info("ablate-worker stopping after starting {} run(s)", slots_.started());
     return exit_code_;
   }
 
