@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
@@ -84,6 +85,29 @@ TrainOptions Options(const std::string& out, const std::string& cache) {
   o.cache_dir = cache;
   o.threads = 1;
   return o;
+}
+
+// A result says how much memory its attempt held (RunResult.peak_memory_bytes).
+TEST_F(TrainerTest, TheResultCarriesThePeakMemory) {
+  auto r = Train(TinySpec(), Options(Path("run"), CacheDir()), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->result.peak_memory_bytes(), int64_t{1} << 20);
+}
+
+// A model too large for the machine: out of memory is the machine's fault (RESOURCE_EXHAUSTED,
+// worker/failure_class.h), and the error names the peak held and the device's memory, so the
+// server's estimate can be checked against it. The weight that fails is refused at once (it is
+// larger than memory and swap), so nothing near it is ever touched.
+TEST_F(TrainerTest, OutOfMemoryIsResourceExhaustedAndNamesThePeakAndTheDeviceMemory) {
+  auto spec = TinySpec();
+  spec.mutable_config()->set_n_embd(1 << 17);  // one attention weight alone: 192 GiB
+  auto r = Train(spec, Options(Path("run"), CacheDir()), nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(r.status())) << r.status();
+  const std::string message(r.status().message());
+  EXPECT_EQ(message.rfind("out of memory on cpu: ", 0), 0u) << message;
+  EXPECT_NE(message.find(" GiB held, device memory "), std::string::npos) << message;
+  EXPECT_EQ(message.find("unknown"), std::string::npos) << message;
 }
 
 TEST_F(TrainerTest, KeepFinalWritesTheFinalWeightsAsACheckpoint) {
