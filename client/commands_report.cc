@@ -1,5 +1,8 @@
 // export and report: a sweep's results leave the server, and become the study's answer.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <set>
@@ -15,6 +18,7 @@
 #include "common/analysis/refine.h"
 #include "common/report/export.h"
 #include "common/report/report.h"
+#include "common/report/tables.h"
 #include "common/sweep/sweep.h"
 #include "common/util/did_you_mean.h"
 
@@ -64,6 +68,19 @@ analysis::Options PlannedOptions(const v1::Sweep& sweep, std::optional<sweep::Sw
     if (stored.ok()) *parsed = *std::move(stored);
   }
   return *parsed ? analysis::PlanningOptions(**parsed) : analysis::Options{};
+}
+
+// The text report's width: the terminal's on a terminal, else $COLUMNS when set (a script or a
+// pager that wants a width says so), else none: a file or a pipe gets a row a line, for grep and
+// diff. Never below 40, where a table could only be read a word a line.
+int ReportWidth() {
+  int width = 0;
+  if (isatty(STDOUT_FILENO) != 0) {
+    width = TerminalSize().first;
+  } else if (const char* columns = std::getenv("COLUMNS"); columns != nullptr) {
+    if (!absl::SimpleAtoi(columns, &width) || width < 0) width = 0;
+  }
+  return width > 0 ? std::max(40, width) : 0;
 }
 
 }  // namespace
@@ -214,8 +231,11 @@ int Report(Context& ctx, const ReportArgs& args) {
   } else if (args.format == "md") {
     std::cout << report::FormatMarkdown(*result, ropts) << report::CostTable(runs, true);
   } else {
-    std::cout << ropts.title << ": " << CountsLine(sweep.counts()) << "\n\n"
-              << report::FormatTable(*result) << report::CostTable(runs, false);
+    const int width = ReportWidth();
+    std::cout << report::WrapText(absl::StrCat(ropts.title, ": ", CountsLine(sweep.counts())),
+                                  width)
+              << "\n"
+              << report::FormatTable(*result, width) << report::CostTable(runs, false, width);
   }
   if (!args.out_dir.empty()) {
     auto written = report::WriteReport(*result, runs, ropts, args.out_dir);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/report/report.h"
+#include "common/report/tables.h"
 
 namespace ablate::report {
 namespace {
@@ -25,7 +26,7 @@ std::string Dollars(double usd) { return absl::StrFormat("$%.2f", usd); }
 
 }  // namespace
 
-std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown) {
+std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown, int width) {
   std::map<std::string, ClassCost> by_class;
   ClassCost total;
   for (const auto& r : runs) {
@@ -59,23 +60,15 @@ std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown) {
     for (const auto& row : rows) absl::StrAppend(&out, "| ", absl::StrJoin(row, " | "), " |\n");
     return out;
   }
-  std::vector<size_t> width(header.size());
-  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
-  for (const auto& row : rows) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string l;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      absl::StrAppend(&l, i == 0 ? "" : "  ",
-                      i == 0 ? absl::StrFormat("%-*s", width[i], cells[i])
-                             : absl::StrFormat("%*s", width[i], cells[i]));
-    }
-    return l + "\n";
-  };
-  out = "\nCost (GPU-hours: device time each run held; money at the workers' prices)\n";
-  absl::StrAppend(&out, line(header));
-  for (const auto& row : rows) absl::StrAppend(&out, line(row));
+  Table t;
+  t.header = header;
+  t.rows = rows;
+  t.keys = 1;
+  t.right = {false, true, true, true};
+  t.rule = false;
+  out = "\n" + WrapText("Cost (GPU-hours: device time each run held; money at the workers' prices)",
+                        width);
+  absl::StrAppend(&out, RenderText(t, width));
   return out;
 }
 

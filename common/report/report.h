@@ -33,7 +33,9 @@ absl::StatusOr<WrittenReport> WriteReport(const analysis::Analysis& analysis,
                                           const ReportOptions& options, const std::string& out_dir);
 
 // Fixed-width summary for a terminal: notes, verdicts, one row per curve, η† per moderator.
-std::string FormatTable(const analysis::Analysis& analysis);
+// `width` > 0: every line fits that many columns (tables split into blocks of columns, η†'s
+// "how" moved under its table, sentences wrapped; tables.h RenderText); 0: a row a line.
+std::string FormatTable(const analysis::Analysis& analysis, int width = 0);
 
 // report.md's text. `figures` are image paths to link (relative to the markdown file);
 // `captions`, when given, one per figure, are printed under them (a figure's title lives there,
@@ -52,9 +54,9 @@ std::string FormatJson(const analysis::Analysis& analysis);
 std::string RunsCsv(const std::vector<ablate::v1::Run>& runs);
 
 // The study's cost per device class, from the runs' charged usage (Run.usage): a Markdown
-// section ("## Cost") or a terminal table; empty when no run was charged (an export from before
-// cost was recorded).
-std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown);
+// section ("## Cost") or a terminal table (within `width` columns when > 0, as FormatTable);
+// empty when no run was charged (an export from before cost was recorded).
+std::string CostTable(const std::vector<ablate::v1::Run>& runs, bool markdown, int width = 0);
 
 // One row per context x variant x moderator x LR, with the mean's t-interval (loss_ci_lo/hi).
 std::string CellsCsv(const analysis::Analysis& analysis);

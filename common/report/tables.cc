@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/analysis/stats.h"
 
 namespace ablate::report {
@@ -133,6 +135,7 @@ Table SummaryTable(const Analysis& a) {
   // Only a mixed fleet gets the column: a uniform sweep's table stays as narrow as before.
   const bool mixed = !a.mixed.empty();
   if (mixed) t.header.push_back("mixed");
+  t.keys = contexts ? 3 : 2;  // context, variant, moderator
   for (const auto& c : a.curves) {
     std::vector<std::string> row;
     if (contexts) row.push_back(c.context);
@@ -159,6 +162,8 @@ Table SummaryTable(const Analysis& a) {
 Table NecessityTable(const Analysis& a) {
   Table t;
   t.header = {"context", a.options.moderator_axis, "variant", "eta-dagger", "seeds", "how"};
+  t.keys = 3;
+  t.detail = true;  // "how": a sentence a row, under the table where it does not fit
   for (const auto& n : a.necessity) {
     std::string how;
     if (n.eta_dagger) {
@@ -195,6 +200,7 @@ Table BoundaryTable(const Analysis& a) {
   const auto& o = a.options;
   Table t;
   t.header = {"boundary", "where", "value", "bracket (lo, hi)", "ratio"};
+  t.keys = 2;
   auto add = [&](const std::string& boundary, const std::string& where, const std::string& value,
                  const std::optional<double>& lo, const std::optional<double>& hi,
                  bool unresolved) {
@@ -292,33 +298,184 @@ Table ProbeTable(const Analysis& a, const std::string& context, const std::strin
   return t;
 }
 
-std::string RenderText(const Table& t) {
-  // Width in code points, so "±" and "η" do not skew the columns.
-  auto width = [](const std::string& s) {
-    size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
-    return n;
-  };
-  std::vector<size_t> widths(t.header.size(), 0);
-  for (size_t i = 0; i < t.header.size(); ++i) widths[i] = width(t.header[i]);
-  for (const auto& row : t.rows) {
-    for (size_t i = 0; i < row.size() && i < widths.size(); ++i) {
-      widths[i] = std::max(widths[i], width(row[i]));
-    }
+namespace {
+
+// Columns `s` takes: code points, so "±" and "η" do not skew the columns.
+size_t Width(absl::string_view s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+// The first `n` code points of `s`, and the rest.
+std::pair<std::string, std::string> SplitAt(const std::string& s, size_t n) {
+  size_t i = 0;
+  for (size_t seen = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && seen++ == n) break;
   }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string out;
-    for (size_t i = 0; i < cells.size() && i < widths.size(); ++i) {
-      out += cells[i];
-      if (i + 1 < cells.size()) out += std::string(widths[i] - width(cells[i]) + 2, ' ');
+  return {s.substr(0, i), s.substr(i)};
+}
+
+// `text` on lines of at most `width` code points (at least 1), broken at spaces; a word longer
+// than a line is broken inside. Continuation lines begin with `indent` spaces.
+std::vector<std::string> WrapLines(const std::string& text, size_t width, size_t indent = 0) {
+  width = std::max<size_t>(1, width);
+  if (indent >= width) indent = 0;
+  std::vector<std::string> out{""};
+  size_t used = 0, start = 0;  // columns on the current line; where its text begins
+  auto next_line = [&] {
+    out.push_back(std::string(indent, ' '));
+    used = start = indent;
+  };
+  for (absl::string_view piece : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    std::string word(piece);
+    const bool empty = used == start;
+    if (used + Width(word) + (empty ? 0 : 1) <= width) {
+      absl::StrAppend(&out.back(), empty ? "" : " ", word);
+      used += Width(word) + (empty ? 0 : 1);
+      continue;
     }
-    return out + "\n";
+    if (!empty) next_line();
+    while (Width(word) > width - used) {  // longer than a whole line: broken inside
+      auto [head, rest] = SplitAt(word, width - used);
+      out.back() += head;
+      next_line();
+      word = rest;
+    }
+    out.back() += word;
+    used += Width(word);
+  }
+  return out;
+}
+
+// The widest word of each column (header included): what it shrinks to before words break.
+std::vector<size_t> WordWidths(const Table& t) {
+  std::vector<size_t> out(t.header.size(), 1);
+  auto take = [&](size_t i, const std::string& cell) {
+    for (absl::string_view w : absl::StrSplit(cell, ' ', absl::SkipEmpty())) {
+      out[i] = std::max(out[i], Width(w));
+    }
+  };
+  for (size_t i = 0; i < t.header.size(); ++i) take(i, t.header[i]);
+  for (const auto& row : t.rows) {
+    for (size_t i = 0; i < row.size() && i < out.size(); ++i) take(i, row[i]);
+  }
+  return out;
+}
+
+// `t`'s columns `cols` at `widths` (one per column of t), each cell wrapped to its column; a row
+// as many lines as its tallest cell.
+std::string RenderColumns(const Table& t, const std::vector<size_t>& cols,
+                          const std::vector<size_t>& widths) {
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::vector<std::vector<std::string>> wrapped;
+    size_t height = 1;
+    for (size_t c : cols) {
+      const std::string& cell = c < cells.size() ? cells[c] : "";
+      wrapped.push_back(Width(cell) <= widths[c] ? std::vector<std::string>{cell}
+                                                 : WrapLines(cell, widths[c]));
+      height = std::max(height, wrapped.back().size());
+    }
+    std::string out;
+    for (size_t h = 0; h < height; ++h) {
+      std::string l;
+      for (size_t k = 0; k < cols.size(); ++k) {
+        const std::string& piece = h < wrapped[k].size() ? wrapped[k][h] : "";
+        const std::string pad(widths[cols[k]] - std::min(widths[cols[k]], Width(piece)), ' ');
+        const bool right = cols[k] < t.right.size() && t.right[cols[k]];
+        absl::StrAppend(&l, k > 0 ? "  " : "", right ? pad : "", piece, right ? "" : pad);
+      }
+      while (!l.empty() && l.back() == ' ') l.pop_back();
+      absl::StrAppend(&out, l, "\n");
+    }
+    return out;
   };
   std::string out = line(t.header);
   size_t total = 0;
-  for (size_t w : widths) total += w + 2;
-  out += std::string(total > 2 ? total - 2 : 0, '-') + "\n";
+  for (size_t c : cols) total += widths[c] + 2;
+  if (t.rule) out += std::string(total > 2 ? total - 2 : 0, '-') + "\n";
   for (const auto& row : t.rows) out += line(row);
+  return out;
+}
+
+}  // namespace
+
+std::string WrapText(const std::string& text, int width, int indent) {
+  if (width <= 0 || Width(text) <= static_cast<size_t>(width)) return text + "\n";
+  return absl::StrCat(
+      absl::StrJoin(WrapLines(text, static_cast<size_t>(width), static_cast<size_t>(indent)), "\n"),
+      "\n");
+}
+
+std::string RenderText(const Table& t, int width) {
+  const size_t n = t.header.size();
+  std::vector<size_t> widths(n, 0);
+  for (size_t i = 0; i < n; ++i) widths[i] = Width(t.header[i]);
+  for (const auto& row : t.rows) {
+    for (size_t i = 0; i < row.size() && i < n; ++i) widths[i] = std::max(widths[i], Width(row[i]));
+  }
+  size_t total = 0;
+  for (size_t w : widths) total += w + 2;
+  total = total > 2 ? total - 2 : 0;
+  std::vector<size_t> all(n);
+  for (size_t i = 0; i < n; ++i) all[i] = i;
+  if (width <= 0 || total <= static_cast<size_t>(width)) return RenderColumns(t, all, widths);
+  const size_t limit = static_cast<size_t>(width);
+  if (t.detail && n > 1) {
+    // The sentences under the table, each numbered where its row has it.
+    Table rest = t;
+    rest.detail = false;
+    std::string notes;
+    int k = 0;
+    for (auto& row : rest.rows) {
+      if (row.size() < n || row[n - 1].empty() || row[n - 1] == "-") continue;
+      const std::string mark = absl::StrCat("[", ++k, "]");
+      notes +=
+          WrapText(absl::StrCat(mark, " ", row[n - 1]), width, static_cast<int>(Width(mark)) + 1);
+      row[n - 1] = mark;
+    }
+    return absl::StrCat(RenderText(rest, width), notes);
+  }
+  // Blocks of whole columns that fit beside the key columns.
+  const size_t keys = std::min<size_t>(std::max(0, t.keys), n - 1);
+  size_t key_width = 0;
+  for (size_t i = 0; i < keys; ++i) key_width += widths[i] + 2;
+  std::vector<std::vector<size_t>> blocks;
+  size_t used = 0;
+  for (size_t i = keys; i < n; ++i) {
+    if (blocks.empty() || used + 2 + widths[i] > limit) {
+      blocks.emplace_back();
+      for (size_t k = 0; k < keys; ++k) blocks.back().push_back(k);
+      used = key_width + widths[i];
+    } else {
+      used += 2 + widths[i];
+    }
+    blocks.back().push_back(i);
+  }
+  // A block still too wide (one column wider than the rest of the line) narrows its widest
+  // columns: to their widest word first, then through words.
+  const std::vector<size_t> words = WordWidths(t);
+  std::string out;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    std::vector<size_t> w = widths;
+    size_t sum = 0;
+    for (size_t c : blocks[b]) sum += w[c] + 2;
+    sum -= 2;
+    for (bool through_words : {false, true}) {
+      while (sum > limit) {
+        size_t widest = n;
+        for (size_t c : blocks[b]) {
+          const size_t floor = through_words ? 1 : words[c];
+          if (w[c] > floor && (widest == n || w[c] > w[widest])) widest = c;
+        }
+        if (widest == n) break;
+        --w[widest];
+        --sum;
+      }
+    }
+    if (b > 0) out += "\n";
+    out += RenderColumns(t, blocks[b], w);
+  }
   return out;
 }
 

@@ -12,6 +12,13 @@ namespace ablate::report {
 struct Table {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
+  // How RenderText fits a terminal narrower than the table: the first `keys` columns name a row
+  // and start every block the other columns are split into; with `detail`, the last column (a
+  // sentence a row) becomes a note under the table ("[1]" in the column, "[1] ..." below).
+  int keys = 0;
+  bool detail = false;
+  std::vector<bool> right;  // per column: right-aligned (numbers); empty: every column left
+  bool rule = true;         // a line of "-" under the header
 };
 
 // "%.4g", or `none` for a figure that does not exist.
@@ -55,7 +62,15 @@ Table LossTable(const analysis::Analysis& a, const std::string& context,
 Table ProbeTable(const analysis::Analysis& a, const std::string& context,
                  const std::string& moderator);
 
-std::string RenderText(const Table& t);      // space-aligned columns
+// Space-aligned columns. With `width` > 0 and a table wider than that, every line fits it: the
+// detail column's sentences move under the table as numbered notes, the other columns are split
+// into blocks of whole columns that fit (each led by the key columns, as pandas prints a wide
+// frame), and a column too wide even alone wraps its cells at spaces. 0: one line a row.
+std::string RenderText(const Table& t, int width = 0);
 std::string RenderMarkdown(const Table& t);  // GitHub table
 
+// `text` (one line) word-wrapped at `width` columns (code points), continuation lines indented
+// by `indent`; a word longer than a line is broken across lines. `width` 0: `text` as it is.
+// Ends in a newline.
+std::string WrapText(const std::string& text, int width, int indent = 2);
 }  // namespace ablate::report

@@ -7,21 +7,21 @@ namespace ablate::report {
 
 using analysis::Analysis;
 
-std::string FormatTable(const Analysis& a) {
+std::string FormatTable(const Analysis& a, int width) {
   std::string out;
-  for (const auto& note : a.notes) absl::StrAppend(&out, "note: ", note, "\n");
-  for (const auto& m : a.mixed) absl::StrAppend(&out, "mixed: ", m.Line(), "\n");
+  for (const auto& note : a.notes) out += WrapText(absl::StrCat("note: ", note), width);
+  for (const auto& m : a.mixed) out += WrapText(absl::StrCat("mixed: ", m.Line()), width);
   if (!a.notes.empty()) out += "\n";
-  out += RenderText(SummaryTable(a));
-  if (const std::string line = UncertaintyLine(a); !line.empty()) absl::StrAppend(&out, line, "\n");
+  out += RenderText(SummaryTable(a), width);
+  if (const std::string line = UncertaintyLine(a); !line.empty()) out += WrapText(line, width);
   if (!a.necessity.empty()) {
     out += "\n";
-    out += RenderText(NecessityTable(a));
+    out += RenderText(NecessityTable(a), width);
   }
   out += "\n";
-  out += RenderText(BoundaryTable(a));
+  out += RenderText(BoundaryTable(a), width);
   if (!a.verdicts.empty()) out += "\n";
-  for (const auto& v : a.verdicts) absl::StrAppend(&out, VerdictLine(v), "\n");
+  for (const auto& v : a.verdicts) out += WrapText(VerdictLine(v), width);
   return out;
 }
 

@@ -822,6 +822,82 @@ void ExpectSortedKeys(const nlohmann::ordered_json& j, const std::string& where)
   }
 }
 
+// Columns a line takes on a terminal (code points).
+size_t Columns(const std::string& line) {
+  size_t n = 0;
+  for (unsigned char c : line) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+// The words of `text`, in order: what a wrapped rendering must keep.
+std::vector<std::string> Words(const std::string& text) {
+  return absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+}
+
+// Issue #39 item 6: the text report was over 200 columns wide (the summary with its intervals,
+// eta-dagger's "how"). At a terminal's width every line fits and nothing is lost.
+TEST(TextReport, EveryLineFitsTheTerminalAndKeepsEveryFigure) {
+  auto a = analysis::Analyze(NoisyRuns());
+  ASSERT_TRUE(a.ok()) << a.status();
+  const std::string wide = FormatTable(*a);
+  size_t widest = 0;
+  for (const auto& l : Lines(wide)) widest = std::max(widest, Columns(l));
+  ASSERT_GT(widest, 120u) << wide;  // without a width: a row a line, as before
+  for (int width : {80, 100, 60}) {
+    SCOPED_TRACE(width);
+    const std::string text = FormatTable(*a, width);
+    for (const auto& l : Lines(text)) EXPECT_LE(Columns(l), static_cast<size_t>(width)) << l;
+    // Every header and figure is still there: each curve's interval-carrying cells, each
+    // eta-dagger with its "how", each verdict word for word.
+    for (const char* header : {"eta*", "loss*", "ppl*", "LRS (paper)", "seeds", "status"}) {
+      EXPECT_THAT(text, HasSubstr(header));
+    }
+    for (const auto& c : a->curves) {
+      EXPECT_THAT(text, HasSubstr(Fmt(c.opt_lr) + IntervalText(c.opt_lr_ci)));
+      EXPECT_THAT(text, HasSubstr(Fmt(c.opt_loss) + IntervalText(c.opt_loss_ci)));
+    }
+    for (const auto& n : a->necessity) {
+      EXPECT_THAT(text, HasSubstr(Fmt(n.eta_dagger) + IntervalText(n.eta_dagger_ci)));
+    }
+    // The "how" sentences are notes under the eta-dagger table, numbered in its rows (at 60
+    // columns the rest of the row is split in two blocks as well).
+    EXPECT_THAT(text,
+                testing::ContainsRegex(width >= 80 ? "vs none +[0-9.]+ \\[[^]]+\\] +3 +\\[1\\]"
+                                                   : "vs none +3 +\\[1\\]"));
+    EXPECT_THAT(text, testing::ContainsRegex("\n\\[1\\] interpolated: "));
+    EXPECT_THAT(text, testing::ContainsRegex("\n\\[2\\] interpolated: "));
+    const std::vector<std::string> words = Words(text);
+    for (const auto& v : a->verdicts) {
+      const std::vector<std::string> want = Words(VerdictLine(v));
+      EXPECT_NE(std::search(words.begin(), words.end(), want.begin(), want.end()), words.end())
+          << VerdictLine(v);
+    }
+  }
+}
+
+TEST(TextReport, RenderTextSplitsIntoBlocksLedByTheKeysAndWrapsOnlyWhatCannotFit) {
+  Table t;
+  t.header = {"variant", "depth", "a figure", "another figure", "a long sentence"};
+  t.keys = 2;
+  t.rows = {{"none", "2", "0.1234 [0.1, 0.2]", "5.678 [5.1, 6.2]",
+             "one two three four five six seven eight nine ten eleven twelve"},
+            {"layernorm", "8", "0.01", "6.0", "short"}};
+  EXPECT_EQ(RenderText(t, 0), RenderText(t, 200));  // it fits: as it always was
+  const std::string text = RenderText(t, 40);
+  for (const auto& l : Lines(text)) EXPECT_LE(Columns(l), 40u) << l;
+  // Three blocks, each led by the keys: its header starts "variant    depth".
+  size_t headers = 0;
+  for (const auto& l : Lines(text)) headers += absl::StartsWith(l, "variant    depth  ") ? 1 : 0;
+  EXPECT_EQ(headers, 3u) << text;
+  // Whole cells where they fit, the sentence wrapped at spaces under its own header.
+  EXPECT_THAT(text, HasSubstr("none       2      0.1234 [0.1, 0.2]"));
+  EXPECT_THAT(text, HasSubstr("5.678 [5.1, 6.2]"));
+  EXPECT_THAT(Words(text), testing::IsSupersetOf(Words(t.rows[0][4])));
+  // A word longer than the width is broken, never left wider.
+  EXPECT_EQ(WrapText("abcdefghij klm", 4, 1), "abcd\n efg\n hij\n klm\n");
+  EXPECT_EQ(WrapText("fits as is", 0), "fits as is\n");
+}
+
 TEST(Uncertainty, JsonAndCsvCarryTheIntervalsAndTests) {
   auto a = analysis::Analyze(NoisyRuns());
   ASSERT_TRUE(a.ok()) << a.status();
