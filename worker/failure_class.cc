@@ -54,6 +54,8 @@ constexpr Marker kMarkers[] = {
     {"undefined symbol", v1::FAULT_WORKER},
     // No thread could be started (std::system_error from std::thread, EAGAIN).
     {"Resource temporarily unavailable", v1::FAULT_WORKER},
+    // An exception of no known type escaped the trainer (train::Train).
+    {"the trainer crashed", v1::FAULT_WORKER},
 };
 
 std::optional<v1::FaultClass> AttachedFault(const absl::Status& status) {

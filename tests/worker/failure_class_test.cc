@@ -116,6 +116,10 @@ TEST(FailureClass, ATrainerCrashIsTheWorkersByWhatItsSourceAttached) {
   EXPECT_EQ(InTraining(WithFault(absl::AbortedError("the trainer crashed: unknown exception"),
                                  v1::FAULT_WORKER)),
             v1::FAULT_WORKER);
+  // What train::Train returns for an exception of no known type: no class attached, the text
+  // says it.
+  EXPECT_EQ(InTraining(absl::AbortedError("the trainer crashed: an exception of unknown type")),
+            v1::FAULT_WORKER);
   // The attached class wins over the code and the stage.
   EXPECT_EQ(ClassifyFailure(WithFault(absl::InternalError("x"), v1::FAULT_RUN), FaultStage::kSpool),
             v1::FAULT_RUN);
