@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/analysis/inference.h"
 #include "common/util/metric_names.h"
 
 namespace ablate::report {
@@ -161,6 +162,27 @@ std::optional<std::pair<double, double>> Extent(const std::vector<double>& v) {
   return out;
 }
 
+// The loss band at `p`: the (1 - alpha) t-interval of the mean of its seeds that did not
+// diverge, from the curve's pooled seed spread. A diverged seed counts as l0 in the cell's mean,
+// but a band around a mean of one seed at l0 and one that trained ran past l0 and below every
+// loss measured there (issue #39); the band says where the runs that trained lie. nullopt: no
+// seed trained, or no spread to draw a band from.
+std::optional<analysis::Interval> StableBand(const Analysis& a, const Curve& c, const Point& p) {
+  if (p.n_diverged == 0) return p.loss_ci;
+  if (!c.seed_sigma || c.seed_dof == 0) return std::nullopt;
+  double sum = 0;
+  int n = 0;
+  for (const auto& seed : p.seed_values) {
+    if (seed.diverged) continue;
+    sum += seed.loss;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  const double half = analysis::StudentTQuantile(1 - a.options.alpha / 2, c.seed_dof) *
+                      *c.seed_sigma / std::sqrt(static_cast<double>(n));
+  return analysis::Interval{sum / n - half, sum / n + half};
+}
+
 std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
                                const std::string& context, const std::string& moderator,
                                const Terminals& t) {
@@ -196,15 +218,20 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
     std::string rows;
     for (const auto& p : c->points) {
       if (!p.loss) continue;
-      // The band is the mean's t-interval; a point without one (no seed spread) has none.
-      const analysis::Interval band = p.loss_ci.value_or(analysis::Interval{*p.loss, *p.loss});
-      any_band |= p.loss_ci.has_value();
+      // The band is over the seeds that trained (StableBand); a point without one (no seed
+      // spread, or every seed diverged) has none: the band closes onto the line there.
+      const std::optional<analysis::Interval> stable = StableBand(a, *c, p);
+      const analysis::Interval band = stable.value_or(analysis::Interval{*p.loss, *p.loss});
+      any_band |= stable.has_value();
+      // Where a diverged seed is drawn: at the l0 it counts as.
+      const std::optional<double> cap = p.l0 ? p.l0 : c->l0;
       xs.push_back(p.lr);
       ys.push_back(band.lo);
       ys.push_back(band.hi);
       absl::StrAppend(&rows, Num(p.lr), " ", Num(*p.loss), " ", Num(band.lo), " ", Num(band.hi),
                       " ", p.n, " ", p.n_diverged, " ", p.n_inferred, " ", p.refine_round, " ",
-                      p.loss_std ? Num(*p.loss_std) : "?", "\n");
+                      p.loss_std ? Num(*p.loss_std) : "?", " ", cap ? Num(*cap) : Num(*p.loss),
+                      "\n");
       inferred |= p.n_inferred > 0;
       refined |= p.refine_round > 0;
       diverged |= p.n_diverged > p.n_inferred;
@@ -212,8 +239,9 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
     if (rows.empty()) continue;
     if (!l0) l0 = c->l0;
     absl::StrAppend(&f.data, "# ", o.variant_axis, "=", a.variants[v], "\n",
-                    "# lr loss_mean loss_ci_lo loss_ci_hi n n_diverged n_inferred refine_round "
-                    "loss_std ('?' = none)\n",
+                    "# lr loss_mean band_lo band_hi (the t-interval of the mean of the seeds "
+                    "that did not diverge) n n_diverged n_inferred refine_round loss_std ('?' = "
+                    "none) l0 (where a diverged seed is drawn)\n",
                     rows, "\n\n");
     bands.push_back(absl::StrCat("'", f.name, ".dat' index ", block,
                                  " using 1:3:4 with filledcurves fc rgb '", Color(v),
@@ -235,12 +263,13 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
     }
     if (diverged) {
       plots.push_back(absl::StrCat(
-          where, " using 1:($6 > $7 ? $2 : 1/0) with points pt 7 ps 1.6 lc rgb 'white' notitle"));
-      // One key entry for the marker, not one per variant: its shape is what it explains. Larger
-      // than the white disk under it, so that its arms show.
-      plots.push_back(
-          absl::StrCat(where, " using 1:($6 > $7 ? $2 : 1/0) with points pt 2 ps 2.4 lw 2 lc rgb '",
-                       Color(v), "' ", diverged_titled ? "notitle" : "title 'a seed diverged'"));
+          where, " using 1:($6 > $7 ? $10 : 1/0) with points pt 7 ps 1.6 lc rgb 'white' notitle"));
+      // At l0, where the diverged seeds count, not on the line: in a cell where some seeds
+      // trained, the mean is neither. One key entry for the marker, not one per variant: its
+      // shape is what it explains. Larger than the white disk under it, so that its arms show.
+      plots.push_back(absl::StrCat(
+          where, " using 1:($6 > $7 ? $10 : 1/0) with points pt 2 ps 2.4 lw 2 lc rgb '", Color(v),
+          "' ", diverged_titled ? "notitle" : "title 'a seed diverged (at l0)'"));
       diverged_titled = true;
     }
     if (refined) {
@@ -255,11 +284,13 @@ std::optional<Figure> LossVsLr(const Analysis& a, const std::string& title,
   f.caption = ContextTitle(
       absl::StrCat(
           title, ": final validation loss vs LR, ", o.moderator_axis, "=", moderator,
-          any_band
-              ? absl::StrFormat(" (band: %g%% t-interval of the seed mean)", 100 * (1 - o.alpha))
+          any_band ? absl::StrFormat(" (band: %g%% t-interval of the mean of the seeds that did "
+                                     "not diverge)",
+                                     100 * (1 - o.alpha))
           : a.max_seeds >= 2 ? " (no seed spread: no band)"
                              : " (1 seed: no band)",
-          "; dashed: l0, where diverged runs count", diverged_titled ? "; x: a seed diverged" : "",
+          "; dashed: l0, where diverged runs count",
+          diverged_titled ? "; x: a seed diverged, drawn at l0" : "",
           shades.empty() ? ""
                          : "; shaded: a boundary's bracket left unresolved by the "
                            "refinement budget"),
