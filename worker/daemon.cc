@@ -452,15 +452,19 @@ class LeaseLoop {
                    absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", until, absl::UTCTimeZone()),
                    lease.bench_reason().empty() ? "no reason given" : lease.bench_reason());
     }
-    // At least as often as a heartbeat, too: each ask keeps the worker seen, so `ablate workers`
-    // shows it benched rather than lost.
     const double left = std::max(0.0, lease.benched_until() - UnixNow());
-    const auto poll = std::min<std::chrono::milliseconds>(
+    const auto wait = std::min<std::chrono::milliseconds>(
+        BenchedPoll(), std::chrono::milliseconds(static_cast<int64_t>(left * 1000) + 100));
+    util::SleepUnless(wait, ShuttingDown);
+  }
+
+  // How long a benched worker waits before asking Lease again: kBenchPoll, and at least as often
+  // as a heartbeat too, since each ask keeps the worker seen, so `ablate workers` shows it
+  // benched rather than lost.
+  std::chrono::milliseconds BenchedPoll() const {
+    return std::min<std::chrono::milliseconds>(
         kBenchPoll,
         std::chrono::milliseconds(static_cast<int64_t>(sopts_.heartbeat_seconds * 1000)));
-    const auto wait = std::min<std::chrono::milliseconds>(
-        poll, std::chrono::milliseconds(static_cast<int64_t>(left * 1000) + 100));
-    util::SleepUnless(wait, ShuttingDown);
   }
 
   // A lease that did not say benched: the bench, if there was one, is over.
@@ -476,14 +480,22 @@ class LeaseLoop {
   // it fails the worker stays benched and tries again after a back-off that grows.
   void SelfCheck() {
     w_->benched = true;
+    if (const auto now = Clock::now(); now < next_self_check_) {
+      // Backing off after a failed self-check, still asking Lease as a benched worker does.
+      util::SleepUnless(std::min<std::chrono::milliseconds>(
+                            BenchedPoll(), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                               next_self_check_ - now)),
+                        ShuttingDown);
+      return;
+    }
     spdlog::info("bench over: running the self-check (the device benchmark, measured afresh)");
     auto result = MeasureDevice(options_, *w_, /*self_check=*/true);
     if (g_shutdown) return;
     if (!result.ok()) {
       const auto wait = self_check_backoff_.Next();
+      next_self_check_ = Clock::now() + wait;
       spdlog::warn("self-check failed: {}; trying again in {:.0f}s", result.status().message(),
                    double(wait.count()) / 1000);
-      util::SleepUnless(wait, ShuttingDown);
       return;
     }
     w_->info.clear_benchmarks();
@@ -603,6 +615,7 @@ class LeaseLoop {
   double logged_bench_until_ = 0;
   std::string logged_reason_;
   // Between failed self-checks: 15 s, doubling up to 10 minutes.
+  Clock::time_point next_self_check_{};  // not before this, after a failed one
   util::Backoff self_check_backoff_{
       util::BackoffPolicy{std::chrono::seconds(15), std::chrono::minutes(10)}};
   std::mutex mu_;
