@@ -193,6 +193,24 @@ std::vector<std::string> Wrap(const std::string& first, const std::vector<std::s
   return out;
 }
 
+// `s` in at most `width` columns (UTF-8 characters), cut in the middle ("a-worker~name-2"): worker
+// names that share a prefix differ at their end.
+std::string MiddleCut(const std::string& s, int width) {
+  if (VisibleWidth(s) <= width || width < 3) return s;
+  std::vector<std::string> chars;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 || chars.empty()) chars.emplace_back();
+    chars.back() += s[i];
+  }
+  const size_t head = static_cast<size_t>(width - 1) / 2;
+  const size_t tail = static_cast<size_t>(width - 1) - head;
+  std::string out;
+  for (size_t i = 0; i < head; ++i) out += chars[i];
+  out += "~";
+  for (size_t i = chars.size() - tail; i < chars.size(); ++i) out += chars[i];
+  return out;
+}
+
 // A run's grid point: its grid values, else (a run from a server that sent none) its cell key
 // read back ("axis=value" joined by ",").
 std::map<std::string, std::string> GridOf(const v1::Run& r) {
@@ -329,9 +347,10 @@ std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::st
   const size_t room = static_cast<size_t>(std::max(1, height - static_cast<int>(lines.size()) - 1));
   // Fixed-width facts first (each padded, so columns stay put), the seed among them, then the
   // cell's label (padded to the widest): the axes that tell the rows apart, the one under study
-  // among them. The worker comes last: a narrow terminal cuts it, not the cell. The progress bar
+  // among them. The worker comes last, cut in the middle to the room left (16 columns at least):
+  // a narrow terminal cuts it, not the cell. The progress bar
   // says what step/total says, so it is dropped where it would push the label past the width.
-  size_t loss_width = 1, seed_width = 1;
+  size_t loss_width = 6, seed_width = 1;
   for (const auto& [r, label] : active) {
     loss_width = std::max(
         loss_width,
@@ -359,9 +378,10 @@ std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::st
       break;
     }
     const v1::Run& r = *active[i].first;
+    const std::string head = facts(r, active[i].second, bar);
+    const int room = std::max(16, fit - VisibleWidth(head) - 2);
     lines.push_back(FitWidth(
-        absl::StrCat(facts(r, active[i].second, bar), "  ", r.worker().empty() ? "-" : r.worker()),
-        fit));
+        absl::StrCat(head, "  ", MiddleCut(r.worker().empty() ? "-" : r.worker(), room)), fit));
   }
   return lines;
 }

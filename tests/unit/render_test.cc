@@ -178,6 +178,13 @@ TEST(WatchFrame, EightyColumnsShowTheAxesThatVaryNotWhatEveryRowShares) {
   }
   EXPECT_THAT(runs[4], HasSubstr(" lr=0.0316,qk_norm=none "));
   EXPECT_THAT(runs[6], HasSubstr(" lr=0.0316,qk_norm=layernorm"));
+  // A worker name too long for the room left is cut in the middle: names that share a prefix
+  // ("gpu-box-worker-1", "-2") differ at their end.
+  for (const auto& l : WatchFrame(u, "", 100, 24, /*color=*/false)) {
+    if (!absl::StrContains(l, " running ")) continue;
+    EXPECT_LE(VisibleWidth(l), 99) << l;
+    EXPECT_TRUE(absl::EndsWith(l, "~ong-name")) << l;
+  }
   // Wide enough, the progress bar is back.
   for (const auto& l : WatchFrame(u, "", 120, 24, /*color=*/false)) {
     if (absl::StrContains(l, " running ")) {
