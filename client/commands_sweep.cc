@@ -412,9 +412,10 @@ int Status(Context& ctx, const std::string& sweep_ref) {
     t.Add(row);
   }
   std::cout << t.Render() << "\n";
+  const std::string held = HeldReason(s);
   std::cout << "sweep " << s.id() << " '" << s.name() << "' (" << s.state()
-            << "): " << CountsLine(s.counts());
-  if (s.state() == "active" && s.eta_seconds() >= 0) {
+            << (held.empty() ? "" : ", held: " + held) << "): " << CountsLine(s.counts());
+  if (s.state() == "active" && held.empty() && s.eta_seconds() >= 0) {
     std::cout << ", ETA " << Duration(s.eta_seconds())
               << (s.eta_basis() == "throughput" ? " (fleet speed)" : "");
   }
@@ -480,17 +481,20 @@ int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
       std::cout << ToJson(update) << std::endl;
       continue;
     }
-    const double eta = finished ? -1 : EstimateEta(update);
+    const std::string held = finished ? "" : HeldReason(s);
+    const double eta = finished || !held.empty() ? -1 : EstimateEta(update);
     const std::string eta_text =
-        eta < 0
+        !held.empty() ? absl::StrCat("held: ", held)
+        : eta < 0
             ? ""
             : absl::StrCat(
                   "ETA ", Duration(eta),
                   s.eta_basis() == "throughput" && eta == s.eta_seconds() ? " (fleet speed)" : "");
     if (!tty) {
       // Logs and CI: a line when something changed or every 10 s, never a redraw.
-      std::string line = absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),
-                                      s.budget().reached() ? ", budget reached" : "");
+      std::string line =
+          absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),
+                       s.budget().reached() && held != "budget reached" ? ", budget reached" : "");
       for (const auto& fleet : FleetLines(c)) absl::StrAppend(&line, "; ", fleet);
       if (finished || line != last_plain_line || Now() - last_plain >= 10) {
         std::cout << line << (eta_text.empty() ? "" : ", " + eta_text) << std::endl;

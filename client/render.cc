@@ -12,12 +12,14 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/util/run_state.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
@@ -143,9 +145,25 @@ int VisibleWidth(const std::string& s) {
   return n;
 }
 
+std::string HeldReason(const v1::Sweep& sweep) {
+  absl::string_view basis = sweep.eta_basis();
+  if (sweep.state() != "active" || !absl::ConsumePrefix(&basis, "held: ")) return "";
+  return std::string(basis);
+}
+
+std::string SweepStateLabel(const v1::Sweep& sweep, bool compact) {
+  const std::string held = HeldReason(sweep);
+  if (held.empty()) return sweep.state();
+  if (!compact || held.size() <= 14) return held;
+  if (absl::StrContains(held, "benched")) return "all benched";
+  if (absl::StrContains(held, "memory")) return "fits no worker";
+  return held.substr(0, 14);
+}
+
 std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide) {
-  // Compact: 5 + 20 + 9 + 19 + 6 + 9 columns and 5 gaps of 2 fit 80 with ids up to 99999.
-  constexpr int kCompactName = 20;
+  // Compact: 5 + 15 + 14 + 19 + 6 + 9 columns and 5 gaps of 2 fit 80 with ids up to 99999 (the
+  // state column holds "budget reached").
+  constexpr int kCompactName = 15;
   Table t(
       wide ? std::vector<std::string>{"ID", "NAME", "STATE", "PROGRESS", "RUNS", "ETA", "CREATED"}
            : std::vector<std::string>{"ID", "NAME", "STATE", "PROGRESS", "ETA", "CREATED"});
@@ -153,12 +171,13 @@ std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide) {
     const auto& c = s.counts();
     const int done = c.succeeded() + c.diverged() + c.failed() + c.cancelled() + c.skipped();
     const double frac = c.total() > 0 ? double(done) / c.total() : 0;
-    const std::string eta = s.state() == "active" ? Duration(s.eta_seconds()) : "-";
+    const bool held = !HeldReason(s).empty();
+    const std::string eta = s.state() == "active" && !held ? Duration(s.eta_seconds()) : "-";
     if (wide) {
-      t.Add({std::to_string(s.id()), s.name(), s.state(), Bar(frac, 20), CountsLine(c), eta,
-             TimeAgo(s.created_at())});
+      t.Add({std::to_string(s.id()), s.name(), SweepStateLabel(s, false), Bar(frac, 20),
+             CountsLine(c), eta, TimeAgo(s.created_at())});
     } else {
-      t.Add({std::to_string(s.id()), FitWidth(s.name(), kCompactName), s.state(),
+      t.Add({std::to_string(s.id()), FitWidth(s.name(), kCompactName), SweepStateLabel(s, true),
              absl::StrCat(Bar(frac, 8), " ", done, "/", c.total()), eta, TimeAgo(s.created_at())});
     }
   }

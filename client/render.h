@@ -29,6 +29,12 @@ std::string Bar(double fraction, int width);       // [#######.....]
 std::string Duration(double seconds);              // "1h02m", "3m05s", "12s", "0.4s", "-"
 std::string Num(double value, int precision = 4);  // %.{p}g, "-" for NaN
 std::string TimeAgo(double unix_seconds);
+// Why an active sweep cannot progress now ("budget reached", "no live worker", ...: what follows
+// "held: " in its eta_basis, the server's word); "" when it can (or it is not active).
+std::string HeldReason(const v1::Sweep& sweep);
+// The sweep's state as a person reads it: the held reason for an active sweep held (its budget
+// reached, no worker that can run it), else its state. `compact`: at most 14 columns.
+std::string SweepStateLabel(const v1::Sweep& sweep, bool compact);
 // `value` with `decimals` decimals, except that a nonzero value below the last decimal's step
 // (10^-decimals), which would print as 0 or as that one step, has 3 significant digits, trailing
 // zeros dropped: Fixed(1.234, 2) "1.23", Fixed(0.00312, 2) "0.00312", Fixed(0.003, 2) "0.003",

@@ -194,8 +194,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->costs = std::make_unique<Costs>(impl->cost_store.get());
   impl->retention = std::make_unique<RetentionStore>(impl->db.get());
   impl->executor = std::make_unique<Executor>(o.executor_threads);
-  impl->broker = std::make_unique<LeaseBroker>(impl->runs.get(), impl->executor.get(),
-                                               o.max_long_poll_seconds);
+  // A long-poll never outlasts half a lease: an idle worker is seen (its Lease call) at least
+  // that often, so `ablate workers` shows `lost` only for one whose calls stopped.
+  impl->broker = std::make_unique<LeaseBroker>(
+      impl->runs.get(), impl->executor.get(),
+      std::min(o.max_long_poll_seconds, o.lease_seconds / 2));
   impl->hub = std::make_unique<WatchHub>();
   impl->metrics = std::make_unique<ServerMetrics>();
   impl->auth = std::make_unique<Authenticator>(impl->tokens.get(), o.auth);

@@ -12,11 +12,16 @@ ones (refine: optimum), and ones whose runs the soak cancels mid-run and retries
   net_cut       a worker's proxy cut (connections dropped, no new ones), restored after a delay
   worker_full   a worker's work dir (a small tmpfs) filled to the last byte, emptied after a delay
   store_full    the servers' --store-dir (a small tmpfs) filled likewise
+  worker_breaks a worker that breaks (every attempt it starts fails with a device runtime error,
+                through ablate-worker's hidden --test-fault-file) and heals after a delay: its
+                failures are requeued on the others, it is benched, and once healed it passes its
+                self-check and leases again
 
 The schedule is drawn from --seed before the soak starts (kinds, targets, delays, gaps), so a
 failing seed replays the same faults; the first six faults are the six kinds in a random order, so
 a short soak sees each of them. The disk faults need root (tmpfs); without it they are left out,
-and the soak says so.
+and the soak says so. The servers bench a worker for 5 s at first (--bench-seconds 5), so a worker
+that broke is back within the soak.
 
 At the end, with every fault healed and every run ended, it asserts:
   runs        every run succeeded or diverged (none failed, none left cancelled or unfinished)
@@ -55,7 +60,11 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "e2e"))
 import harness  # noqa: E402
 from harness import Proxy, Stack, wait_for, write_sweep  # noqa: E402
 
-KINDS = ["kill_server", "kill_worker", "pg_crash", "net_cut", "worker_full", "store_full"]
+KINDS = ["kill_server", "kill_worker", "pg_crash", "net_cut", "worker_full", "store_full",
+         "worker_breaks"]
+# Every replica's flags: a short first bench, so a worker that broke and healed leases again
+# within the soak.
+SERVER_EXTRA = ["--bench-seconds", "5"]
 DISK_KINDS = {"worker_full", "store_full"}
 # The smallest model the trainer takes (tests/e2e/test_e2e.py's SMALLEST): ~2 ms a step on one
 # core, paced to PACE_MS a step so a run lasts in wall time while costing little CPU.
@@ -94,7 +103,10 @@ def make_schedule(rng, kinds, start, end, lo, hi, workers, replicas):
     # Heal delays: a kill is restarted after a few seconds; a cut may outlast the lease (the run is
     # then requeued and resumed elsewhere); a full disk stays full long enough for writes to fail.
     delays = {"kill_server": (2, 8), "kill_worker": (2, 8), "pg_crash": (3, 10),
-              "net_cut": (3, 2 * LEASE_SECONDS), "worker_full": (8, 30), "store_full": (8, 30)}
+              "net_cut": (3, 2 * LEASE_SECONDS), "worker_full": (8, 30), "store_full": (8, 30),
+              # A break outlasts the runs its slots hold (24 s in e2e.soak), so it fails the
+              # attempts it starts next and is benched.
+              "worker_breaks": (30, 40)}
     # One replica is the one killed (the first draw picks which): the other lives through the whole
     # soak, so its RSS after warm-up is measured over the longest life there is.
     victim = rng.choice(replicas)
@@ -165,10 +177,10 @@ class Soak:
                 self.mounts.mount(os.path.join(s.dir, f"w{i + 1}"), WORKER_TMPFS_MB)
         else:
             log("not root: no tmpfs, so the worker_full and store_full faults are LEFT OUT")
-        s.start_server(name="server")
+        s.start_server(name="server", extra=SERVER_EXTRA)
         self.replica_ports["server"] = (s.port, s.metrics_port)
         p2, m2 = harness.free_port(), harness.free_port()
-        s.start_replica("server2", port=p2, metrics=m2)
+        s.start_replica("server2", port=p2, metrics=m2, extra=SERVER_EXTRA)
         self.replica_ports["server2"] = (p2, m2)
         for name in ("server", "server2"):
             self.note_process(name)
@@ -179,17 +191,20 @@ class Soak:
             self.proxies[name] = Proxy(self.replica_ports[replica][0])
             self.start_worker(name)
 
+    def fault_file(self, name):
+        return os.path.join(self.stack.dir, f"{name}.fault")
+
     def start_worker(self, name):
-        extra = ["--slots", str(self.args.slots)]
+        extra = ["--slots", str(self.args.slots), "--test-fault-file", self.fault_file(name)]
         self.stack.start_worker(name, extra=extra, threads=self.args.slots,
                                 server=f"127.0.0.1:{self.proxies[name].port}")
 
     def restart_server(self, name):
         port, metrics = self.replica_ports[name]
         if name == "server":
-            self.stack.start_server(name="server")
+            self.stack.start_server(name="server", extra=SERVER_EXTRA)
         else:
-            self.stack.start_replica(name, port=port, metrics=metrics)
+            self.stack.start_replica(name, port=port, metrics=metrics, extra=SERVER_EXTRA)
         self.note_process(name)
 
     def note_process(self, name):
@@ -318,6 +333,9 @@ class Soak:
             return f"{harness.fill_disk(os.path.join(s.dir, target)) >> 20} MiB filler"
         elif kind == "store_full":
             return f"{harness.fill_disk(s.store_dir) >> 20} MiB filler"
+        elif kind == "worker_breaks":
+            with open(self.fault_file(target), "w") as f:
+                f.write("CUDA error: an illegal memory access was encountered (soak)\n")
         return ""
 
     def heal(self, kind, target):
@@ -334,6 +352,8 @@ class Soak:
             harness.empty_disk(os.path.join(s.dir, target))
         elif kind == "store_full":
             harness.empty_disk(s.store_dir)
+        elif kind == "worker_breaks":
+            os.remove(self.fault_file(target))
 
     def check_leases(self, now, force=False):
         keep = []
@@ -641,6 +661,10 @@ class Soak:
                         f"{text.count('training paused')} / {text.count('training resumes')}"))
         figures.append(("checkpoints the full store refused (skipped by the worker)",
                         str(text.count("not stored by the server"))))
+        figures.append(("attempts failed for worker-side causes (requeued) / preempted",
+                        f"{self.sql('SELECT coalesce(sum(worker_faults), 0) FROM runs')} / "
+                        f"{self.sql('SELECT coalesce(sum(preemptions), 0) FROM runs')}"))
+        figures.append(("benches (worker log: benched until)", str(text.count("benched until"))))
         figures.append(("duration", f"{self.duration:.0f} s"))
         figures.append(("machine", f"{platform.node()}: {os.cpu_count()} CPUs, "
                         f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB, "

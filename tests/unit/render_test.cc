@@ -51,7 +51,7 @@ TEST(SweepsTable, CompactFitsEightyColumnsAndWideHasEverything) {
   for (const auto& l : Lines(compact)) EXPECT_LE(VisibleWidth(l), 80) << l;
   EXPECT_THAT(compact,
               HasSubstr("371/1000"));  // done: succeeded + diverged + failed + cancelled + skipped
-  EXPECT_THAT(compact, HasSubstr("qk-norm-ablation-ac~"));
+  EXPECT_THAT(compact, HasSubstr("qk-norm-ablati~"));
   EXPECT_THAT(compact, HasSubstr("1h02m"));
   const std::string wide = SweepsTable(sweeps, /*wide=*/true);
   EXPECT_THAT(wide, HasSubstr("qk-norm-ablation-across-depths-and-learning-rates"));
@@ -60,6 +60,33 @@ TEST(SweepsTable, CompactFitsEightyColumnsAndWideHasEverything) {
     EXPECT_THAT(wide, HasSubstr(count));
   }
   EXPECT_GT(VisibleWidth(Lines(wide)[1]), 80);
+}
+
+// Issue #39: `ls` showed `active ... ETA 16s` while the budget held the sweep. A sweep the
+// server says is held (eta_basis "held: <why>") reads as why, with no ETA, in both layouts.
+TEST(SweepsTable, AHeldSweepSaysWhyAndHasNoEta) {
+  v1::Sweep budget = ASweep(4, "budgeted");
+  budget.set_eta_basis("held: budget reached");
+  v1::Sweep fit = ASweep(5, "huge");
+  fit.set_eta_basis("held: 12 runs fit no live worker's device memory");
+  const std::vector<v1::Sweep> sweeps = {budget, fit};
+  for (bool wide : {false, true}) {
+    const std::string table = SweepsTable(sweeps, wide);
+    const std::vector<std::string> lines = Lines(table);
+    ASSERT_EQ(lines.size(), 3u) << table;
+    EXPECT_THAT(lines[1], HasSubstr("budget reached"));
+    EXPECT_THAT(lines[1], Not(HasSubstr("active")));
+    EXPECT_THAT(lines[1], Not(HasSubstr("1h02m")));
+    EXPECT_THAT(lines[2],
+                HasSubstr(wide ? "12 runs fit no live worker's device memory" : "fits no worker"));
+    if (!wide) {
+      for (const auto& l : lines) EXPECT_LE(VisibleWidth(l), 80) << l;
+    }
+  }
+  EXPECT_EQ(HeldReason(ASweep(6, "free")), "");
+  v1::Sweep finished = budget;
+  finished.set_state("finished");
+  EXPECT_EQ(SweepStateLabel(finished, true), "finished");
 }
 
 v1::SweepUpdate AnUpdate(int first_id, int runs) {
