@@ -1,5 +1,6 @@
 // runs, metrics, logs, workers.
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 #include <iostream>
 #include <map>

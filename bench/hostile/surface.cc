@@ -1,12 +1,16 @@
 #include "bench/hostile/surface.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "ablate/v1/ablate.grpc.pb.h"

@@ -1,6 +1,7 @@
 #include "common/report/figures.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <tuple>
 

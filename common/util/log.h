@@ -2,6 +2,7 @@
 // std::string_view) and absl::Status can be passed to log calls directly.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"

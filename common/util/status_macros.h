@@ -1,6 +1,8 @@
 // Status plumbing shared by every module. Errors cross module boundaries as absl::Status.
 #pragma once
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 

@@ -1,5 +1,6 @@
 #include "server/store/cost_store.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 

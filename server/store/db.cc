@@ -3,6 +3,7 @@
 #include <openssl/rand.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -1,5 +1,7 @@
 #include "server/store/migrator.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 
 namespace ablate::server {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <vector>
 

@@ -2,6 +2,7 @@
 // fence, one binary COPY, one commit), and still each point is stored exactly once per
 // (run, name, step), a re-sent report replaces its own points, and a refused request in a batch
 // leaves the others stored.
+#include <atomic>
 #include <set>
 #include <thread>
 

@@ -4,8 +4,11 @@
 #include <gmock/gmock.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"

@@ -1,5 +1,6 @@
 // `ablate-server migrate`: idempotent, recorded in schema_migrations, safe when replicas race.
 // And the pool a server opens once the schema is there (Db::Fill).
+#include <atomic>
 #include <string>
 #include <thread>
 #include <utility>

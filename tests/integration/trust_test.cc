@@ -5,6 +5,7 @@
 // sizes are bounded; a refused upload leaves no blob; bad options stop the server at startup.
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>

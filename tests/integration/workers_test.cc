@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>

@@ -7,6 +7,7 @@
 //   train_loss_curve_test [--write FILE]   (--write: record the current trainer's curve)
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>

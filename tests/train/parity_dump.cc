@@ -9,6 +9,7 @@
 //   train_parity_dump OUT_DIR qk_norm pos init [key=value ...]   (keys: see the loop below)
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <system_error>
 
 #include "worker/train/rng.h"
 
