@@ -121,6 +121,7 @@ TEST_F(InputTest, SqlMetacharactersRoundTripInEveryStringField) {
   done.set_attempt(1);
   done.set_lease_token(lease.lease().token());
   done.set_state(v1::FAILED);
+  done.set_fault(v1::FAULT_RUN);  // the run's own failure: it ends failed with this error
   done.set_error(kEvil);
   done.mutable_result()->set_device(kEvil);
   (*done.mutable_result()->mutable_final_probes())[kEvil] = 2.5;
