@@ -25,15 +25,6 @@
 
 namespace ablate::server {
 
-// The batch fence spells out the same fence as every other worker write (run_transitions.cc),
-// over the batch's rows instead of $1..$3.
-static_assert(
-    sql::Name("ingest_fence")
-            .text()
-            .find("r.id = v.id AND r.attempt = v.attempt AND r.lease_token_sha256 = v.digest\n"
-                  "  AND r.state IN ('leased', 'running')") != std::string_view::npos,
-    "ingest_fence does not spell out the lease fence");
-
 struct IngestStore::Pending {
   const v1::ReportMetricsRequest* request = nullptr;
   std::string digest;  // of the lease token

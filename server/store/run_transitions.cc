@@ -46,21 +46,7 @@ constexpr bool ListsUnfinishedStates(std::string_view sql) {
 }
 static_assert(ListsUnfinishedStates(kUnfinished), "kUnfinished disagrees with util::IsTerminal");
 static_assert(sql::Name("finish_sweep").text().find(kUnfinished) != std::string_view::npos);
-static_assert(sql::Name("finish_sweeps_all").text().find(kUnfinished) != std::string_view::npos);
 static_assert(sql::Name("cancel_runs").text().find(kUnfinished) != std::string_view::npos);
-
-// The fence every worker write passes, as the SQL condition on runs its statements spell out:
-// this run ($1), this attempt ($2), this token's digest ($3), the lease still held (the states
-// in which a worker holds the run's lease). docs/architecture.md#leases-and-fencing.
-constexpr bool Fenced(sql::Name name) {
-  return name.text().find(
-             "id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND "
-             "state IN ('leased', 'running')") != std::string_view::npos;
-}
-static_assert(Fenced("report_metrics_total_steps") && Fenced("report_logs") &&
-                  Fenced("check_fence") && Fenced("checkpoint_fence") && Fenced("complete") &&
-                  Fenced("release") && Fenced("attempt_faulted"),
-              "a fenced write's statement does not spell out the fence");
 
 // The one statement that marks sweeps finished: the active sweep `sweep_id` (every active sweep
 // when nullopt, the reaper's pass) if none of its runs is unfinished. Returns the sweeps it
@@ -71,8 +57,8 @@ static_assert(Fenced("report_metrics_total_steps") && Fenced("report_logs") &&
 // unfinished, so neither finishes the sweep. The reaper's pass over every active sweep closes
 // that gap at most one reaper interval later, without a sweep lock serialising every Complete.
 std::vector<int64_t> FinishSweepsWithNothingLeft(pqxx::work& tx, std::optional<int64_t> sweep_id) {
-  pqxx::result r =
-      sweep_id ? pg::Exec(tx, "finish_sweep", *sweep_id) : pg::Exec(tx, "finish_sweeps_all");
+  pqxx::result r = sweep_id ? pg::Exec(tx, "finish_sweep", *sweep_id)
+                            : pg::Exec(tx, "finish_sweep", nullptr);  // $1 null: every sweep
   std::vector<int64_t> out;
   for (const auto& row : r) out.push_back(row[0].as<int64_t>());
   return out;
@@ -211,15 +197,15 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
         }
         v1::HeartbeatResponse out;
         if (req.run_id() == 0) return out;
-        pqxx::result r =
-            pg::Exec(tx, "heartbeat_run", req.run_id(), SecretDigest(req.lease_token()));
+        pqxx::result r = pg::Exec(tx, "heartbeat_run", req.run_id(), req.attempt(),
+                                  SecretDigest(req.lease_token()));
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
         }
         const auto state = util::RunStateFromName(r[0][0].as<std::string>());
         const int attempt = r[0][1].as<int>();
-        const bool holder = attempt == req.attempt() && r[0][2].as<bool>();
-        if (!holder || !r[0][3].as<bool>()) {
+        const bool holder = r[0][2].as<bool>();  // lease_holder (migration 0018)
+        if (!r[0][3].as<bool>()) {               // lease_held: the fence
           // Cancel is only news for the lease holder that was running when it was cancelled;
           // any other mismatch means this attempt was replaced (or never held the lease).
           if (holder && state == v1::CANCELLED) {

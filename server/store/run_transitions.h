@@ -56,8 +56,8 @@ struct ReapResult {
 };
 
 // The fence (docs/architecture.md#leases-and-fencing), shared with the fenced writes outside
-// this class (ingest_store.cc); Fenced() in run_transitions.cc checks that every fenced statement
-// spells it out.
+// this class (ingest_store.cc): every fenced statement asks the SQL function lease_held
+// (migrations/0018_lease_held.sql), the one definition of the condition.
 //
 // The error every fenced write returns when its statement matched no row; a worker that sees it
 // stops the run. It is the same whether the attempt is stale, the lease token wrong or missing,

@@ -1,6 +1,7 @@
 -- An attempt that failed for a cause not the run's (Complete FAILED or Release with a fault),
--- under the fence (run $1, attempt $2, token digest $3, lease held): fault $4 ('worker' or
--- 'unknown'), error $5, result $6 (JSON: what the attempt measured, its peak memory), steps $7.
+-- under the fence (run $1, attempt $2, token digest $3: lease_held, migration 0018): fault $4
+-- ('worker' or 'unknown'), error $5, result $6 (JSON: what the attempt measured, its peak
+-- memory), steps $7.
 -- docs/server.md#failures:
 -- - the worker joins the run's faulted_workers (it does not lease the run again while another
 --   worker can);
@@ -16,7 +17,7 @@ WITH cur AS (
     CASE WHEN worker_id IS NULL OR faulted_workers @> ARRAY[worker_id] THEN faulted_workers
       ELSE faulted_workers || worker_id END AS fw
   FROM runs
-  WHERE id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND state IN ('leased', 'running')
+  WHERE id = $1 AND lease_held(runs, $2, $3)
   FOR UPDATE),
 dec AS (
   SELECT cur.*, CASE WHEN $4::text = 'worker' THEN cardinality(cur.fw) >= $8::int

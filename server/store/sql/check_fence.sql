@@ -1,3 +1,4 @@
--- The fence every worker write passes: run $1, attempt $2, token digest $3, the lease held.
+-- The fence every worker write passes: run $1, attempt $2, token digest $3,
+-- lease_held (migration 0018).
 SELECT 1 FROM runs
-WHERE id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND state IN ('leased', 'running')
+WHERE id = $1 AND lease_held(runs, $2, $3)

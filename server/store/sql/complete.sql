@@ -1,13 +1,13 @@
--- Complete: under the fence (run $1, attempt $2, token digest $3, lease held), state $4 with
--- result $5 (JSON), error $6, steps done $7 and fault $8 ('run' for a failure that is the run's
--- own, '' otherwise); the event, and the worker's count. A run that trained to its end (succeeded
--- or diverged) ends the worker's streak of worker-side failures and its run of benches
--- (docs/server.md#failures). Returns the run's sweep (no row: fenced off).
+-- Complete: under the fence (run $1, attempt $2, token digest $3: lease_held, migration 0018),
+-- state $4 with result $5 (JSON), error $6, steps done $7 and fault $8 ('run' for a failure that
+-- is the run's own, '' otherwise); the event, and the worker's count. A run that trained to its
+-- end (succeeded or diverged) ends the worker's streak of worker-side failures and its run of
+-- benches (docs/server.md#failures). Returns the run's sweep (no row: fenced off).
 WITH upd AS (
   UPDATE runs SET state = $4, result = $5::jsonb, error = $6,
     finished_at = now(), lease_expires_at = NULL,
     step = greatest(step, $7)
-  WHERE id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND state IN ('leased', 'running')
+  WHERE id = $1 AND lease_held(runs, $2, $3)
   RETURNING sweep_id, worker_id),
 e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message, fault)
   SELECT $1, 'completed', $2,

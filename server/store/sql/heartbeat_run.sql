@@ -1,3 +1,4 @@
--- Heartbeat: run $1, locked: (state, attempt, does token digest $2 match, is the lease held).
-SELECT state, attempt, lease_token_sha256 = $2, state IN ('leased', 'running')
+-- Heartbeat: run $1, locked: (state, attempt, whether attempt $2 with token digest $3 is the
+-- lease's holder, whether it holds the lease: lease_holder and lease_held, migration 0018).
+SELECT state, attempt, lease_holder(runs, $2, $3), lease_held(runs, $2, $3)
 FROM runs WHERE id = $1 FOR UPDATE

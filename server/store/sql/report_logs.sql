@@ -1,8 +1,8 @@
--- ReportLogs: under the fence (run $1, attempt $2, token digest $3, lease held; FOR SHARE, so a
+-- ReportLogs: under the fence (run $1, attempt $2, token digest $3: lease_held; FOR SHARE, so a
 -- concurrent re-lease or Complete waits for these lines), the lines ($4 steps, $5 times, $6
 -- text) in order. Returns (runs fenced: 0 or 1, lines written).
 WITH fence AS (SELECT id FROM runs
-  WHERE id = $1 AND attempt = $2 AND lease_token_sha256 = $3 AND state IN ('leased', 'running')
+  WHERE id = $1 AND lease_held(runs, $2, $3)
   FOR SHARE),
 ins AS (INSERT INTO run_logs (run_id, attempt, step, time, line)
   SELECT fence.id, $2, l.step, l.time, l.line FROM fence,
