@@ -236,9 +236,10 @@ double PgbenchPeer(const Bench& b, const std::string& url, int workers, int seco
   std::string script = absl::StrCat("\\set wid :client_id + ", first, "\nBEGIN;\n",
                                     Bind("lease_worker", {":wid", "NULL", "16"}), ";\n");
   absl::StrAppend(
-      &script, AliasFinalSelect(Bind("lease", {":wid", "60", digest, "16"})), " \\gset\n",
+      &script, AliasFinalSelect(Bind("lease", {":wid", "60", digest, "16", "0"})), " \\gset\n",
       "COMMIT;\nBEGIN;\n",
-      Bind("complete", {":c1", ":c3", digest, "'succeeded'", "'{\"finalValLoss\": 1}'", "''", "0"}),
+      Bind("complete",
+           {":c1", ":c3", digest, "'succeeded'", "'{\"finalValLoss\": 1}'", "''", "0", "''"}),
       ";\n", Bind("refine_sweep", {":c2"}), ";\n", Bind("finish_sweep", {":c2"}), ";\nCOMMIT;\n");
   const std::string path =
       (std::filesystem::temp_directory_path() / absl::StrCat("queue_bench-", getpid(), ".sql"))
