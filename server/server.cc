@@ -182,8 +182,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->notes = std::make_unique<NotifyBatcher>(impl->db.get());
   impl->notes->Start();
   impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
-  impl->runs =
-      std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds, o.faults);
+  impl->runs = std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds,
+                                                o.faults);
   impl->ingest = std::make_unique<IngestStore>(impl->db.get(), impl->notes.get());
   impl->sweeps = std::make_unique<SweepStore>(impl->db.get());
   impl->sweep_reads = std::make_unique<SweepReads>(impl->db.get(), o.lease_seconds);
@@ -196,9 +196,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->executor = std::make_unique<Executor>(o.executor_threads);
   // A long-poll never outlasts half a lease: an idle worker is seen (its Lease call) at least
   // that often, so `ablate workers` shows `lost` only for one whose calls stopped.
-  impl->broker = std::make_unique<LeaseBroker>(
-      impl->runs.get(), impl->executor.get(),
-      std::min(o.max_long_poll_seconds, o.lease_seconds / 2));
+  impl->broker =
+      std::make_unique<LeaseBroker>(impl->runs.get(), impl->executor.get(),
+                                    std::min(o.max_long_poll_seconds, o.lease_seconds / 2));
   impl->hub = std::make_unique<WatchHub>();
   impl->metrics = std::make_unique<ServerMetrics>();
   impl->auth = std::make_unique<Authenticator>(impl->tokens.get(), o.auth);

@@ -376,9 +376,9 @@ TEST_F(CostTest, EachRunStoresItsMemoryEstimate) {
   pqxx::work tx(conn);
   auto r = server::pg::ExecText(
       tx, "SELECT memory_bytes FROM runs WHERE sweep_id = $1 ORDER BY order_index", sweep);
-  ASSERT_EQ(r.size(), runs.size());
+  ASSERT_EQ(static_cast<size_t>(r.size()), runs.size());
   std::set<int64_t> sizes;
-  for (size_t i = 0; i < r.size(); ++i) {
+  for (size_t i = 0; i < runs.size(); ++i) {
     const v1::RunConfig& c = runs[i].config();
     const int64_t want = cost::RunMemoryBytes(c, cost::VocabOf(runs[i].data()));
     EXPECT_GT(want, 0);

@@ -34,7 +34,7 @@ class CountsTest : public ServerFixture {
     const v1::Sweep s = GetSweep(sweep, /*runs=*/false).sweep();
     pqxx::connection conn(url_);
     pqxx::nontransaction tx(conn);
-    pqxx::row r = tx.exec1(absl::StrCat(
+    pqxx::row r = tx.exec(absl::StrCat(
         "SELECT count(*) FILTER (WHERE state = 'queued'), count(*) FILTER (WHERE state = "
         "'leased'), count(*) FILTER (WHERE state = 'running'), count(*) FILTER (WHERE state = "
         "'succeeded'), count(*) FILTER (WHERE state = 'diverged'), count(*) FILTER (WHERE state "
@@ -45,7 +45,7 @@ class CountsTest : public ServerFixture {
         "FILTER (WHERE state IN ('succeeded', 'diverged', 'failed') AND started_at IS NOT NULL) "
         "IS NOT DISTINCT FROM (SELECT sum(finished_seconds) / nullif(sum(finished_timed), 0) "
         "FROM run_counts WHERE sweep_id = r.sweep_id) FROM runs r WHERE sweep_id = ",
-        sweep, " GROUP BY sweep_id"));
+        sweep, " GROUP BY sweep_id"))[0];
     const auto& c = s.counts();
     EXPECT_EQ(c.queued(), r[0].as<int>());
     EXPECT_EQ(c.leased(), r[1].as<int>());
@@ -176,7 +176,7 @@ class CountsTest : public ServerFixture {
   int64_t CountRows(int64_t sweep) {
     pqxx::connection conn(url_);
     pqxx::nontransaction tx(conn);
-    return tx.exec1(absl::StrCat("SELECT count(*) FROM run_counts WHERE sweep_id = ", sweep))[0]
+    return tx.exec(absl::StrCat("SELECT count(*) FROM run_counts WHERE sweep_id = ", sweep))[0][0]
         .as<int64_t>();
   }
 

@@ -63,9 +63,9 @@ TEST(MigrateTest, FillOpensEveryConnectionAndAFailureLeavesThePoolUsable) {
   auto connections = [&] {
     pqxx::nontransaction tx(watcher);
     return tx
-        .exec1(
+        .exec(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid()")[0]
+            "AND pid <> pg_backend_pid()")[0][0]
         .as<int>();
   };
   const int before = connections();
