@@ -31,7 +31,7 @@ struct HeldClaim {
   bool published = false;  // kPublish only: the key is already ready under this token
 };
 
-// The one check of a claim token, as the Fenced() statements are for a run's lease: every call
+// The one check of a claim token, as lease_held (migration 0018) is for a run's lease: every call
 // under a claim (renew, upload, publish, abandon) passes here first, with the claim's row locked
 // for the rest of its transaction. ClaimLost has the same words whether the token is wrong,
 // taken over, expired or its key published, so a caller probing another worker's claim learns

@@ -292,9 +292,9 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
                }
                // A retry of a Complete whose reply was lost finds its own result
                // already there.
-               pqxx::result cur = pg::Exec(tx, "complete_current", req.run_id(), digest);
-               if (!cur.empty() && cur[0][1].as<int>() == req.attempt() && cur[0][2].as<bool>() &&
-                   cur[0][0].as<std::string>() == name) {
+               pqxx::result cur =
+                   pg::Exec(tx, "complete_current", req.run_id(), req.attempt(), digest);
+               if (!cur.empty() && cur[0][1].as<bool>() && cur[0][0].as<std::string>() == name) {
                  return true;
                }
                return FenceError(tx, req.run_id(), req.attempt());
@@ -344,8 +344,8 @@ absl::Status RunTransitions::AttemptFaulted(int64_t run_id, int attempt,
                if (r.empty()) {
                  // A retry whose reply was lost finds its attempt already handed back (queued,
                  // the token not yet replaced by a new lease) or ended.
-                 pqxx::result cur = pg::Exec(tx, "complete_current", run_id, digest);
-                 if (!cur.empty() && cur[0][1].as<int>() == attempt && cur[0][2].as<bool>()) {
+                 pqxx::result cur = pg::Exec(tx, "complete_current", run_id, attempt, digest);
+                 if (!cur.empty() && cur[0][1].as<bool>()) {
                    const auto now = util::RunStateFromName(cur[0][0].as<std::string>());
                    if (now == v1::QUEUED || now == v1::FAILED) return true;
                  }

@@ -22,6 +22,12 @@ namespace ablate::testing {
 // Creates an empty database and returns its URL. Fails the test if no cluster is configured.
 std::string FreshDatabase();
 
+// A loopback TCP port free now (for a server's --metrics-listen).
+int FreePort();
+// The whole response (status line, headers, body) of an HTTP/1.0 GET of `path` on loopback
+// `port`; "" when nothing answers.
+std::string HttpGet(int port, const std::string& path);
+
 // A sweep file: `runs` grid points (lr axis x seeds), tiny synthetic config.
 std::string SweepYaml(const std::string& name, int lrs, int seeds,
                       const std::string& extra_fixed = "", const std::string& extra_top = "");

@@ -2,10 +2,6 @@
 // `ablate workers` lists (lost within a lease period, benched with its reason and end, runs
 // completed and attempts faulted), `ablate workers unbench`, the runs' and sweeps' new counts,
 // an ETA only for work that can run ("held: why" when none can), and the Prometheus series.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -428,40 +424,6 @@ TEST_F(WorkersTest, ABudgetReachedHoldsTheSweep) {
   EXPECT_EQ(listed.eta_basis(), "held: budget reached");
 }
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-std::string Scrape(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  if (write(fd, req.data(), req.size()) < 0) {
-    close(fd);
-    return "";
-  }
-  std::string out;
-  char buf[8192];
-  for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
-  close(fd);
-  return out;
-}
-
 // The value of the series `prefix` ("name{labels}") in `text`; NaN when absent.
 double Value(const std::string& text, const std::string& prefix) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -484,7 +446,7 @@ class WorkerMetricsTest : public WorkersTest {
   std::string WaitFor(const std::string& prefix, double value) {
     std::string text;
     for (int i = 0; i < 100; ++i) {
-      text = Scrape(port_);
+      text = HttpGet(port_, "/metrics");
       const double v = Value(text, prefix);
       if (std::isnan(value) ? std::isnan(v) : v == value) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -1,3 +1,4 @@
--- After a fenced-off Complete: run $1's (state, attempt, does token digest $2 match), to accept a
--- retry whose result is already there.
-SELECT state, attempt, lease_token_sha256 = $2 FROM runs WHERE id = $1
+-- After a fenced-off Complete or faulted attempt: run $1's state, and whether attempt $2 with
+-- token digest $3 is its lease's holder (lease_holder, migration 0018; the state aside), to
+-- accept a retry whose outcome is already there.
+SELECT state, lease_holder(runs, $2, $3) FROM runs WHERE id = $1
