@@ -25,7 +25,7 @@ from unittest import mock
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "e2e"))
 from harness import SRC, WORKER, Stack, free_port, wait_for  # noqa: E402
-from test_e2e import sweep_file  # noqa: E402
+from harness import sweep_file  # noqa: E402
 
 ATTACH = os.path.join(SRC, "deploy", "gpu", "attach.sh")
 STOP = os.path.join(SRC, "deploy", "gpu", "stop.sh")

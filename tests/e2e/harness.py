@@ -7,15 +7,22 @@ with own_postgres=True runs a PostgreSQL of its own instead, so a test may crash
 touching the tests that share ctest's.
 Everything it starts it stops, even when a test fails.
 """
+import collections
+import fcntl
 import json
 import os
 import random
+import re
+import select
 import shutil
 import signal
 import socket
 import string
+import struct
 import subprocess
+import sys
 import tempfile
+import termios
 import threading
 import time
 import unittest
@@ -392,3 +399,138 @@ def write_sweep(directory, name, body):
     with open(path, "w") as f:
         f.write(body)
     return path
+
+
+# ---- What the test_*.py files share: the sweep files they submit, the base class of every
+# e2e test (a Stack per test, its logs printed when the test fails), running the CLI and reading a
+# terminal.
+
+# A tiny model on the generated corpus, so the test needs no downloaded data.
+TINY = """
+data: {{train: "synthetic:3000", val: "synthetic:300", tokenizer: {{type: bpe, vocab: 512}}}}
+fixed: {{{model}, steps: {steps}, warmup: 10,
+        eval_every: {eval_every}, eval_batches: 2, probe_every: 20, log_every: 1,
+        checkpoint_every: {ckpt}}}
+"""
+# The smallest model the trainer takes (~2 ms a step on one core): what the plumbing tests train.
+# Paced by the worker (E2E.pace_ms), a run lasts as long as its assertions need in wall time while
+# costing little CPU, so the e2e tests can run side by side without slowing each other down.
+SMALLEST = {"n_embd": 16, "n_head": 2, "n_layer": 1, "block_size": 16, "batch_size": 2}
+# One that learns, and diverges at a high learning rate, in 40 steps (e2e.Refinement).
+LEARNS = {"n_embd": 48, "n_head": 2, "block_size": 48, "batch_size": 8}
+
+
+def sweep_file(stack, name, grid, steps=60, ckpt=20, eval_every=20, extra="", model=SMALLEST):
+    # A grid axis (n_layer, say) overrides the model's fixed value.
+    fixed = ", ".join(f"{k}: {v}" for k, v in model.items() if k not in grid)
+    body = (f"name: {name}\n" + TINY.format(model=fixed, steps=steps, ckpt=ckpt, eval_every=eval_every)
+            + "grid:\n")
+    for k, v in grid.items():
+        body += f"  {k}: {v}\n"
+    return write_sweep(stack.dir, name, body + extra)
+
+
+def assert_series_whole(test, stack, run, name="train_loss", first=1, last=None):
+    """A run's series has every step exactly once: no gap, no duplicate, whatever happened."""
+    pts = stack.metrics(run, [name])
+    steps = [int(p["step"]) for p in pts]
+    dup = [s for s, n in collections.Counter(steps).items() if n > 1]
+    test.assertEqual(dup, [], f"run {run}: duplicate {name} steps")
+    if last is None:
+        last = max(steps)
+    missing = sorted(set(range(first, last + 1)) - set(steps))
+    test.assertEqual(missing, [], f"run {run}: missing {name} steps")
+    return steps
+
+
+class E2E(unittest.TestCase):
+    lease_seconds = 3
+    # Every training step of the stack's workers lasts at least this long (ablate-worker's hidden
+    # --test-min-step-ms): 100 steps a second, whatever else the machine runs.
+    pace_ms = 10
+
+    def setUp(self):
+        self.stack = Stack(lease_seconds=self.lease_seconds, pace_ms=self.pace_ms)
+
+    def tearDown(self):
+        failed = any(err for _, err in (self._outcome.result.errors + self._outcome.result.failures)
+                     if err) if hasattr(self._outcome, "result") else False
+        if failed:
+            print(self.stack.dump_logs(), file=sys.stderr)
+        self.stack.close()
+
+    def run_step(self, run_id):
+        for r in self.stack.runs(self.sweep_id):
+            if int(r["id"]) == run_id:
+                return int(r.get("step", 0)), r
+        return 0, None
+
+    def cancel_a_running_sweep(self, name, seeds):
+        """One worker, a long sweep: cancel it once a run trains; every run ends cancelled, the
+        worker says why it stopped and lives on."""
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, name, {"seed": seeds}, steps=100000, ckpt=1000,
+                                            eval_every=1000))
+        wait_for(self.first_running, 120, "a run to start")
+        s.cli("cancel", str(self.sweep_id))
+        runs = s.wait_sweep_done(self.sweep_id, 30)
+        self.assertEqual({r["state"] for r in runs}, {"cancelled"})
+        wait_for(lambda: "cancelled by the server" in s.log("w1"), 30, "the worker to stop the run")
+        self.assertIsNone(s.procs["w1"].poll(), "the worker must survive a cancel")
+
+    def first_running(self):
+        for r in self.stack.runs(self.sweep_id):
+            if r["state"] == "running" and int(r.get("step", 0)) > 0:
+                return r
+        return None
+
+
+def run(argv, env=None, timeout=120):
+    e = dict(os.environ)
+    for k in ("ABLATE_TOKEN", "ABLATE_TOKEN_FILE", "ABLATE_SERVER", "ABLATE_CONFIG", "NO_COLOR"):
+        e.pop(k, None)
+    e.update(env or {})
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=e)
+
+
+def project_version():
+    with open(os.path.join(SRC, "CMakeLists.txt")) as f:
+        return re.search(r"project\(ablate VERSION (\S+)", f.read()).group(1)
+
+
+CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def watch_on_a_pty(argv, env, cols=80, rows=24, timeout=300):
+    """Runs argv with stdout on a pseudo-terminal of cols x rows; returns (exit code, output)."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    e = dict(os.environ)
+    for k in ("NO_COLOR", "COLUMNS", "LINES"):
+        e.pop(k, None)
+    e.update(env)
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, env=e)
+    os.close(slave)
+    out = b""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r, _, _ = select.select([master], [], [], 0.5)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        elif p.poll() is not None:
+            break
+    os.close(master)
+    try:
+        rc = p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    return rc, out.decode("utf-8", "replace"), p.stderr.read().decode()

@@ -11,8 +11,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from harness import CLI, wait_for  # noqa: E402
-from test_e2e import CSI, E2E, run, sweep_file, watch_on_a_pty  # noqa: E402
+from harness import CLI, CSI, E2E, run, sweep_file, wait_for, watch_on_a_pty  # noqa: E402
 
 
 class CellsAt80Columns(E2E):

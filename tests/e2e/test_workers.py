@@ -11,8 +11,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import wait_for  # noqa: E402
-from test_e2e import E2E, sweep_file  # noqa: E402
+from harness import E2E, sweep_file, wait_for  # noqa: E402
 
 
 def row(table, name):
