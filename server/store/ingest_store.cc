@@ -1,12 +1,10 @@
-// The fenced bulk writes of a running attempt: ReportMetrics (batched, binary COPY over libpq)
-// and ReportLogs.
+// The fenced bulk writes of a running attempt: ReportMetrics (batched; the fence, a binary COPY
+// (copy.h) and, when a re-sent report meets stored points, an upsert, in one Db transaction) and
+// ReportLogs.
 #include "server/store/ingest_store.h"
-
-#include <libpq-fe.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <future>
 #include <map>
 #include <string>
@@ -18,7 +16,9 @@
 #include "common/util/metric_names.h"
 #include "common/util/sha256.h"
 #include "nlohmann/json.hpp"
+#include "server/store/copy.h"
 #include "server/store/pg_codec.h"
+#include "server/store/rows.h"
 #include "server/store/run_transitions.h"
 #include "server/store/statements.h"
 #include "server/store/stats_store.h"
@@ -33,42 +33,16 @@ struct IngestStore::Pending {
   int64_t max_step = 0;
   std::string probes;                          // a JSON object
   std::vector<const v1::MetricPoint*> points;  // one per (name, step): the request's last
-  // Set by the writer.
-  bool fenced = false;
+  // Set by the writer: whether the batch's fence let the request's points in, and else (or when
+  // the batch failed) why not.
+  bool accepted = false;
   absl::Status status;
   std::promise<void> done;
 };
 
 namespace {
 
-constexpr std::string_view kWhat = "report metrics";
-
-using Result = std::unique_ptr<PGresult, decltype(&PQclear)>;
-
-// What went wrong with a batch, and what may be done about it.
-struct Failure {
-  absl::Status status;
-  bool retry = false;   // nothing was committed: the batch may run again
-  bool broken = false;  // the connection must be dropped
-};
-
-// Big-endian, as COPY's binary format (and the network) wants.
-template <typename T>
-void AppendBig(std::string* out, T value) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, &value, sizeof(T));
-  char bytes[sizeof(T)];
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    bytes[i] = static_cast<char>(bits >> (8 * (sizeof(T) - 1 - i)));
-  }
-  out->append(bytes, sizeof(T));
-}
-
-template <typename T>
-void AppendField(std::string* out, T value) {
-  AppendBig<int32_t>(out, sizeof(T));
-  AppendBig<T>(out, value);
-}
+const std::string kWhat = "report metrics";
 
 std::string BoolArray(const std::vector<bool>& values) {
   std::string out = "{";
@@ -77,254 +51,145 @@ std::string BoolArray(const std::vector<bool>& values) {
   return out + "}";
 }
 
+// The fence of a batch (ingest_fence.sql): sets each accepted request's run's latest_* columns
+// and returns the sequence number of its points, by run.
+std::map<int64_t, int64_t> Fence(pqxx::work& tx, const std::vector<IngestStore::Pending*>& batch) {
+  std::vector<int64_t> ids, attempts, max_steps;
+  std::vector<std::string> digests, probes;
+  std::vector<bool> has_train, has_val, has_logit;
+  std::vector<double> train, val, logit;
+  for (const IngestStore::Pending* p : batch) {
+    ids.push_back(p->request->run_id());
+    attempts.push_back(p->request->attempt());
+    digests.push_back(p->digest);
+    has_train.push_back(p->has_train);
+    train.push_back(p->train);
+    has_val.push_back(p->has_val);
+    val.push_back(p->val);
+    has_logit.push_back(p->has_logit);
+    logit.push_back(p->logit);
+    max_steps.push_back(p->max_step);
+    probes.push_back(p->probes);
+  }
+  const pqxx::result fenced =
+      pg::Exec(tx, "ingest_fence", pg::Int64Array(ids), pg::Int64Array(attempts),
+               pg::TextArray(digests), BoolArray(has_train), pg::DoubleArray(train),
+               BoolArray(has_val), pg::DoubleArray(val), BoolArray(has_logit),
+               pg::DoubleArray(logit), pg::Int64Array(max_steps), pg::TextArray(probes));
+  std::map<int64_t, int64_t> seq_of;
+  const pg::ByName col(fenced);
+  for (const auto& row : fenced) {
+    seq_of[col(row, "run_id").as<int64_t>()] = col(row, "seq").as<int64_t>();
+  }
+  return seq_of;
+}
+
+// Why the fence refused `req`, worded in the batch's transaction: a point past the run's last
+// step (for the lease holder), else the fence's own error.
+absl::Status Refusal(pqxx::work& tx, const v1::ReportMetricsRequest& req,
+                     const std::string& digest) {
+  const pqxx::result held =
+      pg::Exec(tx, "report_metrics_total_steps", req.run_id(), req.attempt(), digest);
+  if (held.empty()) return FenceError(tx, req.run_id(), req.attempt());
+  const int64_t total = held[0]["total_steps"].as<int64_t>();
+  for (int i = 0; i < req.points_size(); ++i) {
+    if (req.points(i).step() > total) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "points[", i, "]: step ", req.points(i).step(), " is beyond the run's last step ", total,
+          " (the trainer reports steps 0..", total, ")"));
+    }
+  }
+  // Every step within the run: the batch's fence refused the lease itself.
+  return FenceError(tx, req.run_id(), req.attempt());
+}
+
+// The accepted requests' points as COPY rows (ingest_copy.sql's columns).
+std::string CopyRows(const std::vector<const IngestStore::Pending*>& accepted,
+                     const std::map<int64_t, int64_t>& seq_of) {
+  pg::CopyRows rows;
+  for (const IngestStore::Pending* p : accepted) {
+    const int64_t run = p->request->run_id(), seq = seq_of.at(run);
+    for (const v1::MetricPoint* point : p->points) {
+      rows.Row(6);
+      rows.Int64(run);
+      rows.Text(point->name());
+      rows.Int64(point->step());
+      rows.Double(point->value());
+      rows.Double(point->time());
+      rows.Int64(seq);
+    }
+  }
+  return std::move(rows).Finish();
+}
+
+// The accepted requests' points upserted (ingest_upsert.sql), for a batch whose COPY met points
+// already stored.
+void Upsert(pqxx::work& tx, const std::vector<const IngestStore::Pending*>& accepted,
+            const std::map<int64_t, int64_t>& seq_of) {
+  std::vector<int64_t> runs, steps, seqs;
+  std::vector<std::string> names;
+  std::vector<double> values, times;
+  for (const IngestStore::Pending* p : accepted) {
+    for (const v1::MetricPoint* point : p->points) {
+      runs.push_back(p->request->run_id());
+      names.push_back(point->name());
+      steps.push_back(point->step());
+      values.push_back(point->value());
+      times.push_back(point->time());
+      seqs.push_back(seq_of.at(p->request->run_id()));
+    }
+  }
+  pg::Exec(tx, "ingest_upsert", pg::Int64Array(runs), pg::TextArray(names), pg::Int64Array(steps),
+           pg::DoubleArray(values), pg::DoubleArray(times), pg::Int64Array(seqs));
+}
+
 }  // namespace
 
-// One libpq connection and the transaction that writes a batch on it. libpq, not libpqxx: the
-// bulk path needs COPY in binary format, which libpqxx does not offer, and nothing here throws.
-class IngestStore::Writer {
- public:
-  explicit Writer(std::string url) : url_(std::move(url)) {}
-  ~Writer() {
-    if (conn_ != nullptr) PQfinish(conn_);
-  }
-  Writer(const Writer&) = delete;
-  Writer& operator=(const Writer&) = delete;
-
-  // Writes `batch` as one transaction, retried while nothing can have been committed; sets each
-  // request's `fenced`, and `status` for every request when the batch failed.
-  void Write(const std::vector<Pending*>& batch) {
-    constexpr int kAttempts = 4;
-    Failure failure;
-    for (int attempt = 0; attempt < kAttempts; ++attempt) {
-      failure = Try(batch);
-      if (failure.status.ok()) return;
-      if (failure.broken) Drop();
-      if (!failure.retry) break;
-    }
-    for (Pending* p : batch) {
-      p->fenced = false;
-      p->status = failure.status;
-    }
-  }
-
- private:
-  Failure Try(const std::vector<Pending*>& batch) {
-    for (Pending* p : batch) p->fenced = false;
-    if (conn_ == nullptr || PQstatus(conn_) != CONNECTION_OK) {
-      Drop();
-      conn_ = PQconnectdb(url_.c_str());
-      if (PQstatus(conn_) != CONNECTION_OK) {
-        return Lost(PQerrorMessage(conn_), /*committing=*/false);
-      }
-    }
-    if (auto f = Command("BEGIN"); !f.status.ok()) return f;
-    Failure f = Body(batch);
-    if (!f.status.ok()) {
-      if (!f.broken) Command("ROLLBACK");
-      return f;
-    }
-    Result r(PQexec(conn_, "COMMIT"), PQclear);
-    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
-      // The commit may or may not have happened: retrying could not double-apply (points are
-      // keyed, the latest_* columns idempotent), but the caller hears UNAVAILABLE and retries.
-      return Lost(PQerrorMessage(conn_), /*committing=*/true);
-    }
-    return {};
-  }
-
-  // The fence, then the points: COPY, or the upsert when the COPY meets a stored point.
-  Failure Body(const std::vector<Pending*>& batch) {
-    std::vector<int64_t> ids, max_steps;
-    std::vector<int64_t> attempts;
-    std::vector<std::string> digests, probes;
-    std::vector<bool> has_train, has_val, has_logit;
-    std::vector<double> train, val, logit;
-    for (const Pending* p : batch) {
-      ids.push_back(p->request->run_id());
-      attempts.push_back(p->request->attempt());
-      digests.push_back(p->digest);
-      has_train.push_back(p->has_train);
-      train.push_back(p->train);
-      has_val.push_back(p->has_val);
-      val.push_back(p->val);
-      has_logit.push_back(p->has_logit);
-      logit.push_back(p->logit);
-      max_steps.push_back(p->max_step);
-      probes.push_back(p->probes);
-    }
-    Result fence(nullptr, PQclear);
-    if (auto f = Params("ingest_fence",
-                        {pg::Int64Array(ids), pg::Int64Array(attempts), pg::TextArray(digests),
-                         BoolArray(has_train), pg::DoubleArray(train), BoolArray(has_val),
-                         pg::DoubleArray(val), BoolArray(has_logit), pg::DoubleArray(logit),
-                         pg::Int64Array(max_steps), pg::TextArray(probes)},
-                        &fence);
-        !f.status.ok()) {
-      return f;
-    }
-    std::map<int64_t, int64_t> seq_of;  // run -> the sequence number of its points
-    for (int i = 0; i < PQntuples(fence.get()); ++i) {
-      seq_of[std::stoll(PQgetvalue(fence.get(), i, 0))] = std::stoll(PQgetvalue(fence.get(), i, 1));
-    }
-    std::vector<const Pending*> fenced;
-    for (Pending* p : batch) {
-      p->fenced = seq_of.contains(p->request->run_id());
-      if (p->fenced) fenced.push_back(p);
-    }
-    if (fenced.empty()) return {};
-    if (auto f = Command("SAVEPOINT points"); !f.status.ok()) return f;
-    Failure copied = Copy(fenced, seq_of);
-    if (copied.status.ok() || copied.broken ||
-        copied.status.code() != absl::StatusCode::kAlreadyExists) {
-      return copied;
-    }
-    if (auto f = Command("ROLLBACK TO SAVEPOINT points"); !f.status.ok()) return f;
-    return Upsert(fenced, seq_of);
-  }
-
-  Failure Copy(const std::vector<const Pending*>& fenced,
-               const std::map<int64_t, int64_t>& seq_of) {
-    std::string data("PGCOPY\n\377\r\n\0", 11);
-    AppendBig<int32_t>(&data, 0);  // flags
-    AppendBig<int32_t>(&data, 0);  // header extension
-    for (const Pending* p : fenced) {
-      const int64_t run = p->request->run_id(), seq = seq_of.at(run);
-      for (const v1::MetricPoint* point : p->points) {
-        AppendBig<int16_t>(&data, 6);
-        AppendField<int64_t>(&data, run);
-        AppendBig<int32_t>(&data, static_cast<int32_t>(point->name().size()));
-        data.append(point->name());
-        AppendField<int64_t>(&data, point->step());
-        AppendField<double>(&data, point->value());
-        AppendField<double>(&data, point->time());
-        AppendField<int64_t>(&data, seq);
-      }
-    }
-    AppendBig<int16_t>(&data, -1);
-    constexpr sql::Name kCopy("ingest_copy");
-    Result start(PQexec(conn_, std::string(kCopy.text()).c_str()), PQclear);
-    if (PQresultStatus(start.get()) != PGRES_COPY_IN) return Error(start.get());
-    constexpr size_t kChunk = 1 << 18;
-    for (size_t at = 0; at < data.size(); at += kChunk) {
-      const int n = static_cast<int>(std::min(kChunk, data.size() - at));
-      if (PQputCopyData(conn_, data.data() + at, n) != 1) {
-        return Lost(PQerrorMessage(conn_), false);
-      }
-    }
-    if (PQputCopyEnd(conn_, nullptr) != 1) return Lost(PQerrorMessage(conn_), false);
-    Failure out;
-    bool first = true;
-    while (PGresult* raw = PQgetResult(conn_)) {
-      Result r(raw, PQclear);
-      if (first && PQresultStatus(raw) != PGRES_COMMAND_OK) out = Error(raw);
-      first = false;
-    }
-    if (out.status.ok()) sql::MarkExecuted(kCopy.index());
-    return out;
-  }
-
-  Failure Upsert(const std::vector<const Pending*>& fenced,
-                 const std::map<int64_t, int64_t>& seq_of) {
-    std::vector<int64_t> runs, steps, seqs;
-    std::vector<std::string> names;
-    std::vector<double> values, times;
-    for (const Pending* p : fenced) {
-      for (const v1::MetricPoint* point : p->points) {
-        runs.push_back(p->request->run_id());
-        names.push_back(point->name());
-        steps.push_back(point->step());
-        values.push_back(point->value());
-        times.push_back(point->time());
-        seqs.push_back(seq_of.at(p->request->run_id()));
-      }
-    }
-    Result r(nullptr, PQclear);
-    return Params("ingest_upsert",
-                  {pg::Int64Array(runs), pg::TextArray(names), pg::Int64Array(steps),
-                   pg::DoubleArray(values), pg::DoubleArray(times), pg::Int64Array(seqs)},
-                  &r);
-  }
-
-  // Runs statement `name` (server/store/sql) with text parameters.
-  Failure Params(sql::Name name, const std::vector<std::string>& params, Result* out) {
-    std::vector<const char*> values;
-    for (const auto& p : params) values.push_back(p.c_str());
-    out->reset(PQexecParams(conn_, std::string(name.text()).c_str(),
-                            static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                            nullptr, 0));
-    const ExecStatusType st = PQresultStatus(out->get());
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return Error(out->get());
-    sql::MarkExecuted(name.index());
-    return {};
-  }
-
-  Failure Command(const char* command) {
-    Result r(PQexec(conn_, command), PQclear);
-    if (PQresultStatus(r.get()) != PGRES_COMMAND_OK) return Error(r.get());
-    return {};
-  }
-
-  // The failure a statement's result (or its absence) says, as Db::Convert maps pqxx's.
-  Failure Error(const PGresult* r) {
-    if (r == nullptr || PQstatus(conn_) != CONNECTION_OK) {
-      return Lost(PQerrorMessage(conn_), false);
-    }
-    const char* state_field = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-    const std::string state = state_field != nullptr ? state_field : "";
-    const std::string detail = absl::StrCat(PQresultErrorMessage(r), " [sqlstate ", state, "]");
-    const std::string what(kWhat);
-    Failure f;
-    if (state.starts_with("08") || state.starts_with("57")) {
-      f.broken = f.retry = true;
-      f.status =
-          HiddenDatabaseError(absl::StatusCode::kUnavailable, what, "database unavailable", detail);
-    } else if (state == "40001" || state == "40P01") {
-      f.retry = true;
-      f.status =
-          HiddenDatabaseError(absl::StatusCode::kUnavailable, what, "transaction conflict", detail);
-    } else if (state == "23505") {
-      // Expected when a re-sent report meets its own points: the caller upserts instead, so
-      // this is no error worth a log line.
-      f.status = absl::AlreadyExistsError("points already stored");
-    } else {
-      f.status =
-          HiddenDatabaseError(absl::StatusCode::kInternal, what, "internal database error", detail);
-    }
-    return f;
-  }
-
-  Failure Lost(const char* message, bool committing) {
-    Failure f;
-    f.broken = true;
-    f.retry = !committing;
-    f.status = HiddenDatabaseError(absl::StatusCode::kUnavailable, std::string(kWhat),
-                                   committing ? "commit outcome unknown" : "database unavailable",
-                                   message != nullptr ? message : "");
-    return f;
-  }
-
-  void Drop() {
-    if (conn_ != nullptr) PQfinish(conn_);
-    conn_ = nullptr;
-  }
-
-  std::string url_;
-  PGconn* conn_ = nullptr;
-};
-
-IngestStore::IngestStore(Db* db, NotifyBatcher* notes, int writers) : db_(db), notes_(notes) {
+IngestStore::IngestStore(Db* db, NotifyBatcher* notes, int writers)
+    : db_(db), notes_(notes), copy_db_(db->url(), std::max(1, writers)) {
   for (int i = 0; i < std::max(1, writers); ++i) {
-    writers_.push_back(std::make_unique<Writer>(db->url()));
-  }
-  for (auto& writer : writers_) {
-    threads_.emplace_back([this, w = writer.get()] {
+    threads_.emplace_back([this] {
       for (;;) {
         std::vector<Pending*> batch = NextBatch();
         if (batch.empty()) return;
-        w->Write(batch);
+        Write(batch);
         Finish(batch);
       }
     });
+  }
+}
+
+void IngestStore::Write(const std::vector<Pending*>& batch) {
+  // The points go by COPY. One that meets a stored point (a worker re-sending a report whose
+  // answer it lost: rare) aborts the transaction, and the batch is written again with an upsert
+  // instead. No savepoint: a batch is four round trips (BEGIN, fence, COPY, COMMIT).
+  bool met_stored = false;
+  auto write = [&](pqxx::work& tx) -> absl::StatusOr<int> {
+    const std::map<int64_t, int64_t> seq_of = Fence(tx, batch);
+    std::vector<const Pending*> accepted;
+    for (Pending* p : batch) {
+      p->accepted = seq_of.contains(p->request->run_id());
+      p->status = p->accepted ? absl::OkStatus() : Refusal(tx, *p->request, p->digest);
+      if (p->accepted) accepted.push_back(p);
+    }
+    if (accepted.empty()) return 0;
+    if (met_stored) {
+      Upsert(tx, accepted, seq_of);
+      return 0;
+    }
+    try {
+      return static_cast<int>(pg::Copy(tx, "ingest_copy", CopyRows(accepted, seq_of)));
+    } catch (const pqxx::unique_violation&) {
+      met_stored = true;
+      return absl::AlreadyExistsError("points already stored");  // rolled back, written again
+    }
+  };
+  absl::StatusOr<int> written = copy_db_.Tx<int>(kWhat, write);
+  if (met_stored) written = copy_db_.Tx<int>(kWhat, write);
+  if (written.ok()) return;
+  for (Pending* p : batch) {
+    p->accepted = false;
+    p->status = written.status();
   }
 }
 
@@ -432,35 +297,11 @@ absl::StatusOr<int> IngestStore::ReportMetrics(const v1::ReportMetricsRequest& r
   cv_.notify_one();
   done.wait();
   if (!pending.status.ok()) return pending.status;
-  if (!pending.fenced) return Refused(req);
   // After commit: docs/architecture.md, "Why two kinds of NOTIFY".
   Notices notices;
   notices.Run(req.run_id());
   notices.SendWatchers(notes_);
   return static_cast<int>(pending.points.size());
-}
-
-absl::Status IngestStore::Refused(const v1::ReportMetricsRequest& req) {
-  const std::string digest = SecretDigest(req.lease_token());
-  return db_
-      ->Tx<int>("report metrics",
-                [&](pqxx::work& tx) -> absl::StatusOr<int> {
-                  pqxx::result held = pg::Exec(tx, "report_metrics_total_steps", req.run_id(),
-                                               req.attempt(), digest);
-                  if (held.empty()) return FenceError(tx, req.run_id(), req.attempt());
-                  const int64_t total = held[0][0].as<int64_t>();
-                  for (int i = 0; i < req.points_size(); ++i) {
-                    if (req.points(i).step() > total) {
-                      return absl::InvalidArgumentError(
-                          absl::StrCat("points[", i, "]: step ", req.points(i).step(),
-                                       " is beyond the run's last step ", total,
-                                       " (the trainer reports steps 0..", total, ")"));
-                    }
-                  }
-                  // Every step within the run: the batch's fence refused the lease itself.
-                  return FenceError(tx, req.run_id(), req.attempt());
-                })
-      .status();
 }
 
 absl::StatusOr<int> IngestStore::ReportLogs(const v1::LogReportRequest& req) {

@@ -5,21 +5,22 @@
 // reach the tables can change here without touching a transition.
 //
 // Metric points take PostgreSQL's bulk path (docs/architecture.md#metric-ingest): concurrent
-// ReportMetrics calls queue here, and a few writer threads, each with its own libpq connection,
-// take everything queued as one batch: one transaction, one fence UPDATE for every request in it
-// (ingest_fence.sql), one binary COPY of all their points, one commit. Under load a batch holds
-// many requests (group commit); alone, a request is written at once. A COPY that meets points
-// already stored (a worker re-sending a report whose answer it lost) is rolled back to a
-// savepoint and the batch upserted instead (ingest_upsert.sql), so each (run, name, step) is
-// stored once, with its newest value. A batch never holds two requests for one run, and a run is
-// in at most one batch at a time.
+// ReportMetrics calls queue here, and a few writer threads, each on its own connection of a Db
+// of the writers' own (so ingest never waits for, nor starves, the server's pool; Db's retry and
+// error mapping all the same), take everything queued as one batch: one Db::Tx transaction, one
+// fence UPDATE for every request in it (ingest_fence.sql), one binary COPY of all their points
+// (copy.h), one commit. A request the fence refused hears why from the same transaction. Under load
+// a batch holds many requests (group commit); alone, a request is written at once. A COPY that
+// meets points already stored (a worker re-sending a report whose answer it lost) rolls its
+// transaction back, and the batch is written again with an upsert instead (ingest_upsert.sql), so
+// each (run, name, step) is stored once, with its newest value. A batch never holds two requests
+// for one run, and a run is in at most one batch at a time.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
@@ -37,7 +38,7 @@ namespace ablate::server {
 // keeps its last 2,000 steps' lines (about 200 kB), which is what following a live run needs.
 inline constexpr int kMaxLogLinesPerRun = 2000;
 
-// Writer threads (and libpq connections) per server process for metric points. Two keep one
+// Writer threads (and database connections) per server process for metric points. Two keep one
 // batch being written while the next one gathers; more would only split the batches.
 inline constexpr int kIngestWriters = 2;
 
@@ -47,7 +48,8 @@ inline constexpr int kMaxIngestBatchPoints = 50000;
 class IngestStore {
  public:
   // `notes` wakes the run's watchers after commit (ablate_run; see NotifyBatcher). The metric
-  // writers connect to db->url() themselves, lazily, and reconnect after PostgreSQL restarts.
+  // writers have a Db of their own on db->url(), `writers` connections opened lazily (and again
+  // after PostgreSQL restarts).
   IngestStore(Db* db, NotifyBatcher* notes, int writers = kIngestWriters);
   // Writes what is queued (or fails it, UNAVAILABLE, if the database is gone), then stops.
   ~IngestStore();
@@ -66,26 +68,24 @@ class IngestStore {
   struct Pending;
 
  private:
-  class Writer;
-
   // Runs `fn` as one transaction and, once it has committed, wakes run `run_id`'s watchers.
   absl::StatusOr<int> Ingest(const std::string& what, int64_t run_id,
                              const std::function<absl::StatusOr<int>(pqxx::work&)>& fn);
-  // The error for a request the batch's fence refused: a point past the run's last step (for
-  // the lease holder), else the fence's own error.
-  absl::Status Refused(const v1::ReportMetricsRequest& request);
+  // Writes `batch` as one transaction (retried by Db::Tx while nothing can have been committed);
+  // sets each request's `accepted`, and its `status` when refused or when the batch failed.
+  void Write(const std::vector<Pending*>& batch);
   // Takes the next batch from the queue (blocking); empty when stopping with nothing queued.
   std::vector<Pending*> NextBatch();
   void Finish(const std::vector<Pending*>& batch);
 
   Db* db_;
   NotifyBatcher* notes_;
+  Db copy_db_;  // the metric writers' connections
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending*> queue_;
   std::set<int64_t> in_flight_;  // runs in a batch being written
   bool stopping_ = false;
-  std::vector<std::unique_ptr<Writer>> writers_;
   std::vector<std::thread> threads_;
 };
 
