@@ -204,6 +204,15 @@ class Reader {
     return i_ == s_.size();
   }
 
+  // A JsonDelta's object over the message it was written against (see MergeDeltaJson): each
+  // field it names replaces the message's, but `nested`, when both have it, is merged field by
+  // field the same way.
+  bool Delta(Message* m, const FieldDescriptor* nested) {
+    replace_ = true;
+    nested_ = nested;
+    return Document(m);
+  }
+
  private:
   void Space() {
     while (i_ < s_.size() &&
@@ -534,6 +543,13 @@ class Reader {
         r->ClearField(m, f);
         continue;
       }
+      if (replace_) {
+        if (depth == 0 && f == nested_ && r->HasField(*m, f) && Peek() == '{') {
+          if (!Object(r->MutableMessage(m, f), depth + 1)) return false;
+          continue;
+        }
+        r->ClearField(m, f);  // jsonb `||`: the delta's value, not a merge into the base's
+      }
       if (f->is_map()) {
         const FieldDescriptor* kf = f->message_type()->map_key();
         const FieldDescriptor* vf = f->message_type()->map_value();
@@ -564,6 +580,8 @@ class Reader {
 
   std::string_view s_;
   size_t i_ = 0;
+  bool replace_ = false;                     // Delta: a field read replaces what was there
+  const FieldDescriptor* nested_ = nullptr;  // Delta: the field merged a level down
 };
 
 }  // namespace
@@ -577,6 +595,11 @@ bool AppendMessageJson(const Message& message, std::string* out) {
 
 bool MergeMessageJson(std::string_view json, Message* message) {
   return Reader(json).Document(message);
+}
+
+bool MergeDeltaJson(std::string_view delta, std::string_view nested, Message* message) {
+  return Reader(delta).Delta(message,
+                             message->GetDescriptor()->FindFieldByName(std::string(nested)));
 }
 
 std::optional<JsonDelta> JsonDelta::Make(const Message& base, std::string_view nested) {

@@ -1,10 +1,23 @@
 // JSON for the protobuf messages the store keeps in jsonb columns (run specs, configs, results),
-// written and read by walking the message's fields directly.
+// written and read by walking the message's fields directly: the store's one JSON reader and
+// writer (pg::ToJson and pg::FromJson in pg_codec.h call these; protobuf's converter is reached
+// only to word the error for text these refuse, since no message the store holds has a shape they
+// do not handle).
 //
-// protobuf's own converter (util::MessageToJsonString / JsonStringToMessage) goes through the
-// binary wire format and a type resolver on every call: a 100,000-run submit spent most of its
-// server CPU there, and a ListRuns page of 1,000 runs ~100 ms decoding (issue #22). These
-// functions give the same JSON mapping (proto field names as written, 64-bit integers as
+// Why a hand-written one (issue #37 measured it again, bench/submit/json_bench, one core,
+// 2026-12-04; protobuf's util converter = JsonStringToMessage / MessageToJsonString, nlohmann =
+// nlohmann::json::parse alone, a tree not yet a message):
+//                                        here       protobuf        nlohmann (parse only)
+//   ListRuns page, 1,000 runs decoded    3.8 ms     34.2 ms (8.9x)   8.2 ms
+//   1,000 Leases' specs (base + delta)   7.1 ms     66.5 ms (9.3x)  14.8 ms
+//   100,000 run deltas written (submit)  0.67 s     2.09 s  (3.1x)   -
+//   100,000 runs read back (GetSweep)    0.21 s     2.34 s (11.0x)   0.21 s
+// protobuf's converter goes through the binary wire format and a type resolver on every call: it
+// alone would take a 100,000-run submit past its 2 s target and a 1,000-run page from ~4 ms of
+// decoding to ~35 ms. nlohmann only parses into a tree, already as slow as this reader's whole
+// job before a field is set.
+//
+// These functions give the same JSON mapping (proto field names as written, 64-bit integers as
 // strings, enums by name, NaN and infinities as "NaN"/"Infinity"/"-Infinity", default values
 // left out, unknown fields ignored when reading) for the message shapes the store holds: scalars,
 // strings, enums, nested messages, repeated fields and maps with string keys. For anything else
@@ -61,6 +74,14 @@ class JsonDelta {
 // Merges the JSON object `json` into `message`. False for malformed JSON, a value of the wrong
 // type for its field, or a shape it does not handle; `message` may then be partly set.
 bool MergeMessageJson(std::string_view json, google::protobuf::Message* message);
+
+// Merges a JsonDelta's object `delta` into `message`, which holds the base it was written
+// against: what jsonb `base || delta` (with `||` of the two `nested` objects) gives, read as a
+// message. Each field the delta names replaces the message's (null: unset), except the singular
+// message field `nested` when both have it, whose fields are replaced one by one. False as for
+// MergeMessageJson.
+bool MergeDeltaJson(std::string_view delta, std::string_view nested,
+                    google::protobuf::Message* message);
 
 }  // namespace ablate::server::pg
 
