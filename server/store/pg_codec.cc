@@ -7,30 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/util/run_state.h"
+#include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "server/store/pqxx_compat.h"
 #include "server/store/proto_json.h"
-#include "server/store/statements.h"
 
 namespace ablate::server::pg {
 namespace {
-
-// What a statement reads: its text after the leading comment, up to the outer WHERE (columns,
-// joins, LATERAL counts). The decoders below read one row shape each, and two statements return
-// each shape. One copy of it would take a view, that is a migration; until then the copies are
-// checked to stay the same.
-constexpr std::string_view RowShape(std::string_view sql) {
-  while (sql.starts_with("--") && sql.find('\n') != std::string_view::npos) {
-    sql.remove_prefix(sql.find('\n') + 1);
-  }
-  return sql.substr(0, sql.find("\nWHERE "));
-}
-static_assert(RowShape(sql::Name("runs_page").text()) ==
-                  RowShape(sql::Name("refine_load_runs").text()),
-              "runs_page and refine_load_runs must select the columns RunFromRow reads");
-static_assert(RowShape(sql::Name("sweep_get").text()) == RowShape(sql::Name("sweep_list").text()),
-              "sweep_get and sweep_list must select the columns SweepFromRow reads");
 
 template <typename T, typename F>
 std::string Join(const std::vector<T>& values, F&& format) {
@@ -150,131 +134,151 @@ absl::Status GridValuesFromJson(const pqxx::field& field,
   return s;
 }
 
-absl::StatusOr<BaseConfigs> LoadBaseConfigs(pqxx::transaction_base& tx, const pqxx::result& rows) {
+absl::StatusOr<v1::RunSpec> MergeRunSpec(const v1::RunSpec* base, const pqxx::field& whole,
+                                         const pqxx::field& own) {
+  v1::RunSpec spec;
+  if (own.is_null() || base == nullptr) {
+    // A row from before migration 0014 (its whole spec), or a run of a sweep stored then whose
+    // refinement wrote its whole spec as its own.
+    const pqxx::field& stored = own.is_null() ? whole : own;
+    if (stored.is_null()) return absl::InternalError("run has no stored spec");
+    RETURN_IF_ERROR(FromJson(stored.as<std::string>(), &spec));
+    return spec;
+  }
+  spec = *base;
+  const std::string delta = own.as<std::string>();
+  if (!MergeDeltaJson(delta, "config", &spec)) {
+    // Only to word the error: protobuf's parser says what is wrong with the text.
+    v1::RunSpec unused;
+    RETURN_IF_ERROR(FromJson(delta, &unused));
+    return absl::InternalError("stored run spec delta does not fit its sweep's base");
+  }
+  return spec;
+}
+
+absl::StatusOr<BaseSpecs> LoadBaseSpecs(pqxx::transaction_base& tx, const pqxx::result& rows) {
   std::vector<int64_t> sweeps;
+  const ByName col(rows);
   for (const auto& row : rows) {
-    if (!row[26].as<bool>()) continue;
-    const int64_t sweep = row[1].as<int64_t>();
+    if (col(row, "spec_own").is_null()) continue;
+    const int64_t sweep = col(row, "sweep_id").as<int64_t>();
     if (std::find(sweeps.begin(), sweeps.end(), sweep) == sweeps.end()) sweeps.push_back(sweep);
   }
-  BaseConfigs out;
+  BaseSpecs out;
   if (sweeps.empty()) return out;
-  for (const auto& row : Exec(tx, "run_spec_base_configs", Int64Array(sweeps))) {
-    v1::RunConfig& config = out[row[0].as<int64_t>()];
-    if (row[1].is_null()) continue;
-    if (absl::Status s = FromJson(row[1].as<std::string>(), &config); !s.ok()) return s;
+  const pqxx::result bases = Exec(tx, "run_spec_bases", Int64Array(sweeps));
+  const ByName base_col(bases);
+  for (const auto& row : bases) {
+    v1::RunSpec base;
+    RETURN_IF_ERROR(FromJson(base_col(row, "spec").as<std::string>(), &base));
+    // RunFromRow reads the config and the grid point; a copy of the rest per run would be waste.
+    v1::RunSpec& kept = out[base_col(row, "sweep_id").as<int64_t>()];
+    kept.mutable_config()->Swap(base.mutable_config());
+    kept.mutable_grid_values()->swap(*base.mutable_grid_values());
   }
   return out;
 }
 
-absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row, const BaseConfigs& bases) {
+absl::StatusOr<v1::Run> RunFromRow(const ByName& col, const pqxx::row& row,
+                                   const BaseSpecs& bases) {
   v1::Run run;
-  run.set_id(row[0].as<int64_t>());
-  run.set_sweep_id(row[1].as<int64_t>());
-  run.set_cell(row[2].as<std::string>());
-  run.set_seed(row[3].as<int64_t>());
-  run.set_state(util::RunStateFromName(row[4].as<std::string>()));
-  run.set_attempt(row[5].as<int>());
-  run.set_max_attempts(row[6].as<int>());
-  run.set_worker(row[7].as<std::string>());
-  run.set_step(row[8].as<int64_t>());
-  run.set_total_steps(row[9].as<int64_t>());
-  run.set_latest_train_loss(OrZero(row[10]));
-  run.set_latest_val_loss(OrZero(row[11]));
-  if (!row[12].is_null()) {
-    absl::Status s = FromJson(row[12].as<std::string>(), run.mutable_result());
-    if (!s.ok()) return s;
+  run.set_id(col(row, "id").as<int64_t>());
+  run.set_sweep_id(col(row, "sweep_id").as<int64_t>());
+  run.set_cell(col(row, "cell").as<std::string>());
+  run.set_seed(col(row, "seed").as<int64_t>());
+  run.set_state(util::RunStateFromName(col(row, "state").as<std::string>()));
+  run.set_attempt(col(row, "attempt").as<int>());
+  run.set_max_attempts(col(row, "max_attempts").as<int>());
+  run.set_worker(col(row, "worker").as<std::string>());
+  run.set_step(col(row, "step").as<int64_t>());
+  run.set_total_steps(col(row, "total_steps").as<int64_t>());
+  run.set_latest_train_loss(OrZero(col(row, "latest_train_loss")));
+  run.set_latest_val_loss(OrZero(col(row, "latest_val_loss")));
+  if (const pqxx::field result = col(row, "result"); !result.is_null()) {
+    RETURN_IF_ERROR(FromJson(result.as<std::string>(), run.mutable_result()));
   }
-  run.set_error(row[13].as<std::string>());
-  run.set_created_at(OrZero(row[14]));
-  run.set_started_at(OrZero(row[15]));
-  run.set_finished_at(OrZero(row[16]));
-  run.set_lease_expires_at(OrZero(row[17]));
-  run.set_order_index(row[18].as<int>());
-  if (absl::Status s = GridValuesFromJson(row[19], run.mutable_grid_values()); !s.ok()) return s;
-  const bool delta = row[26].as<bool>();
-  if (delta) {
+  run.set_error(col(row, "error").as<std::string>());
+  run.set_created_at(OrZero(col(row, "created_at")));
+  run.set_started_at(OrZero(col(row, "started_at")));
+  run.set_finished_at(OrZero(col(row, "finished_at")));
+  run.set_lease_expires_at(OrZero(col(row, "lease_expires_at")));
+  run.set_order_index(col(row, "order_index").as<int>());
+  const pqxx::field whole = col(row, "spec_whole"), own = col(row, "spec_own");
+  if (!whole.is_null() || !own.is_null()) {
     const auto base = bases.find(run.sweep_id());
-    if (base == bases.end()) {
-      return absl::InternalError(
-          absl::StrCat("run ", run.id(), ": no base config for sweep ", run.sweep_id()));
+    auto spec = MergeRunSpec(base == bases.end() ? nullptr : &base->second, whole, own);
+    if (!spec.ok()) {
+      return absl::Status(spec.status().code(),
+                          absl::StrCat("run ", run.id(), ": ", spec.status().message()));
     }
-    *run.mutable_config() = base->second;
+    if (spec->has_config()) run.mutable_config()->Swap(spec->mutable_config());
+    run.mutable_grid_values()->swap(*spec->mutable_grid_values());
   }
-  if (!row[20].is_null()) {
-    const std::string config = row[20].as<std::string>();
-    if (config == "null") {  // a delta: the run has no config (the base has)
-      run.clear_config();
-    } else if (delta) {
-      // The run's own values over the base's; a field the run lacks is null, read as unset.
-      if (!MergeMessageJson(config, run.mutable_config())) {
-        return absl::InternalError(absl::StrCat("run ", run.id(), ": stored config is not valid"));
-      }
-    } else if (absl::Status s = FromJson(config, run.mutable_config()); !s.ok()) {
-      return s;
-    }
+  run.set_refine_round(col(row, "refine_round").as<int>());
+  if (const pqxx::field seconds = col(row, "device_seconds"); !seconds.is_null()) {
+    auto* u = run.mutable_usage();  // charged attempts (run_usage)
+    u->set_device_seconds(seconds.as<double>());
+    u->set_usd(OrZero(col(row, "usd")));
+    const pqxx::field priced = col(row, "priced"), device_class = col(row, "device_class");
+    u->set_priced(!priced.is_null() && priced.as<bool>());
+    u->set_device_class(device_class.is_null() ? std::string() : device_class.as<std::string>());
   }
-  run.set_refine_round(row[21].as<int>());
-  if (!row[22].is_null()) {  // charged attempts (run_usage)
-    auto* u = run.mutable_usage();
-    u->set_device_seconds(row[22].as<double>());
-    u->set_usd(OrZero(row[23]));
-    u->set_priced(!row[24].is_null() && row[24].as<bool>());
-    u->set_device_class(row[25].is_null() ? std::string() : row[25].as<std::string>());
-  }
-  run.set_memory_bytes(row[27].as<int64_t>());
-  run.set_preemptions(row[28].as<int>());
-  run.set_worker_faults(row[29].as<int>());
+  run.set_memory_bytes(col(row, "memory_bytes").as<int64_t>());
+  run.set_preemptions(col(row, "preemptions").as<int>());
+  run.set_worker_faults(col(row, "worker_faults").as<int>());
   // The names of the workers its attempts failed on for a cause not its own (a JSON array).
-  for (const auto& name : nlohmann::json::parse(row[30].as<std::string>(), nullptr, false)) {
+  for (const auto& name :
+       nlohmann::json::parse(col(row, "faulted_workers").as<std::string>(), nullptr, false)) {
     if (name.is_string()) run.add_faulted_workers(name.get<std::string>());
   }
   return run;
 }
 
-v1::Sweep SweepFromRow(const pqxx::row& row, const SweepHolds* holds) {
+v1::Sweep SweepFromRow(const ByName& col, const pqxx::row& row, const SweepHolds* holds) {
   v1::Sweep s;
-  s.set_id(row[0].as<int64_t>());
-  s.set_name(row[1].as<std::string>());
-  s.set_state(row[2].as<std::string>());
-  s.set_spec_yaml(row[3].as<std::string>());
-  s.set_file_name(row[4].as<std::string>());
-  s.set_created_at(OrZero(row[5]));
-  s.set_finished_at(OrZero(row[6]));
-  s.set_priority(row[7].as<int>());
-  for (const auto& axis : nlohmann::json::parse(row[8].as<std::string>(), nullptr, false)) {
+  s.set_id(col(row, "id").as<int64_t>());
+  s.set_name(col(row, "name").as<std::string>());
+  s.set_state(col(row, "state").as<std::string>());
+  s.set_spec_yaml(col(row, "spec_yaml").as<std::string>());
+  s.set_file_name(col(row, "file_name").as<std::string>());
+  s.set_created_at(OrZero(col(row, "created_at")));
+  s.set_finished_at(OrZero(col(row, "finished_at")));
+  s.set_priority(col(row, "priority").as<int>());
+  for (const auto& axis :
+       nlohmann::json::parse(col(row, "axes").as<std::string>(), nullptr, false)) {
     if (axis.is_string()) s.add_axes(axis.get<std::string>());
   }
-  s.set_submitted_by(row[9].as<std::string>());
+  s.set_submitted_by(col(row, "submitted_by").as<std::string>());
   auto* c = s.mutable_counts();
-  c->set_queued(row[10].as<int>());
-  c->set_leased(row[11].as<int>());
-  c->set_running(row[12].as<int>());
-  c->set_succeeded(row[13].as<int>());
-  c->set_diverged(row[14].as<int>());
-  c->set_failed(row[15].as<int>());
-  c->set_cancelled(row[16].as<int>());
-  c->set_total(row[17].as<int>());
-  c->set_skipped(row[19].as<int>());
-  c->set_refined(row[20].as<int>());
-  if (!row[22].is_null()) {
+  c->set_queued(col(row, "queued").as<int>());
+  c->set_leased(col(row, "leased").as<int>());
+  c->set_running(col(row, "running").as<int>());
+  c->set_succeeded(col(row, "succeeded").as<int>());
+  c->set_diverged(col(row, "diverged").as<int>());
+  c->set_failed(col(row, "failed").as<int>());
+  c->set_cancelled(col(row, "cancelled").as<int>());
+  c->set_total(col(row, "total").as<int>());
+  c->set_skipped(col(row, "skipped").as<int>());
+  c->set_refined(col(row, "refined").as<int>());
+  if (!col(row, "refine").is_null()) {
     // Written by Insert from a parsed sweep file; an unreadable value leaves refine unset.
-    if (FromJson(row[22].as<std::string>(), s.mutable_refine()).ok()) {
+    if (FromJson(col(row, "refine").as<std::string>(), s.mutable_refine()).ok()) {
       s.mutable_refine()->set_new_runs(c->refined());
-      s.mutable_refine()->set_rounds(row[21].as<int>());
+      s.mutable_refine()->set_rounds(col(row, "rounds").as<int>());
     } else {
       s.clear_refine();
     }
   }
-  s.set_prune_above_divergence(row[23].as<bool>());
-  if (!row[24].is_null() || !row[25].is_null()) {
+  s.set_prune_above_divergence(col(row, "prune_above_divergence").as<bool>());
+  if (!col(row, "budget_gpu_hours").is_null() || !col(row, "budget_usd").is_null()) {
     // The keeper's last figures (budget_state), then the limits from their columns, which a
     // raise updates at once.
-    if (row[26].is_null() || !FromJson(row[26].as<std::string>(), s.mutable_budget()).ok()) {
+    if (col(row, "budget_state").is_null() ||
+        !FromJson(col(row, "budget_state").as<std::string>(), s.mutable_budget()).ok()) {
       s.mutable_budget()->Clear();
     }
-    s.mutable_budget()->set_gpu_hours(OrZero(row[24]));
-    s.mutable_budget()->set_usd(OrZero(row[25]));
+    s.mutable_budget()->set_gpu_hours(OrZero(col(row, "budget_gpu_hours")));
+    s.mutable_budget()->set_usd(OrZero(col(row, "budget_usd")));
   }
   if (holds != nullptr && holds->counted) {
     c->set_unfittable(static_cast<int>(holds->unfittable));
@@ -299,10 +303,10 @@ v1::Sweep SweepFromRow(const pqxx::row& row, const SweepHolds* holds) {
   } else if (!held.empty()) {
     s.set_eta_seconds(-1);
     s.set_eta_basis(std::string(kEtaHeld) + held);
-  } else if (row[18].is_null()) {
+  } else if (col(row, "avg_seconds").is_null()) {
     s.set_eta_seconds(-1);
   } else {
-    s.set_eta_seconds(row[18].as<double>() * runnable / std::max(1, progressing));
+    s.set_eta_seconds(col(row, "avg_seconds").as<double>() * runnable / std::max(1, progressing));
   }
   return s;
 }

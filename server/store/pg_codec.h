@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "pqxx/pqxx"
+#include "server/store/rows.h"
 
 namespace ablate::server::pg {
 
@@ -34,15 +35,24 @@ std::vector<std::string> StateNames(const std::vector<v1::RunState>& states);
 absl::Status GridValuesFromJson(const pqxx::field& field,
                                 google::protobuf::Map<std::string, std::string>* out);
 
-// The base config of each sweep whose runs' configs are stored as deltas (run_spec_base,
-// migration 0014), by sweep id.
-using BaseConfigs = absl::flat_hash_map<int64_t, v1::RunConfig>;
-// Those of the sweeps in `rows` (runs_page's columns) that RunFromRow needs, read in one query.
-absl::StatusOr<BaseConfigs> LoadBaseConfigs(pqxx::transaction_base& tx, const pqxx::result& rows);
+// A run's spec is stored as a delta from its sweep's base spec (run_spec_base, migration 0014),
+// or whole for a row stored before that. This is the one place the two are merged, for Lease,
+// ListRuns and refinement alike: `base` (nullptr: the sweep has none), then the run's
+// `spec_whole` and `spec_own` columns (run_rows, lease.sql, refine_template_data.sql). The
+// delta's fields replace the base's, and its config's fields the base config's (what jsonb
+// `base || own` with `||` of the two configs gives; MergeDeltaJson in proto_json.h).
+absl::StatusOr<v1::RunSpec> MergeRunSpec(const v1::RunSpec* base, const pqxx::field& whole,
+                                         const pqxx::field& own);
 
-// A Run from a row of the columns runs_page (server/store/sql/runs_page.sql) selects; a config
-// stored as a delta is merged over its sweep's base config from `bases`.
-absl::StatusOr<v1::Run> RunFromRow(const pqxx::row& row, const BaseConfigs& bases);
+// The base spec of each sweep that has one, by sweep id, each parsed once per read.
+using BaseSpecs = absl::flat_hash_map<int64_t, v1::RunSpec>;
+// Those of the sweeps in `rows` (run_rows) whose runs are stored as deltas, in one query. Only
+// what RunFromRow reads of them is kept (the config and the grid point).
+absl::StatusOr<BaseSpecs> LoadBaseSpecs(pqxx::transaction_base& tx, const pqxx::result& rows);
+
+// A Run from a row of run_rows (migration 0019: runs_page, runs_in_flight, refine_load_runs),
+// its config and grid point merged over its sweep's base from `bases` (MergeRunSpec).
+absl::StatusOr<v1::Run> RunFromRow(const ByName& col, const pqxx::row& row, const BaseSpecs& bases);
 
 // What keeps a sweep's work from running (sweep_holds.sql, fleet_can_lease.sql).
 struct SweepHolds {
@@ -59,11 +69,11 @@ struct SweepHolds {
 // eta_seconds is then -1.
 inline constexpr std::string_view kEtaHeld = "held: ";
 
-// A Sweep, counts and ETA included, from a row of the columns sweep_get
-// (server/store/sql/sweep_get.sql) selects. With `holds` (GetSweep), the counts gain unfittable,
+// A Sweep, counts and ETA included, from a row of sweep_rows (migration 0019: sweep_get,
+// sweep_list). With `holds` (GetSweep), the counts gain unfittable,
 // preemptions and worker_faults, and the ETA counts only work that can run; without, only a
 // budget holds it.
-v1::Sweep SweepFromRow(const pqxx::row& row, const SweepHolds* holds = nullptr);
+v1::Sweep SweepFromRow(const ByName& col, const pqxx::row& row, const SweepHolds* holds = nullptr);
 
 double OrZero(const pqxx::field& field);
 

@@ -32,14 +32,15 @@ void LogPlanningError(int64_t sweep_id, const absl::Status& status) {
 std::vector<v1::Run> LoadRuns(pqxx::work& tx, int64_t sweep_id) {
   pqxx::result r = pg::Exec(tx, "refine_load_runs", sweep_id);
   std::vector<v1::Run> runs;
-  auto bases = pg::LoadBaseConfigs(tx, r);
+  auto bases = pg::LoadBaseSpecs(tx, r);
   if (!bases.ok()) {
     LogPlanningError(sweep_id, bases.status());
     return runs;
   }
+  const pg::ByName col(r);
   runs.reserve(r.size());
   for (const auto& row : r) {
-    auto run = pg::RunFromRow(row, *bases);
+    auto run = pg::RunFromRow(col, row, *bases);
     if (run.ok()) runs.push_back(*std::move(run));
   }
   return runs;
@@ -67,8 +68,9 @@ int Prune(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
   if (!Planned(sweep_id, analysis::PlanPruning(*runs, options), &ids, &reasons)) return 0;
   pqxx::result done =
       pg::Exec(tx, "refine_prune", sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
+  const pg::ByName col(done);
   std::map<int64_t, bool> skipped;
-  for (const auto& row : done) skipped[row[0].as<int64_t>()] = true;
+  for (const auto& row : done) skipped[col(row, "id").as<int64_t>()] = true;
   for (auto& run : *runs) {
     if (skipped.count(run.id()) > 0) run.set_state(v1::SKIPPED);
   }
@@ -86,11 +88,12 @@ int Requeue(pqxx::work& tx, int64_t sweep_id, const analysis::Options& options,
   pqxx::result done =
       pg::Exec(tx, "refine_requeue", sweep_id, pg::Int64Array(ids), pg::TextArray(reasons));
   if (done.empty()) return 0;
+  const pg::ByName col(done);
   std::set<std::string> devices;
   std::set<int64_t> requeued;
   for (const auto& row : done) {
-    requeued.insert(row[0].as<int64_t>());
-    devices.insert(row[1].as<std::string>());
+    requeued.insert(col(row, "id").as<int64_t>());
+    devices.insert(col(row, "device").as<std::string>());
   }
   for (auto& run : *runs) {
     if (requeued.count(run.id()) > 0) {
@@ -117,11 +120,11 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
   if (plan->runs.empty()) return 0;
   // The sweep's base run spec, which its runs' specs are stored against (migration 0014); none
   // for a sweep stored before it, whose runs hold their whole spec.
+  std::optional<v1::RunSpec> base;
   std::optional<pg::JsonDelta> delta;
   if (pqxx::result b = pg::Exec(tx, "run_spec_base_get", sweep_id); !b.empty()) {
-    v1::RunSpec base;
-    if (pg::FromJson(b[0][0].as<std::string>(), &base).ok()) {
-      delta = pg::JsonDelta::Make(base, "config");
+    if (pg::FromJson(b[0]["spec"].as<std::string>(), &base.emplace()).ok()) {
+      delta = pg::JsonDelta::Make(*base, "config");
     }
     if (!delta) {
       LogPlanningError(sweep_id, absl::InternalError("run_spec_base is not a RunSpec"));
@@ -147,14 +150,19 @@ int Refine(pqxx::work& tx, int64_t sweep_id, const sweep::SweepSpec& sweep,
       continue;
     }
     // The data sets are the submit's: resolved then (paths under --data-dir, SHA-256s), the same
-    // for every run of the sweep, and kept in each stored spec.
+    // for every run of the sweep, and kept in each stored spec (merged over the base as Lease
+    // merges it).
     pqxx::result t = pg::Exec(tx, "refine_template_data", add.template_run_id);
-    if (t.empty() || t[0][0].is_null() ||
-        !pg::FromJson(t[0][0].as<std::string>(), spec.mutable_data()).ok()) {
+    absl::StatusOr<v1::RunSpec> stored = absl::NotFoundError("no stored spec");
+    if (!t.empty()) {
+      stored = pg::MergeRunSpec(base ? &*base : nullptr, t[0]["spec_whole"], t[0]["spec_own"]);
+    }
+    if (!stored.ok() || !stored->has_data()) {
       LogPlanningError(sweep_id, absl::InternalError(absl::StrCat("no readable data for run ",
                                                                   add.template_run_id)));
       continue;
     }
+    spec.mutable_data()->Swap(stored->mutable_data());
     std::string own;
     if (!delta) {
       own = pg::ToJson(spec);
@@ -188,18 +196,20 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
   RefineOutcome out;
   pqxx::result s = pg::Exec(tx, "refine_sweep", sweep_id);
   if (s.empty()) return out;
-  const bool refine = !s[0][0].is_null();
-  const bool prune = s[0][1].as<bool>();
-  if ((!refine && !prune) || s[0][2].as<std::string>() == "cancelled") return out;
+  const pqxx::row sw = s.front();
+  const bool refine = !sw["refine"].is_null();
+  const bool prune = sw["prune_above_divergence"].as<bool>();
+  if ((!refine && !prune) || sw["state"].as<std::string>() == "cancelled") return out;
   v1::RefineStatus rule;
-  if (refine && !pg::FromJson(s[0][0].as<std::string>(), &rule).ok()) {
+  if (refine && !pg::FromJson(sw["refine"].as<std::string>(), &rule).ok()) {
     LogPlanningError(sweep_id, absl::InternalError("sweeps.refine is not a RefineStatus"));
     return out;
   }
   // The sweep file as submitted: refined runs are expanded from it, and its `analysis:` options
   // are what the boundaries are planned with (the ones `ablate report` defaults to). Parsed
   // before taking the lock; without the grid walk it costs what the text costs.
-  auto sweep = sweep::ParseStoredSweep(s[0][5].as<std::string>(), s[0][6].as<std::string>());
+  auto sweep =
+      sweep::ParseStoredSweep(sw["spec_yaml"].as<std::string>(), sw["file_name"].as<std::string>());
   if (!sweep.ok()) {
     LogPlanningError(sweep_id, sweep.status());
     return out;
@@ -215,8 +225,8 @@ absl::StatusOr<RefineOutcome> RefineAfterRunFinished(pqxx::work& tx, int64_t swe
     out.requeued = Requeue(tx, sweep_id, options, &runs);
   }
   if (refine) {
-    out.added =
-        Refine(tx, sweep_id, *sweep, rule, options, s[0][3].as<int>(), s[0][4].as<int>(), runs);
+    out.added = Refine(tx, sweep_id, *sweep, rule, options, sw["priority"].as<int>(),
+                       sw["max_attempts"].as<int>(), runs);
   }
   return out;
 }

@@ -15,6 +15,7 @@
 #include "common/util/retry_policy.h"
 #include "common/util/run_state.h"
 #include "common/util/sha256.h"
+#include "common/util/status_macros.h"
 #include "server/store/pg_codec.h"
 #include "server/store/refine_store.h"
 #include "spdlog/spdlog.h"
@@ -59,8 +60,9 @@ static_assert(sql::Name("cancel_runs").text().find(kUnfinished) != std::string_v
 std::vector<int64_t> FinishSweepsWithNothingLeft(pqxx::work& tx, std::optional<int64_t> sweep_id) {
   pqxx::result r = sweep_id ? pg::Exec(tx, "finish_sweep", *sweep_id)
                             : pg::Exec(tx, "finish_sweep", nullptr);  // $1 null: every sweep
+  const pg::ByName col(r);
   std::vector<int64_t> out;
-  for (const auto& row : r) out.push_back(row[0].as<int64_t>());
+  for (const auto& row : r) out.push_back(col(row, "id").as<int64_t>());
   return out;
 }
 
@@ -126,57 +128,64 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
         // taken after the lock) includes every lease the worker won before: a worker can never
         // hold more runs than it declared, however many Leases it sends at once.
         pqxx::result wr = pg::Exec(tx, "lease_worker", worker_id, token_id, kMaxWorkerSlots);
-        if (wr.empty() || !wr[0][0].as<bool>()) return NotTheCallersWorker(worker_id);
-        if (wr[0][1].as<bool>()) {
+        if (wr.empty() || !wr[0]["callers"].as<bool>()) return NotTheCallersWorker(worker_id);
+        const pqxx::row worker = wr.front();
+        if (worker["stopped"].as<bool>()) {
           return absl::NotFoundError(absl::StrCat("worker ", worker_id,
                                                   " was deregistered (it stopped); call Register "
                                                   "again before leasing"));
         }
-        const int slots = wr[0][2].as<int>();
+        const int slots = worker["slots"].as<int>();
         // A benched worker, or one that owes its self-check, gets no run and is told why at once
         // (docs/server.md#failures); an operator's unbench clears both.
-        if (wr[0][3].as<bool>() || wr[0][6].as<bool>()) {
+        const bool benched_now = worker["benched"].as<bool>();
+        const bool self_check_due = worker["self_check_due"].as<bool>();
+        if (benched_now || self_check_due) {
           pg::Exec(tx, "worker_seen", worker_id);
           v1::LeaseResponse benched;
-          benched.set_benched_until(wr[0][4].as<double>());
-          benched.set_bench_reason(wr[0][5].as<std::string>());
-          benched.set_self_check_due(wr[0][6].as<bool>() && !wr[0][3].as<bool>());
+          benched.set_benched_until(worker["benched_until"].as<double>());
+          benched.set_bench_reason(worker["bench_reason"].as<std::string>());
+          benched.set_self_check_due(self_check_due && !benched_now);
           LeaseOutcome out;
           out.benched = std::move(benched);
           return out;
         }
-        const int64_t memory_per_slot = wr[0][7].as<int64_t>();
+        const int64_t memory_per_slot = worker["memory_per_slot"].as<int64_t>();
         // One statement after the lock, so the hot path is two round trips. Without a checkpoint
         // the attempt starts over and every earlier point goes (step > -1); with one, the points
         // after its step go, and the new attempt's series continues without gap or duplicate.
-        pqxx::result lr =
-            pg::Exec(tx, "lease", worker_id, lease_seconds_, digest, slots, memory_per_slot);
-        const pqxx::row row = lr[0];
+        const pqxx::row row =
+            pg::Exec1(tx, "lease", worker_id, lease_seconds_, digest, slots, memory_per_slot);
         LeaseOutcome result;
-        result.device_kind = row[0].as<std::string>();
-        if (row[1].is_null() && row[9].as<int64_t>() >= slots) {
+        result.device_kind = row["device_kind"].as<std::string>();
+        if (row["run_id"].is_null() && row["held"].as<int64_t>() >= slots) {
           return absl::ResourceExhaustedError(absl::StrCat(
-              "lease refused: worker ", worker_id, " already holds ", row[9].as<int64_t>(),
-              " run lease(s) (runs ", row[10].as<std::string>(), "), the ", slots,
+              "lease refused: worker ", worker_id, " already holds ", row["held"].as<int64_t>(),
+              " run lease(s) (runs ", row["held_ids"].as<std::string>(), "), the ", slots,
               " slot(s) it declared at Register; complete or release one first, or register "
               "with more --slots"));
         }
-        if (row[1].is_null()) return result;
+        if (row["run_id"].is_null()) return result;
         v1::LeaseResponse out;
         out.set_has_run(true);
-        const int64_t run_id = row[1].as<int64_t>();
-        absl::Status parsed = pg::FromJson(row[5].as<std::string>(), out.mutable_spec());
-        if (!parsed.ok()) return parsed;
+        const int64_t run_id = row["run_id"].as<int64_t>();
+        // The run's spec over its sweep's base, the one merge ListRuns and refinement use too.
+        std::optional<v1::RunSpec> base;
+        if (!row["spec_base"].is_null()) {
+          RETURN_IF_ERROR(pg::FromJson(row["spec_base"].as<std::string>(), &base.emplace()));
+        }
+        ASSIGN_OR_RETURN(*out.mutable_spec(), pg::MergeRunSpec(base ? &*base : nullptr,
+                                                               row["spec_whole"], row["spec_own"]));
         out.mutable_spec()->set_run_id(run_id);
-        out.mutable_spec()->set_sweep_id(row[2].as<int64_t>());
+        out.mutable_spec()->set_sweep_id(row["sweep_id"].as<int64_t>());
         out.mutable_lease()->set_run_id(run_id);
-        out.mutable_lease()->set_attempt(row[3].as<int>());
-        out.mutable_lease()->set_expires_at(row[4].as<double>());
+        out.mutable_lease()->set_attempt(row["attempt"].as<int>());
+        out.mutable_lease()->set_expires_at(row["expires_at"].as<double>());
         out.mutable_lease()->set_token(*token);
-        if (!row[6].is_null()) {
-          out.mutable_resume_from()->set_step(row[6].as<int64_t>());
-          out.mutable_resume_from()->set_sha256(row[7].as<std::string>());
-          out.mutable_resume_from()->set_size_bytes(row[8].as<int64_t>());
+        if (!row["resume_step"].is_null()) {
+          out.mutable_resume_from()->set_step(row["resume_step"].as<int64_t>());
+          out.mutable_resume_from()->set_sha256(row["resume_sha256"].as<std::string>());
+          out.mutable_resume_from()->set_size_bytes(row["resume_size_bytes"].as<int64_t>());
         }
         notices.Sweep(out.spec().sweep_id());
         result.lease = std::move(out);
@@ -202,10 +211,11 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
         if (r.empty()) {
           return absl::NotFoundError(absl::StrCat("run ", req.run_id(), " does not exist"));
         }
-        const auto state = util::RunStateFromName(r[0][0].as<std::string>());
-        const int attempt = r[0][1].as<int>();
-        const bool holder = r[0][2].as<bool>();  // lease_holder (migration 0018)
-        if (!r[0][3].as<bool>()) {               // lease_held: the fence
+        const pqxx::row run = r.front();
+        const auto state = util::RunStateFromName(run["state"].as<std::string>());
+        const int attempt = run["attempt"].as<int>();
+        const bool holder = run["holder"].as<bool>();  // lease_holder (migration 0018)
+        if (!run["held"].as<bool>()) {                 // lease_held: the fence
           // Cancel is only news for the lease holder that was running when it was cancelled;
           // any other mismatch means this attempt was replaced (or never held the lease).
           if (holder && state == v1::CANCELLED) {
@@ -217,10 +227,11 @@ absl::StatusOr<v1::HeartbeatResponse> RunTransitions::Heartbeat(const v1::Heartb
         }
         pqxx::row u = pg::Exec1(tx, "heartbeat_extend", req.run_id(), lease_seconds_, req.step(),
                                 req.tokens_per_second());
-        out.set_expires_at(u[0].as<double>());
+        out.set_expires_at(u["expires_at"].as<double>());
         if (state == v1::LEASED) {
-          pg::Exec(tx, "heartbeat_started_event", req.run_id(), attempt, w[0][0].as<std::string>());
-          notices.Sweep(u[1].as<int64_t>());
+          pg::Exec(tx, "heartbeat_started_event", req.run_id(), attempt,
+                   w[0]["name"].as<std::string>());
+          notices.Sweep(u["sweep_id"].as<int64_t>());
         }
         return out;
       });
@@ -278,27 +289,29 @@ absl::Status RunTransitions::Complete(const v1::CompleteRequest& req) {
   const std::string name(util::RunStateName(state));
   const std::string fault = state == v1::FAILED ? "run" : "";
   const std::string digest = SecretDigest(req.lease_token());
-  return Transition<bool>(
-             "complete",
-             [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
-               pqxx::result r = pg::Exec(tx, "complete", req.run_id(), req.attempt(), digest, name,
+  return Transition<bool>("complete",
+                          [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
+                            pqxx::result r =
+                                pg::Exec(tx, "complete", req.run_id(), req.attempt(), digest, name,
                                          pg::ToJson(req.result()), req.error(),
                                          req.result().steps_done(), fault);
-               if (!r.empty()) {
-                 const int64_t sweep_id = r[0][0].as<int64_t>();
-                 if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
-                 notices.Run(req.run_id());
-                 return true;
-               }
-               // A retry of a Complete whose reply was lost finds its own result
-               // already there.
-               pqxx::result cur =
-                   pg::Exec(tx, "complete_current", req.run_id(), req.attempt(), digest);
-               if (!cur.empty() && cur[0][1].as<bool>() && cur[0][0].as<std::string>() == name) {
-                 return true;
-               }
-               return FenceError(tx, req.run_id(), req.attempt());
-             })
+                            if (!r.empty()) {
+                              const int64_t sweep_id = r[0]["sweep_id"].as<int64_t>();
+                              if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok())
+                                return s;
+                              notices.Run(req.run_id());
+                              return true;
+                            }
+                            // A retry of a Complete whose reply was lost finds its own result
+                            // already there.
+                            pqxx::result cur = pg::Exec(tx, "complete_current", req.run_id(),
+                                                        req.attempt(), digest);
+                            if (!cur.empty() && cur[0]["holder"].as<bool>() &&
+                                cur[0]["state"].as<std::string>() == name) {
+                              return true;
+                            }
+                            return FenceError(tx, req.run_id(), req.attempt());
+                          })
       .status();
 }
 
@@ -317,10 +330,12 @@ absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
                             pqxx::result r = pg::Exec(tx, "release", req.run_id(), req.attempt(),
                                                       SecretDigest(req.lease_token()));
                             if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
+                            const pqxx::row released = r.front();
+                            const pqxx::field worker = released["worker_id"];
                             pg::Exec(tx, "release_event", req.run_id(), req.attempt(), req.reason(),
-                                     r[0][2].is_null() ? 0 : r[0][2].as<int64_t>());
-                            notices.Queue(r[0][1].as<std::string>());
-                            notices.Sweep(r[0][0].as<int64_t>());
+                                     worker.is_null() ? 0 : worker.as<int64_t>());
+                            notices.Queue(released["device"].as<std::string>());
+                            notices.Sweep(released["sweep_id"].as<int64_t>());
                             notices.Run(req.run_id());
                             return true;
                           })
@@ -345,23 +360,24 @@ absl::Status RunTransitions::AttemptFaulted(int64_t run_id, int attempt,
                  // A retry whose reply was lost finds its attempt already handed back (queued,
                  // the token not yet replaced by a new lease) or ended.
                  pqxx::result cur = pg::Exec(tx, "complete_current", run_id, attempt, digest);
-                 if (!cur.empty() && cur[0][1].as<bool>()) {
-                   const auto now = util::RunStateFromName(cur[0][0].as<std::string>());
+                 if (!cur.empty() && cur[0]["holder"].as<bool>()) {
+                   const auto now = util::RunStateFromName(cur[0]["state"].as<std::string>());
                    if (now == v1::QUEUED || now == v1::FAILED) return true;
                  }
                  return FenceError(tx, run_id, attempt);
                }
-               const int64_t sweep_id = r[0][0].as<int64_t>();
-               if (r[0][2].as<bool>()) {
+               const pqxx::row faulted = r.front();
+               const int64_t sweep_id = faulted["sweep_id"].as<int64_t>();
+               if (faulted["ended"].as<bool>()) {
                  if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) return s;
                } else {
-                 notices.Queue(r[0][1].as<std::string>());
+                 notices.Queue(faulted["device"].as<std::string>());
                  notices.Sweep(sweep_id);
                }
-               if (r[0][3].as<bool>()) {
+               if (faulted["benched"].as<bool>()) {
                  spdlog::warn("worker {} benched until {:.0f} (unix): run {} attempt {} failed: {}",
-                              r[0][4].as<std::string>(), r[0][5].as<double>(), run_id, attempt,
-                              error);
+                              faulted["worker"].as<std::string>(),
+                              faulted["benched_until"].as<double>(), run_id, attempt, error);
                }
                notices.Run(run_id);
                return true;
@@ -378,18 +394,20 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
         // replicas reaping at once split the expired runs between them instead of both touching
         // each.
         pqxx::result r = pg::Exec(tx, "reap", faults_.max_preemptions);
+        const pg::ByName col(r);
         ReapResult out;
         std::set<int64_t> ended;  // sweeps with a run failed here
         for (const auto& row : r) {
-          if (util::RunStateFromName(row[2].as<std::string>()) == v1::FAILED) {
+          const int64_t sweep_id = col(row, "sweep_id").as<int64_t>();
+          if (util::RunStateFromName(col(row, "state").as<std::string>()) == v1::FAILED) {
             ++out.failed;
-            ended.insert(row[1].as<int64_t>());
+            ended.insert(sweep_id);
           } else {
             ++out.requeued;
-            notices.Queue(row[3].as<std::string>());
+            notices.Queue(col(row, "device").as<std::string>());
           }
-          notices.Sweep(row[1].as<int64_t>());
-          notices.Run(row[0].as<int64_t>());
+          notices.Sweep(sweep_id);
+          notices.Run(col(row, "id").as<int64_t>());
         }
         if (auto s = AfterRunsEnded(tx, ended, notices); !s.ok()) return s;
         const std::vector<int64_t> finished = FinishSweepsWithNothingLeft(tx, std::nullopt);
@@ -404,7 +422,8 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
 absl::StatusOr<int> RunTransitions::Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids) {
   return Transition<int>("cancel", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
     pqxx::result r = pg::Exec(tx, "cancel_runs", sweep_id, pg::Int64Array(run_ids));
-    for (const auto& row : r) notices.Run(row[0].as<int64_t>());
+    const pg::ByName col(r);
+    for (const auto& row : r) notices.Run(col(row, "id").as<int64_t>());
     if (run_ids.empty()) {
       pg::Exec(tx, "cancel_sweep", sweep_id);
     }
@@ -430,10 +449,11 @@ absl::StatusOr<int> RunTransitions::Retry(int64_t sweep_id, const std::vector<in
   return Transition<int>("retry", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<int> {
     pqxx::result r = pg::Exec(tx, "retry_runs", sweep_id, pg::TextArray(pg::StateNames(wanted)),
                               pg::Int64Array(run_ids));
+    const pg::ByName col(r);
     int64_t total = 0;
     for (const auto& row : r) {
-      total += row[1].as<int64_t>();
-      notices.Queue(row[0].as<std::string>());
+      total += col(row, "requeued").as<int64_t>();
+      notices.Queue(col(row, "device").as<std::string>());
     }
     if (total > 0) {
       pg::Exec(tx, "retry_reactivate_sweep", sweep_id);

@@ -19,12 +19,12 @@ namespace {
 constexpr int kAllRuns = 1000000;
 
 absl::StatusOr<std::vector<v1::Run>> Runs(pqxx::work& tx, const pqxx::result& r) {
-  auto bases = pg::LoadBaseConfigs(tx, r);
-  if (!bases.ok()) return bases.status();
+  ASSIGN_OR_RETURN(const pg::BaseSpecs bases, pg::LoadBaseSpecs(tx, r));
+  const pg::ByName col(r);
   std::vector<v1::Run> out;
   out.reserve(r.size());
   for (const auto& row : r) {
-    auto run = pg::RunFromRow(row, *bases);
+    auto run = pg::RunFromRow(col, row, bases);
     if (!run.ok()) return run.status();
     out.push_back(*std::move(run));
   }
@@ -40,29 +40,31 @@ absl::StatusOr<std::vector<v1::Run>> Page(pqxx::work& tx, int64_t sweep_id,
 
 // workers_list's rows.
 absl::StatusOr<std::vector<v1::Worker>> WorkersFromRows(const pqxx::result& r) {
+  const pg::ByName col(r);
   std::vector<v1::Worker> out;
   for (const auto& row : r) {
     v1::Worker w;
-    w.set_id(row[0].as<int64_t>());
-    RETURN_IF_ERROR(pg::FromJson(row[1].as<std::string>(), w.mutable_info()));
-    w.set_state(row[2].as<std::string>());
-    w.set_registered_at(row[3].as<double>());
-    w.set_last_seen_at(row[4].as<double>());
-    w.set_current_run_id(row[5].as<int64_t>());
-    w.set_runs_completed(row[6].as<int>());
-    for (absl::string_view id : absl::StrSplit(row[7].as<std::string>(), ',', absl::SkipEmpty())) {
+    w.set_id(col(row, "id").as<int64_t>());
+    RETURN_IF_ERROR(pg::FromJson(col(row, "info").as<std::string>(), w.mutable_info()));
+    w.set_state(col(row, "state").as<std::string>());
+    w.set_registered_at(col(row, "registered_at").as<double>());
+    w.set_last_seen_at(col(row, "last_seen_at").as<double>());
+    w.set_current_run_id(col(row, "current_run_id").as<int64_t>());
+    w.set_runs_completed(col(row, "runs_completed").as<int>());
+    for (absl::string_view id :
+         absl::StrSplit(col(row, "held_run_ids").as<std::string>(), ',', absl::SkipEmpty())) {
       int64_t v = 0;
       if (absl::SimpleAtoi(id, &v)) w.add_held_run_ids(v);
     }
-    w.set_open_data_claims(row[8].as<int>());
+    w.set_open_data_claims(col(row, "open_data_claims").as<int>());
     // The bench only while it holds (a bench that ran out with its self-check passed is history).
     if (w.state() == "benched") {
-      w.set_benched_until(row[9].as<double>());
-      w.set_bench_reason(row[10].as<std::string>());
-      w.set_self_check_due(row[11].as<bool>());
+      w.set_benched_until(col(row, "benched_until").as<double>());
+      w.set_bench_reason(col(row, "bench_reason").as<std::string>());
+      w.set_self_check_due(col(row, "self_check_due").as<bool>());
     }
-    w.set_fault_streak(row[12].as<int>());
-    w.set_runs_faulted(row[13].as<int>());
+    w.set_fault_streak(col(row, "fault_streak").as<int>());
+    w.set_runs_faulted(col(row, "runs_faulted").as<int>());
     out.push_back(std::move(w));
   }
   return out;
@@ -82,7 +84,7 @@ absl::StatusOr<int64_t> SweepReads::Resolve(const v1::SweepRef& ref) {
                                      ? absl::StrCat("no sweep with id ", ref.id())
                                      : absl::StrCat("no sweep named \"", ref.name(), "\""));
     }
-    return r[0][0].as<int64_t>();
+    return r[0]["id"].as<int64_t>();
   });
 }
 
@@ -91,11 +93,13 @@ absl::StatusOr<std::map<int64_t, std::vector<int64_t>>> SweepReads::SweepsOfRuns
   using BySweep = std::map<int64_t, std::vector<int64_t>>;
   return db_->Tx<BySweep>("find runs' sweeps", [&](pqxx::work& tx) -> absl::StatusOr<BySweep> {
     pqxx::result r = pg::Exec(tx, "runs_sweeps", pg::Int64Array(run_ids));
+    const pg::ByName col(r);
     BySweep by_sweep;
     std::set<int64_t> found;
     for (const auto& row : r) {
-      found.insert(row[0].as<int64_t>());
-      by_sweep[row[1].as<int64_t>()].push_back(row[0].as<int64_t>());
+      const int64_t id = col(row, "id").as<int64_t>();
+      found.insert(id);
+      by_sweep[col(row, "sweep_id").as<int64_t>()].push_back(id);
     }
     for (int64_t id : run_ids) {
       if (!found.contains(id)) return absl::NotFoundError(absl::StrCat("no run with id ", id));
@@ -111,11 +115,11 @@ absl::StatusOr<v1::Sweep> SweepReads::Get(int64_t sweep_id) {
     pg::SweepHolds holds = FleetHolds(tx);
     const pqxx::row h = pg::Exec1(tx, "sweep_holds", sweep_id, lease_seconds_);
     holds.counted = true;
-    holds.unfittable = h[0].as<int64_t>();
-    holds.preemptions = h[1].as<int64_t>();
-    holds.worker_faults = h[2].as<int64_t>();
-    holds.lost_in_flight = h[3].as<int64_t>();
-    return pg::SweepFromRow(r[0], &holds);
+    holds.unfittable = h["unfittable"].as<int64_t>();
+    holds.preemptions = h["preemptions"].as<int64_t>();
+    holds.worker_faults = h["worker_faults"].as<int64_t>();
+    holds.lost_in_flight = h["lost_in_flight"].as<int64_t>();
+    return pg::SweepFromRow(pg::ByName(r), r.front(), &holds);
   });
 }
 
@@ -127,15 +131,18 @@ absl::StatusOr<std::vector<v1::Sweep>> SweepReads::List(int limit, bool active_o
     // runs are GetSweep's, so a list stays a read of run_counts.
     const pg::SweepHolds fleet = FleetHolds(tx);
     std::map<int64_t, int64_t> lost;
-    for (const auto& row : pg::Exec(tx, "runs_lost_leases", lease_seconds_)) {
-      lost[row[0].as<int64_t>()] = row[1].as<int64_t>();
+    const pqxx::result lr = pg::Exec(tx, "runs_lost_leases", lease_seconds_);
+    const pg::ByName lost_col(lr);
+    for (const auto& row : lr) {
+      lost[lost_col(row, "sweep_id").as<int64_t>()] = lost_col(row, "lost").as<int64_t>();
     }
+    const pg::ByName col(r);
     Out out;
     for (const auto& row : r) {
       pg::SweepHolds holds = fleet;
-      auto it = lost.find(row[0].as<int64_t>());
+      auto it = lost.find(col(row, "id").as<int64_t>());
       if (it != lost.end()) holds.lost_in_flight = it->second;
-      out.push_back(pg::SweepFromRow(row, &holds));
+      out.push_back(pg::SweepFromRow(col, row, &holds));
     }
     return out;
   });
@@ -144,8 +151,8 @@ absl::StatusOr<std::vector<v1::Sweep>> SweepReads::List(int limit, bool active_o
 pg::SweepHolds SweepReads::FleetHolds(pqxx::work& tx) {
   const pqxx::row f = pg::Exec1(tx, "fleet_can_lease", lease_seconds_);
   pg::SweepHolds holds;
-  holds.can_lease = f[0].as<int64_t>();
-  holds.benched = f[1].as<int64_t>();
+  holds.can_lease = f["can_lease"].as<int64_t>();
+  holds.benched = f["benched"].as<int64_t>();
   return holds;
 }
 
@@ -172,8 +179,9 @@ absl::StatusOr<RunPage> SweepReads::RunsPage(int64_t sweep_id,
   return db_->Tx<RunPage>("list runs", [&](pqxx::work& tx) -> absl::StatusOr<RunPage> {
     RunPage out;
     ASSIGN_OR_RETURN(out.runs, Page(tx, sweep_id, states, limit, std::max(offset, 0)));
-    out.total = pg::Exec1(tx, "runs_count", sweep_id, pg::TextArray(pg::StateNames(states)))[0]
-                    .as<int64_t>();
+    out.total =
+        pg::Exec1(tx, "runs_count", sweep_id, pg::TextArray(pg::StateNames(states)))["total"]
+            .as<int64_t>();
     return out;
   });
 }
@@ -186,29 +194,30 @@ absl::StatusOr<v1::ListCellsResponse> SweepReads::CellsPage(int64_t sweep_id,
     // One cell more than the page: whether another page follows, without a call that finds none.
     pqxx::result r = pg::Exec(tx, "cells_page", sweep_id, after_cell, limit + 1);
     const int n = std::min<int>(static_cast<int>(r.size()), limit);
+    const pg::ByName col(r);
     Out out;
-    for (int i = 0; i < n; ++i) {
-      const pqxx::row row = r[i];
+    for (const auto& row : r) {
+      if (out.cells_size() == n) break;  // the one past the page
       v1::CellSummary* c = out.add_cells();
-      c->set_cell(row[0].as<std::string>());
-      RETURN_IF_ERROR(pg::GridValuesFromJson(row[1], c->mutable_grid_values()));
-      c->set_refine_round(row[2].as<int>());
+      c->set_cell(col(row, "cell").as<std::string>());
+      RETURN_IF_ERROR(pg::GridValuesFromJson(col(row, "grid_values"), c->mutable_grid_values()));
+      c->set_refine_round(col(row, "round").as<int>());
       v1::SweepCounts* counts = c->mutable_counts();
-      counts->set_queued(row[3].as<int>());
-      counts->set_leased(row[4].as<int>());
-      counts->set_running(row[5].as<int>());
-      counts->set_succeeded(row[6].as<int>());
-      counts->set_diverged(row[7].as<int>());
-      counts->set_failed(row[8].as<int>());
-      counts->set_cancelled(row[9].as<int>());
-      counts->set_skipped(row[10].as<int>());
-      counts->set_total(row[11].as<int>());
-      counts->set_refined(row[12].as<int>());
-      const int loss_runs = row[14].as<int>();
+      counts->set_queued(col(row, "queued").as<int>());
+      counts->set_leased(col(row, "leased").as<int>());
+      counts->set_running(col(row, "running").as<int>());
+      counts->set_succeeded(col(row, "succeeded").as<int>());
+      counts->set_diverged(col(row, "diverged").as<int>());
+      counts->set_failed(col(row, "failed").as<int>());
+      counts->set_cancelled(col(row, "cancelled").as<int>());
+      counts->set_skipped(col(row, "skipped").as<int>());
+      counts->set_total(col(row, "total").as<int>());
+      counts->set_refined(col(row, "refined").as<int>());
+      const int loss_runs = col(row, "loss_n").as<int>();
       c->set_loss_runs(loss_runs);
-      if (loss_runs > 0) c->set_mean_val_loss(row[13].as<double>() / loss_runs);
-      c->set_running_steps(row[15].as<int64_t>());
-      c->set_running_total_steps(row[16].as<int64_t>());
+      if (loss_runs > 0) c->set_mean_val_loss(col(row, "loss_sum").as<double>() / loss_runs);
+      c->set_running_steps(col(row, "steps").as<int64_t>());
+      c->set_running_total_steps(col(row, "total_steps").as<int64_t>());
     }
     if (static_cast<int>(r.size()) > limit && n > 0) {
       out.set_next_after_cell(out.cells(n - 1).cell());
@@ -226,17 +235,18 @@ absl::StatusOr<v1::GetRunMetricsResponse> SweepReads::Metrics(int64_t run_id,
     pqxx::result run = pg::Exec(tx, "run_state", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     Out out;
-    out.set_state(util::RunStateFromName(run[0][0].as<std::string>()));
+    out.set_state(util::RunStateFromName(run[0]["state"].as<std::string>()));
     pqxx::result r =
         pg::Exec(tx, "run_metrics", run_id, after_step, pg::TextArray(names), after_seq);
+    const pg::ByName col(r);
     *max_seq = after_seq;
     for (const auto& row : r) {
       auto* p = out.add_points();
-      p->set_step(row[0].as<int64_t>());
-      p->set_name(row[1].as<std::string>());
-      p->set_value(row[2].as<double>());
-      p->set_time(row[3].as<double>());
-      *max_seq = std::max(*max_seq, row[4].as<int64_t>());
+      p->set_step(col(row, "step").as<int64_t>());
+      p->set_name(col(row, "name").as<std::string>());
+      p->set_value(col(row, "value").as<double>());
+      p->set_time(col(row, "time").as<double>());
+      *max_seq = std::max(*max_seq, col(row, "seq").as<int64_t>());
     }
     return out;
   });
@@ -251,17 +261,18 @@ absl::StatusOr<std::vector<v1::RunEvent>> SweepReads::Events(int64_t run_id, int
       return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     }
     pqxx::result r = pg::Exec(tx, "run_events_after", run_id, after_id);
+    const pg::ByName col(r);
     Out out;
     if (max_id != nullptr) *max_id = after_id;
     for (const auto& row : r) {
-      if (max_id != nullptr) *max_id = std::max(*max_id, row[0].as<int64_t>());
+      if (max_id != nullptr) *max_id = std::max(*max_id, col(row, "id").as<int64_t>());
       v1::RunEvent e;
-      e.set_time(row[1].as<double>());
-      e.set_kind(row[2].as<std::string>());
-      e.set_attempt(row[3].as<int>());
-      e.set_worker(row[4].as<std::string>());
-      e.set_message(row[5].as<std::string>());
-      e.set_fault(row[6].as<std::string>());
+      e.set_time(col(row, "time").as<double>());
+      e.set_kind(col(row, "kind").as<std::string>());
+      e.set_attempt(col(row, "attempt").as<int>());
+      e.set_worker(col(row, "worker").as<std::string>());
+      e.set_message(col(row, "message").as<std::string>());
+      e.set_fault(col(row, "fault").as<std::string>());
       out.push_back(std::move(e));
     }
     return out;
@@ -293,9 +304,9 @@ absl::StatusOr<v1::Worker> SweepReads::Unbench(const std::string& name) {
     }
     ASSIGN_OR_RETURN(std::vector<v1::Worker> w,
                      WorkersFromRows(pg::Exec(tx, "workers_list", lease_seconds_, true, 0.0,
-                                              r[0][0].as<int64_t>())));
+                                              r[0]["id"].as<int64_t>())));
     if (w.empty()) return absl::InternalError(absl::StrCat("worker \"", name, "\" vanished"));
-    return w[0];
+    return w.front();
   });
 }
 
@@ -304,18 +315,19 @@ absl::StatusOr<RunLogPage> SweepReads::RunLogs(int64_t run_id, int64_t after_seq
     pqxx::result run = pg::Exec(tx, "run_state", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     RunLogPage out;
-    out.state = util::RunStateFromName(run[0][0].as<std::string>());
+    out.state = util::RunStateFromName(run[0]["state"].as<std::string>());
     out.max_seq = after_seq;
     // At most kMaxLogLinesPerRun rows exist per run (ReportLogs trims, ingest_store.h), so this
     // is bounded.
     pqxx::result r = pg::Exec(tx, "run_logs", run_id, after_seq);
+    const pg::ByName col(r);
     for (const auto& row : r) {
-      out.max_seq = std::max(out.max_seq, row[0].as<int64_t>());
+      out.max_seq = std::max(out.max_seq, col(row, "seq").as<int64_t>());
       v1::LogLine l;
-      l.set_step(row[1].as<int64_t>());
-      l.set_attempt(row[2].as<int>());
-      l.set_time(row[3].as<double>());
-      l.set_text(row[4].as<std::string>());
+      l.set_step(col(row, "step").as<int64_t>());
+      l.set_attempt(col(row, "attempt").as<int>());
+      l.set_time(col(row, "time").as<double>());
+      l.set_text(col(row, "line").as<std::string>());
       out.lines.push_back(std::move(l));
     }
     return out;
@@ -327,22 +339,23 @@ absl::StatusOr<v1::CheckpointRef> SweepReads::FinalCheckpoint(int64_t run_id) {
   return db_->Tx<Out>("get final checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(tx, "run_final_checkpoint", run_id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
-    const std::string state = r[0][0].as<std::string>();
+    const pqxx::row row = r.front();
+    const std::string state = row["state"].as<std::string>();
     if (state != "succeeded" && state != "diverged") {
       return absl::NotFoundError(absl::StrCat("run ", run_id, " is ", state,
                                               ": only a finished (succeeded or diverged) run "
                                               "has final weights"));
     }
-    if (r[0][2].is_null()) {
+    if (row["step"].is_null()) {
       return absl::NotFoundError(absl::StrCat(
           "run ", run_id,
           " kept no final checkpoint (its sweep says keep_final: false, or it finished "
           "before the server recorded final checkpoints)"));
     }
     Out ref;
-    ref.set_step(r[0][2].as<int64_t>());
-    ref.set_size_bytes(r[0][3].as<int64_t>());
-    ref.set_sha256(r[0][4].as<std::string>());
+    ref.set_step(row["step"].as<int64_t>());
+    ref.set_size_bytes(row["size_bytes"].as<int64_t>());
+    ref.set_sha256(row["sha256"].as<std::string>());
     return ref;
   });
 }
@@ -352,18 +365,20 @@ absl::StatusOr<v1::ListArtifactsResponse> SweepReads::Artifacts(int64_t run_id) 
   return db_->Tx<Out>("list artifacts", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(tx, "run_artifacts", run_id);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    const pg::ByName col(r);
     Out out;
-    out.set_state(util::RunStateFromName(r[0][0].as<std::string>()));
+    out.set_state(util::RunStateFromName(r[0]["state"].as<std::string>()));
     for (const auto& row : r) {
-      if (row[1].is_null()) continue;  // no checkpoint kept
+      if (col(row, "step").is_null()) continue;  // no checkpoint kept
       v1::Artifact* a = out.add_artifacts();
       // Only a finished run's final checkpoint is served as "final" (FinalCheckpoint).
-      a->set_name(row[6].as<bool>() && util::HasOutcome(out.state()) ? "final" : "checkpoint");
-      a->mutable_ref()->set_step(row[1].as<int64_t>());
-      a->mutable_ref()->set_sha256(row[2].as<std::string>());
-      a->mutable_ref()->set_size_bytes(row[3].as<int64_t>());
-      a->set_attempt(row[4].as<int>());
-      a->set_created_at(row[5].as<double>());
+      a->set_name(col(row, "final").as<bool>() && util::HasOutcome(out.state()) ? "final"
+                                                                                : "checkpoint");
+      a->mutable_ref()->set_step(col(row, "step").as<int64_t>());
+      a->mutable_ref()->set_sha256(col(row, "sha256").as<std::string>());
+      a->mutable_ref()->set_size_bytes(col(row, "size_bytes").as<int64_t>());
+      a->set_attempt(col(row, "attempt").as<int>());
+      a->set_created_at(col(row, "created_at").as<double>());
     }
     return out;
   });

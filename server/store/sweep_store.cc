@@ -146,7 +146,7 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
         sweep.max_attempts, pg::TextArray(sweep.axes), sweep.submitted_by,
         sweep.refine ? pg::ToJson(*sweep.refine) : std::string(), sweep.prune_above_divergence,
         sweep.budget ? sweep.budget->gpu_hours() : 0.0, sweep.budget ? sweep.budget->usd() : 0.0);
-    const int64_t id = s[0].as<int64_t>();
+    const int64_t id = s["id"].as<int64_t>();
     // The walk runs on a thread of its own; the sweep's runs are inserted here as it hands them
     // over. Written by the walk, read here once it has been joined:
     int64_t count = 0;
@@ -217,13 +217,13 @@ absl::StatusOr<v1::Sweep> SweepStore::Insert(const NewSweep& sweep,
     for (const auto& d : distinct_devices) notices.Queue(d);
     notices.SendQueue(tx);
     pqxx::result r = pg::Exec(tx, "sweep_get", id);
-    return pg::SweepFromRow(r[0]);
+    return pg::SweepFromRow(pg::ByName(r), r.front());
   });
 }
 
 absl::StatusOr<int64_t> SweepStore::CompactRunCounts() {
   return db_->Tx<int64_t>("compact run counts", [&](pqxx::work& tx) -> absl::StatusOr<int64_t> {
-    return pg::Exec1(tx, "run_counts_compact")[0].as<int64_t>();
+    return pg::Exec1(tx, "run_counts_compact")["compacted"].as<int64_t>();
   });
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "common/util/sha256.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "pqxx/pqxx"
+#include "server/store/pg_codec.h"
 #include "server/store/pqxx_compat.h"
 #include "tests/integration/harness.h"
 
@@ -207,13 +209,14 @@ TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnc
     EXPECT_EQ(sizes[2].as<int>(), 2);  // "{}"
     EXPECT_EQ(sizes[3].as<int>(), 0);  // no whole spec: an older replica finds none
     // The other sweep as an older server stored it: whole specs and no base.
-    server::pg::ExecText(
-        tx,
-        "UPDATE run_specs s SET spec = run_spec(b.spec, s.spec, s.own), own = NULL "
-        "FROM runs r, "
-        "run_spec_base b WHERE r.id = s.run_id AND b.sweep_id = r.sweep_id "
-        "AND r.sweep_id = $1",
-        whole_id);
+    for (const auto& row : server::pg::ExecText(
+             tx, "SELECT id, cell, seed FROM runs WHERE sweep_id = $1", whole_id)) {
+      const v1::RunSpec& spec = want.at(
+          absl::StrCat("whole/", row["cell"].as<std::string>(), "/", row["seed"].as<int64_t>()));
+      server::pg::ExecText(tx,
+                           "UPDATE run_specs SET spec = $2::jsonb, own = NULL WHERE run_id = $1",
+                           row["id"].as<int64_t>(), server::pg::ToJson(spec));
+    }
     server::pg::ExecText(tx, "DELETE FROM run_spec_base WHERE sweep_id = $1", whole_id);
     tx.commit();
   }
@@ -221,8 +224,9 @@ TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnc
                 const google::protobuf::Map<std::string, std::string>& grid) {
     return sweep + "/" + cell + "/" + grid.at("seed");
   };
-  // ListRuns merges a run's config over its sweep's base (pg::LoadBaseConfigs), ListCells reads
-  // the grid point in SQL (run_spec_part).
+  // ListRuns merges a run's spec over its sweep's base (pg::MergeRunSpec, as Lease does),
+  // ListCells reads the grid point in SQL (run_spec_part).
+  std::map<int64_t, v1::Run> listed;  // by run id
   for (const auto& [sweep, name] : {std::pair{narrow_id, "narrow"}, std::pair{whole_id, "whole"}}) {
     v1::ListRunsRequest lr;
     lr.mutable_sweep()->set_id(sweep);
@@ -231,6 +235,7 @@ TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnc
     ASSERT_TRUE(SweepStub()->ListRuns(Ctx().get(), lr, &runs).ok());
     ASSERT_EQ(runs.runs_size(), name == std::string("narrow") ? 48 : 6);
     for (const auto& r : runs.runs()) {
+      listed[r.id()] = r;
       const auto it = want.find(key(name, r.cell(), r.grid_values()));
       ASSERT_NE(it, want.end()) << r.cell();
       EXPECT_TRUE(
@@ -271,6 +276,14 @@ TEST_F(QueueTest, LeasedSpecsAreTheSweepFilesExpansionWithTheSharedPartStoredOnc
     google::protobuf::util::MessageDifferencer differ;
     differ.ReportDifferencesToString(&diff);
     EXPECT_TRUE(differ.Compare(it->second, got)) << k << ":\n" << diff;
+    // The same run as ListRuns showed it: one merge serves both.
+    const v1::Run& shown = listed.at(l.spec().run_id());
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(shown.config(), got.config()))
+        << k;
+    using Sorted = std::map<std::string, std::string>;
+    EXPECT_EQ(Sorted(shown.grid_values().begin(), shown.grid_values().end()),
+              Sorted(got.grid_values().begin(), got.grid_values().end()))
+        << k;
     ASSERT_TRUE(Complete(l.spec().run_id(), l.lease().attempt()).ok());
   }
   EXPECT_EQ(leased.size(), want.size());

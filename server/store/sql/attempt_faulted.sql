@@ -52,6 +52,6 @@ e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message, fault)
   SELECT $1, 'faulted', $2, coalesce((SELECT name FROM w), ''),
     left($5::text, 500) || CASE WHEN upd.ended THEN '; the run failed' ELSE '; requeued' END, $4::text
   FROM upd)
-SELECT upd.sweep_id, upd.device, upd.ended, coalesce((SELECT benched FROM w), false),
-  coalesce((SELECT name FROM w), ''), coalesce((SELECT until FROM w), 0)
+SELECT upd.sweep_id, upd.device, upd.ended, coalesce((SELECT benched FROM w), false) AS benched,
+  coalesce((SELECT name FROM w), '') AS worker, coalesce((SELECT until FROM w), 0) AS benched_until
 FROM upd

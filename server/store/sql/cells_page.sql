@@ -3,7 +3,8 @@
 -- (run_loss, migration 0013), the running runs' steps, the round that added the cell, and the
 -- grid point of its first run. The (sweep_id, cell, seed) unique index gives the rows in cell
 -- order, so a page reads its own cells' runs and stops.
-SELECT c.cell, (run_spec_part(b.spec, rs.spec, rs.own, 'grid_values') - 'seed')::text, c.round,
+SELECT c.cell, (run_spec_part(b.spec, rs.spec, rs.own, 'grid_values') - 'seed')::text AS grid_values,
+  c.round,
   c.queued, c.leased, c.running, c.succeeded, c.diverged, c.failed, c.cancelled, c.skipped,
   c.total, c.refined, c.loss_sum, c.loss_n, c.steps, c.total_steps
 FROM (

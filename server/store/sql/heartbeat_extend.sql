@@ -2,4 +2,5 @@
 UPDATE runs SET state = 'running',
   lease_expires_at = now() + make_interval(secs => $2), step = greatest(step, $3),
   tokens_per_second = $4
-WHERE id = $1 RETURNING extract(epoch from lease_expires_at), sweep_id
+WHERE id = $1 RETURNING extract(epoch from lease_expires_at) AS expires_at,
+  sweep_id

@@ -5,9 +5,10 @@
 -- period) could take it (docs/server.md#failures). Without a checkpoint the attempt starts over
 -- and every earlier point goes (step > -1); with one, the points after its step go.
 -- A sweep with a budget leases only while its budget_runs_left is above 0 (migration 0009).
--- Returns one row: device kind, then run id, sweep id, attempt, expiry, spec, checkpoint step,
--- sha256 and size (NULL when no run was leased), and the leases the worker held before, as a
--- count and a list.
+-- Returns one row: device kind, then run id, sweep id, attempt, expiry, the run's spec as stored
+-- (its sweep's base, its delta, or its whole spec from before migration 0014: pg::MergeRunSpec
+-- merges them), checkpoint step, sha256 and size (NULL when no run was leased), and the leases
+-- the worker held before, as a count and a list.
 WITH w AS (SELECT name, device_kind FROM workers WHERE id = $1),
 held AS (SELECT array_agg(id ORDER BY id) AS ids, count(*) AS n FROM runs
   WHERE worker_id = $1 AND state IN ('leased', 'running')),
@@ -56,10 +57,14 @@ e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message)
     coalesce('resume from step ' || (SELECT step FROM ck), '') FROM upd),
 wu AS (UPDATE workers SET last_seen_at = now(),
   current_run_id = (SELECT id FROM upd) WHERE id = $1)
-SELECT (SELECT device_kind FROM w), upd.id, upd.sweep_id, upd.attempt,
-  extract(epoch from upd.lease_expires_at),
-  (SELECT run_spec(b.spec, rs.spec, rs.own)::text FROM run_specs rs
-    LEFT JOIN run_spec_base b ON b.sweep_id = upd.sweep_id WHERE rs.run_id = upd.id), ck.step, ck.sha256,
-  ck.size_bytes, (SELECT n FROM held),
-  coalesce((SELECT array_to_string(ids, ', ') FROM held), '')
+SELECT (SELECT device_kind FROM w) AS device_kind, upd.id AS run_id, upd.sweep_id, upd.attempt,
+  extract(epoch from upd.lease_expires_at) AS expires_at,
+  sp.spec_base, sp.spec_whole, sp.spec_own,
+  ck.step AS resume_step, ck.sha256 AS resume_sha256, ck.size_bytes AS resume_size_bytes,
+  (SELECT n FROM held) AS held,
+  coalesce((SELECT array_to_string(ids, ', ') FROM held), '') AS held_ids
 FROM (SELECT 1) one LEFT JOIN upd ON true LEFT JOIN ck ON true
+LEFT JOIN LATERAL (SELECT b.spec::text AS spec_base, rs.spec::text AS spec_whole,
+    rs.own::text AS spec_own
+  FROM run_specs rs LEFT JOIN run_spec_base b ON b.sweep_id = upd.sweep_id
+  WHERE rs.run_id = upd.id) sp ON true

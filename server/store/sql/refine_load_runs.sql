@@ -1,17 +1,2 @@
--- Every run of sweep $1 in id order, as runs_page returns them.
-SELECT r.id, r.sweep_id, r.cell, r.seed, r.state, r.attempt, r.max_attempts,
-  coalesce(w.name, ''), r.step, r.total_steps, r.latest_train_loss, r.latest_val_loss,
-  r.result::text, r.error, extract(epoch from r.created_at),
-  extract(epoch from r.started_at), extract(epoch from r.finished_at),
-  extract(epoch from r.lease_expires_at), r.order_index,
-  run_spec_part(b.spec, rs.spec, rs.own, 'grid_values')::text,
-  (CASE WHEN rs.own IS NULL THEN rs.spec ELSE rs.own END->'config')::text, r.refine_round,
-  ru.device_seconds, ru.usd, ru.priced, ru.device_class, b.spec IS NOT NULL AND rs.own IS NOT NULL,
-  r.memory_bytes, r.preemptions, r.worker_faults,
-  (SELECT coalesce(array_to_json(array_agg(fw.name ORDER BY fw.name)), '[]')::text
-    FROM workers fw WHERE fw.id = ANY(r.faulted_workers))
-FROM runs r LEFT JOIN workers w ON w.id = r.worker_id
-LEFT JOIN run_specs rs ON rs.run_id = r.id
-LEFT JOIN run_spec_base b ON b.sweep_id = r.sweep_id
-LEFT JOIN LATERAL run_charge(r.id) ru ON true
-WHERE r.sweep_id = $1 ORDER BY r.id
+-- Every run of sweep $1 in id order, as runs_page returns them (run_rows, migration 0019).
+SELECT * FROM run_rows WHERE sweep_id = $1 ORDER BY id

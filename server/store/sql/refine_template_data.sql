@@ -1,4 +1,4 @@
--- The data sets in run $1's stored spec (over its sweep's base, migration 0014).
-SELECT run_spec_part(b.spec, rs.spec, rs.own, 'data')::text FROM run_specs rs
-JOIN runs r ON r.id = rs.run_id LEFT JOIN run_spec_base b ON b.sweep_id = r.sweep_id
-WHERE rs.run_id = $1
+-- Run $1's spec as stored (migration 0014): its delta from its sweep's base, or its whole spec
+-- for a row stored before that; refinement merges it over the base it holds (pg::MergeRunSpec)
+-- and takes the data sets from it.
+SELECT spec::text AS spec_whole, own::text AS spec_own FROM run_specs WHERE run_id = $1

@@ -10,4 +10,4 @@ WITH q AS (UPDATE runs SET state = 'queued', error = '', result = NULL,
   RETURNING id, attempt, device),
 e AS (INSERT INTO run_events (run_id, kind, attempt, message)
   SELECT id, 'requeued', attempt, 'retried by user' FROM q)
-SELECT device, count(*) FROM q GROUP BY device
+SELECT device, count(*) AS requeued FROM q GROUP BY device

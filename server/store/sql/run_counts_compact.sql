@@ -19,4 +19,4 @@ folded AS (
     OR sum(diverged) <> 0 OR sum(failed) <> 0 OR sum(cancelled) <> 0 OR sum(skipped) <> 0
     OR sum(refined) <> 0 OR sum(finished_timed) <> 0
   RETURNING sweep_id)
-SELECT count(*) FROM gone
+SELECT count(*) AS compacted FROM gone

@@ -9,5 +9,5 @@ SELECT coalesce(sum(CASE WHEN cardinality($2::text[]) = 0
       + CASE WHEN 'diverged' = ANY($2::text[]) THEN diverged ELSE 0 END
       + CASE WHEN 'failed' = ANY($2::text[]) THEN failed ELSE 0 END
       + CASE WHEN 'cancelled' = ANY($2::text[]) THEN cancelled ELSE 0 END
-      + CASE WHEN 'skipped' = ANY($2::text[]) THEN skipped ELSE 0 END END), 0)::bigint
+      + CASE WHEN 'skipped' = ANY($2::text[]) THEN skipped ELSE 0 END END), 0)::bigint AS total
 FROM run_counts WHERE $1 = 0 OR sweep_id = $1

@@ -14,9 +14,10 @@ WITH cap AS (
   WHERE stopped_at IS NULL AND last_seen_at >= now() - make_interval(secs => $2::float8))
 SELECT CASE WHEN (SELECT bytes FROM cap) IS NULL THEN 0 ELSE (
     SELECT count(*) FROM runs r WHERE r.sweep_id = $1 AND r.state = 'queued'
-    AND r.memory_bytes > (SELECT bytes FROM cap)) END,
-  coalesce(sum(r.preemptions), 0)::bigint, coalesce(sum(r.worker_faults), 0)::bigint,
+    AND r.memory_bytes > (SELECT bytes FROM cap)) END AS unfittable,
+  coalesce(sum(r.preemptions), 0)::bigint AS preemptions,
+  coalesce(sum(r.worker_faults), 0)::bigint AS worker_faults,
   (SELECT count(*) FROM runs h JOIN workers w ON w.id = h.worker_id
     WHERE h.sweep_id = $1 AND h.state IN ('leased', 'running') AND (w.stopped_at IS NOT NULL
-    OR w.last_seen_at < now() - make_interval(secs => $2::float8)))
+    OR w.last_seen_at < now() - make_interval(secs => $2::float8))) AS lost_in_flight
 FROM runs r WHERE r.sweep_id = $1

@@ -12,17 +12,18 @@
 -- and the attempts it ended with a worker-side or unknown failure.
 WITH held AS (SELECT worker_id, array_agg(id ORDER BY id) AS ids FROM runs
   WHERE state IN ('leased', 'running') GROUP BY worker_id)
-SELECT w.id, w.info::text, CASE WHEN w.stopped_at IS NOT NULL
+SELECT w.id, w.info::text AS info, CASE WHEN w.stopped_at IS NOT NULL
   OR w.last_seen_at < now() - make_interval(secs => 2 * $1::float8) THEN 'offline'
   WHEN w.last_seen_at < now() - make_interval(secs => $1::float8) THEN 'lost'
   WHEN w.benched_until > now() OR w.self_check_due THEN 'benched'
-  WHEN held.ids IS NOT NULL THEN 'busy' ELSE 'idle' END,
-  extract(epoch from w.registered_at), extract(epoch from w.last_seen_at),
-  coalesce(held.ids[1], 0), w.runs_completed,
-  coalesce(array_to_string(held.ids, ','), ''),
+  WHEN held.ids IS NOT NULL THEN 'busy' ELSE 'idle' END AS state,
+  extract(epoch from w.registered_at) AS registered_at,
+  extract(epoch from w.last_seen_at) AS last_seen_at,
+  coalesce(held.ids[1], 0) AS current_run_id, w.runs_completed,
+  coalesce(array_to_string(held.ids, ','), '') AS held_run_ids,
   (SELECT count(*) FROM prepared_data p WHERE p.worker_id = w.id
-    AND p.state = 'preparing' AND p.claim_expires_at >= now()),
-  coalesce(extract(epoch from w.benched_until), 0), w.bench_reason, w.self_check_due,
+    AND p.state = 'preparing' AND p.claim_expires_at >= now()) AS open_data_claims,
+  coalesce(extract(epoch from w.benched_until), 0) AS benched_until, w.bench_reason, w.self_check_due,
   w.fault_streak, w.runs_faulted
 FROM workers w LEFT JOIN held ON held.worker_id = w.id
 WHERE ($2 OR (w.stopped_at IS NULL
