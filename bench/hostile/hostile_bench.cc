@@ -2,21 +2,25 @@
 // PostgreSQL (scripts/dev-postgres).
 //   1. Submits: 8 concurrent hostile SubmitSweep requests of each kind; the server's peak RSS
 //      (VmHWM) and RSS after each burst from /proc/PID/status. Target: peak < 300 MB.
-//   2. The whole RPC surface (surface.cc): one attack per rule and RPC (roles, no or revoked
-//      token, another worker's identity or lease, sizes and counts, path-like names,
-//      refine/prune input), each with the status code it must get; then bursts that abuse
-//      memory, with the RSS after each.
-// Prints figures; exits 1 if any attack was not refused as expected.
+//   2. Memory under abuse: 8 concurrent callers of each abusive call (oversize logs and uploads,
+//      leases and claims past their caps, another run's bytes, 32 MB downloads), with how many
+//      calls got through and the RSS after each burst.
+// Prints figures; exits 1 if the server died. Which code each attack on the RPC surface must get
+// is the integration test integration.server.surface (tests/integration/surface_test.cc), whose
+// client (tests/integration/hostile_client.h) this uses.
 //
-//   hostile_bench [--database-url URL] [--surface-only]
+//   hostile_bench [--database-url URL] [--bursts-only]
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,14 +29,26 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "bench/bench_db.h"
-#include "bench/hostile/surface.h"
+#include "common/util/sha256.h"
 #include "grpcpp/grpcpp.h"
+#include "tests/integration/hostile_client.h"
 
 namespace {
 
 using namespace ablate;
 
-using ablate::bench::StatusMb;
+using ablate::testing::Held;
+using ablate::testing::HostileClient;
+
+// A /proc/PID/status figure in MB ("VmHWM", "VmRSS").
+double StatusMb(pid_t pid, const std::string& key) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) return std::stod(line.substr(key.size() + 1)) / 1024.0;
+  }
+  return -1;
+}
 
 const char kData[] = "data: {train: \"synthetic:50\", val: \"synthetic:10\"}\n";
 
@@ -62,6 +78,90 @@ std::vector<Kind> Kinds() {
   return kinds;
 }
 
+struct Tokens {
+  std::string admin, user, worker_a, worker_b;
+};
+
+// 8 threads, `per_thread` calls each; returns how many calls succeeded.
+int Burst(int per_thread, const std::function<bool()>& call) {
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < per_thread; ++i) ok += call() ? 1 : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return ok.load();
+}
+
+// Part 2: worker a holds a lease and has uploaded a checkpoint, worker b holds its one slot and
+// as many open data-preparation claims as it may; then 8 concurrent callers of each abusive
+// call. Returns false when that set-up failed.
+bool Bursts(HostileClient& c, const Tokens& t, pid_t server) {
+  const std::string yaml =
+      "name: victim\ndata: {train: \"synthetic:50\", val: \"synthetic:10\"}\n"
+      "fixed: {n_embd: 32, n_head: 2, block_size: 32, batch_size: 4, steps: 100}\n"
+      "grid:\n  lr: [0.001, 0.002, 0.004, 0.008, 0.016, 0.032]\n";
+  int64_t a = 0, b = 0;
+  Held ra, rb;
+  v1::CheckpointRef checkpoint;
+  const std::string bytes = std::string(64 << 10, 'w') + "the weights of worker a's run";
+  const std::string key = Sha256Hex("hostile data key");
+  v1::DataPrepClaimResponse claim;
+  if (!c.Submit(t.admin, yaml).ok() || !c.Register(t.worker_a, "bench-a", 1, &a).ok() ||
+      !c.Register(t.worker_b, "bench-b", 1, &b).ok() || !c.Lease(t.worker_a, a, &ra).ok() ||
+      !c.Lease(t.worker_b, b, &rb).ok() ||
+      !c.PutCheckpoint(t.worker_a, ra, bytes, static_cast<int64_t>(bytes.size()), &checkpoint)
+           .ok() ||
+      !c.Claim(t.worker_b, b, key, &claim).ok()) {
+    std::fprintf(stderr, "hostile_bench: could not set up the bursts\n");
+    return false;
+  }
+  // Worker b's open claims up to the cap (4), so that the claims burst is all past it.
+  for (int i = 1; i < 4; ++i) {
+    v1::DataPrepClaimResponse more;
+    c.Claim(t.worker_b, b, Sha256Hex(absl::StrCat("more keys ", i)), &more);
+  }
+  std::printf("\nmemory under abuse (8 concurrent callers each):\n");
+  auto timed = [&](const char* what, int per_thread, const std::function<bool()>& call) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int ok = Burst(per_thread, call);
+    std::printf("%-58s %4d/%-4d ok in %5.2f s; server peak RSS %.0f MB, RSS after %.0f MB\n", what,
+                ok, 8 * per_thread,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                StatusMb(server, "VmHWM"), StatusMb(server, "VmRSS"));
+  };
+  timed("ReportLogs: 100 lines x 512 B per call (run keeps 2,000)", 25,
+        [&] { return c.Logs(t.worker_a, ra, 100, 512).ok(); });
+  timed("PutPreparedFile: announces 1 KB, streams 70 MB", 1, [&] {
+    return c
+        .PutPrepared(t.worker_b, key, claim.claim_token(), "tokens_train",
+                     std::string(70 << 20, 'q'), 1024)
+        .ok();
+  });
+  timed("Lease past the worker's slots", 50, [&] { return c.Lease(t.worker_b, b).ok(); });
+  timed("ClaimDataPrep past the open-claim cap", 25, [&] {
+    v1::DataPrepClaimResponse r;
+    return c.Claim(t.worker_b, b, Sha256Hex(absl::StrCat("burst ", std::rand())), &r).ok();
+  });
+  timed("GetPreparedFile of a checkpoint's sha256", 25,
+        [&] { return c.GetPrepared(t.worker_b, checkpoint.sha256()).ok(); });
+  // Final weights of 32 MB, downloaded 8 at once by user tokens (allowed: any user may).
+  const std::string weights(32 << 20, 'f');
+  v1::CheckpointRef ref;
+  if (c.PutCheckpoint(t.worker_a, ra, weights, static_cast<int64_t>(weights.size()), &ref).ok() &&
+      c.Complete(t.worker_a, ra, v1::SUCCEEDED, &ref).ok()) {
+    timed("GetArtifact: 32 MB final weights", 2, [&] {
+      int64_t got = 0;
+      return c.GetArtifact(t.user, ra.run, "", &got).ok() &&
+             got == static_cast<int64_t>(weights.size());
+    });
+  }
+  timed("ListWorkers", 25, [&] { return c.ListWorkers(t.user).ok(); });
+  return true;
+}
+
 }  // namespace
 
 // `ablate-server token create` for `role`: the token's secret ("" on failure).
@@ -73,24 +173,18 @@ std::string CreateToken(const std::string& url, const std::string& role, const s
 int main(int argc, char** argv) {
   ablate::bench::BenchDatabase db(argc, argv, "hostile_bench");
   if (db.url().empty()) return 1;
-  bool surface_only = false;
-  for (int i = 1; i < argc; ++i) surface_only |= std::string(argv[i]) == "--surface-only";
+  bool bursts_only = false;
+  for (int i = 1; i < argc; ++i) bursts_only |= std::string(argv[i]) == "--bursts-only";
   const std::string& url = db.url();
-  // Tokens need the schema; the revoked one is revoked before the server starts (no cache).
+  // Tokens need the schema.
   ablate::bench::Shell(
       absl::StrCat(ABLATE_SERVER_BIN, " migrate --database-url '", url, "' 2>/dev/null"));
-  ablate::bench::SurfaceTokens tokens;
+  Tokens tokens;
   tokens.admin = CreateToken(url, "admin", "hostile-admin");
   tokens.user = CreateToken(url, "user", "hostile-user");
   tokens.worker_a = CreateToken(url, "worker", "hostile-worker-a");
   tokens.worker_b = CreateToken(url, "worker", "hostile-worker-b");
-  tokens.revoked = CreateToken(url, "worker", "hostile-revoked");
-  const std::string revoked_id = ablate::bench::Shell(
-      absl::StrCat(ABLATE_SERVER_BIN, " token list --database-url '", url,
-                   "' 2>/dev/null | awk '$NF == \"hostile-revoked\" {print $1}'"));
-  ablate::bench::Shell(absl::StrCat(ABLATE_SERVER_BIN, " token revoke --database-url '", url, "' ",
-                                    revoked_id, " 2>/dev/null"));
-  if (tokens.admin.empty() || tokens.worker_b.empty() || revoked_id.empty()) {
+  if (tokens.admin.empty() || tokens.worker_b.empty()) {
     std::fprintf(stderr, "hostile_bench: could not create tokens with ablate-server token\n");
     return 1;
   }
@@ -117,7 +211,7 @@ int main(int argc, char** argv) {
   std::printf("hostile_bench: ablate-server pid %d, RSS at start %.0f MB\n", server,
               StatusMb(server, "VmRSS"));
   int round = 0;
-  for (const Kind& kind : surface_only ? std::vector<Kind>{} : Kinds()) {
+  for (const Kind& kind : bursts_only ? std::vector<Kind>{} : Kinds()) {
     std::vector<std::thread> threads;
     std::vector<grpc::Status> results(8);
     const auto t0 = std::chrono::steady_clock::now();
@@ -164,7 +258,8 @@ int main(int argc, char** argv) {
         StatusMb(server, "VmRSS"), sample.empty() ? "" : "  e.g. ", sample.c_str());
     ++round;
   }
-  const int unexpected = ablate::bench::RunSurfaceAttacks(channel, tokens, server);
+  HostileClient client(channel);
+  const bool set_up = Bursts(client, tokens, server);
   std::printf("server peak RSS over the whole run: %.0f MB   [target < 300 MB]\n",
               StatusMb(server, "VmHWM"));
   int status = 0;
@@ -174,5 +269,5 @@ int main(int argc, char** argv) {
   waitpid(server, nullptr, 0);
   std::error_code ec;
   std::filesystem::remove_all(store, ec);
-  return unexpected == 0 && alive ? 0 : 1;
+  return set_up && alive ? 0 : 1;
 }
