@@ -6,6 +6,10 @@ TCP proxy between workers and server (to cut the network) and a Prometheus serve
 with own_postgres=True runs a PostgreSQL of its own instead, so a test may crash it without
 touching the tests that share ctest's.
 Everything it starts it stops, even when a test fails.
+
+The test_<concern>.py files share the rest from here: E2E, the base class of their tests (a Stack
+per test, its logs printed when the test fails), the sweep files they submit (sweep_file,
+SMALLEST, LEARNS), and run / watch_on_a_pty for the CLI with and without a terminal.
 """
 import collections
 import fcntl
