@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
+#include "server/store/rows.h"
 
 namespace ablate::server {
 namespace {
@@ -42,8 +43,8 @@ absl::StatusOr<HeldClaim> FenceClaim(pqxx::work& tx, const std::string& key,
   held.digest = SecretDigest(claim_token);
   pqxx::result r = pg::Exec(tx, "data_claim_fence", key, held.digest);
   if (r.empty()) return ClaimLost(key);
-  const bool preparing = r[0][0].as<std::string>() == "preparing";
-  const bool expired = r[0][1].as<bool>();
+  const bool preparing = r[0]["state"].as<std::string>() == "preparing";
+  const bool expired = r[0]["expired"].as<bool>();
   switch (use) {
     case ClaimUse::kUpload:
       if (!preparing || expired) return ClaimLost(key);
@@ -73,17 +74,18 @@ absl::StatusOr<Resp> NewClaim(pqxx::work& tx, const std::string& key, int64_t wo
   Resp out;
   out.set_state(Resp::CLAIMED);
   out.set_claim_token(*token);
-  out.set_claim_expires_at(r[0][0].as<double>());
+  out.set_claim_expires_at(r[0]["claim_expires_at"].as<double>());
   return out;
 }
 
 // RESOURCE_EXHAUSTED when the worker already holds kMaxOpenDataClaims live claims: a worker
 // prepares one data set at a time, and claims it never publishes keep others waiting.
 absl::Status CheckOpenClaims(pqxx::work& tx, int64_t worker_id) {
-  pqxx::row n = pg::Exec1(tx, "data_open_claims", worker_id);
-  if (n[0].as<int64_t>() >= kMaxOpenDataClaims) {
+  pqxx::row count = pg::Exec1(tx, "data_open_claims", worker_id);
+  const int64_t open = count["open_claims"].as<int64_t>();
+  if (open >= kMaxOpenDataClaims) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("worker_id ", worker_id, " already holds ", n[0].as<int64_t>(),
+        absl::StrCat("worker_id ", worker_id, " already holds ", open,
                      " open data-preparation claims (the limit is ", kMaxOpenDataClaims,
                      "); publish or abandon one, or wait for one to expire"));
   }
@@ -103,7 +105,7 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, i
           absl::StrCat("worker_id ", req.worker_id(),
                        " is not registered with this token (call Register first)"));
     }
-    if (w[0][0].as<bool>()) {
+    if (w[0]["stopped"].as<bool>()) {
       return absl::NotFoundError(absl::StrCat(
           "worker_id ", req.worker_id(), " was deregistered (it stopped); call Register again"));
     }
@@ -118,33 +120,36 @@ absl::StatusOr<Resp> PreparedStore::Claim(const v1::DataPrepClaimRequest& req, i
         if (absl::IsAborted(claimed.status())) continue;
         return claimed;
       }
-      const auto state = r[0][0].as<std::string>();
+      const pqxx::row claim = r.front();
+      const auto state = claim["state"].as<std::string>();
       if (state == "ready") {
         Resp out;
         out.set_state(Resp::READY);
-        for (const auto& row : pg::Exec(tx, "data_files", req.key())) {
+        pqxx::result files = pg::Exec(tx, "data_files", req.key());
+        pg::ByName col(files);
+        for (const auto& row : files) {
           auto* f = out.add_files();
-          f->set_role(row[0].as<std::string>());
-          f->set_sha256(row[1].as<std::string>());
-          f->set_size_bytes(row[2].as<int64_t>());
+          f->set_role(col(row, "role").as<std::string>());
+          f->set_sha256(col(row, "sha256").as<std::string>());
+          f->set_size_bytes(col(row, "size_bytes").as<int64_t>());
         }
         return out;
       }
-      const bool expired = r[0][2].is_null() || r[0][2].as<bool>();
+      const bool expired = claim["expired"].is_null() || claim["expired"].as<bool>();
       if (!req.claim_token().empty()) {
         RETURN_IF_ERROR(FenceClaim(tx, req.key(), req.claim_token(), ClaimUse::kHold).status());
         pqxx::result renewed = pg::Exec(tx, "data_claim_renew", req.key(), claim_seconds_);
         Resp out;
         out.set_state(Resp::CLAIMED);
         out.set_claim_token(req.claim_token());
-        out.set_claim_expires_at(renewed[0][0].as<double>());
+        out.set_claim_expires_at(renewed[0]["claim_expires_at"].as<double>());
         return out;
       }
       if (!expired) {
         Resp out;
         out.set_state(Resp::PREPARING);
-        out.set_preparer(r[0][4].as<std::string>());
-        out.set_claim_expires_at(r[0][3].as<double>());
+        out.set_preparer(claim["preparer"].as<std::string>());
+        out.set_claim_expires_at(claim["claim_expires_at"].as<double>());
         return out;
       }
       if (auto s = CheckOpenClaims(tx, req.worker_id()); !s.ok()) return s;
@@ -174,11 +179,12 @@ absl::Status PreparedStore::RecordUpload(const std::string& key, const std::stri
             ASSIGN_OR_RETURN(const HeldClaim held,
                              FenceClaim(tx, key, claim_token, ClaimUse::kUpload));
             const std::string& digest = held.digest;
-            pqxx::row n = pg::Exec1(tx, "data_upload_count", key, digest, ref.sha256());
-            if (n[0].as<int64_t>() >= kMaxUploadsPerClaim) {
+            pqxx::row count = pg::Exec1(tx, "data_upload_count", key, digest, ref.sha256());
+            const int64_t uploads = count["uploads"].as<int64_t>();
+            if (uploads >= kMaxUploadsPerClaim) {
               return absl::ResourceExhaustedError(absl::StrCat(
                   "prepared file: this claim on data key ", key.substr(0, 16), " already uploaded ",
-                  n[0].as<int64_t>(), " files (the limit is ", kMaxUploadsPerClaim, ")"));
+                  uploads, " files (the limit is ", kMaxUploadsPerClaim, ")"));
             }
             if (auto s = commit(); !s.ok()) return s;
             pg::Exec(tx, "data_upload_record", key, digest, ref.sha256(), ref.size_bytes());

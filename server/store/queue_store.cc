@@ -21,12 +21,12 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info, int64_t
     // worker token could hijack a live worker's row (and its current run's bookkeeping).
     pqxx::result row = pg::Exec(tx, "worker_register", info.name(), kind, pg::ToJson(info),
                                 token_id, lease_seconds_);
-    if (!row.empty()) return row[0][0].as<int64_t>();
+    if (!row.empty()) return row[0]["id"].as<int64_t>();
     pqxx::row live = pg::Exec1(tx, "worker_name_free_at", info.name(), lease_seconds_);
     return absl::AlreadyExistsError(absl::StrCat(
         "register: worker name \"", info.name(),
         "\" belongs to a live worker registered with another token; the name is free at ",
-        live[1].as<std::string>(), " (in ", live[0].as<int64_t>(),
+        live["free_at"].as<std::string>(), " (in ", live["free_in"].as<int64_t>(),
         " s) if that worker stays silent. Choose another --name, or use that worker's token"));
   });
 }
@@ -58,9 +58,10 @@ absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,
                              : absl::StrCat("run ", run_id, " has no checkpoint ", sha256));
         }
         v1::CheckpointRef ref;
-        ref.set_step(r[0][0].as<int64_t>());
-        ref.set_sha256(r[0][1].as<std::string>());
-        ref.set_size_bytes(r[0][2].as<int64_t>());
+        const pqxx::row checkpoint = r.front();
+        ref.set_step(checkpoint["step"].as<int64_t>());
+        ref.set_sha256(checkpoint["sha256"].as<std::string>());
+        ref.set_size_bytes(checkpoint["size_bytes"].as<int64_t>());
         return ref;
       });
 }
@@ -70,7 +71,7 @@ absl::StatusOr<std::pair<std::string, int64_t>> QueueStore::DatasetPath(const st
   return db_->Tx<Out>("get dataset", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(tx, "dataset_path", sha);
     if (r.empty()) return absl::NotFoundError(absl::StrCat("no data set with sha256 ", sha));
-    return Out(r[0][0].as<std::string>(), r[0][1].as<int64_t>());
+    return Out(r[0]["path"].as<std::string>(), r[0]["size_bytes"].as<int64_t>());
   });
 }
 

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/store/pg_codec.h"
 #include "server/store/pqxx_compat.h"
+#include "server/store/rows.h"
 
 namespace ablate::server {
 
@@ -12,9 +13,10 @@ absl::StatusOr<DeletedSweep> RetentionStore::DeleteSweep(int64_t id, bool dry_ru
     if (check.empty()) return absl::NotFoundError(absl::StrCat("no sweep with id ", id));
     DeletedSweep out;
     out.id = id;
-    out.name = check[0][0].as<std::string>();
-    const auto state = check[0][1].as<std::string>();
-    const auto unfinished = check[0][2].as<int64_t>();
+    const pqxx::row sweep = check.front();
+    out.name = sweep["name"].as<std::string>();
+    const auto state = sweep["state"].as<std::string>();
+    const auto unfinished = sweep["unfinished"].as<int64_t>();
     if (unfinished > 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           "sweep ", id, " has ", unfinished,
@@ -32,14 +34,15 @@ absl::StatusOr<DeletedSweep> RetentionStore::DeleteSweep(int64_t id, bool dry_ru
                        id, "`"));
     }
     pqxx::row tally = pg::Exec1(tx, "sweep_delete_tally", id);
-    out.runs = tally[0].as<int64_t>();
-    out.metric_points = tally[1].as<int64_t>();
-    out.checkpoints = tally[2].as<int64_t>();
-    out.checkpoint_bytes = tally[3].as<int64_t>();
+    out.runs = tally["runs"].as<int64_t>();
+    out.metric_points = tally["metric_points"].as<int64_t>();
+    out.checkpoints = tally["checkpoints"].as<int64_t>();
+    out.checkpoint_bytes = tally["checkpoint_bytes"].as<int64_t>();
     if (dry_run) return out;
-    for (const auto& row : pg::Exec(tx, "sweep_delete", id)) {
-      out.checkpoint_sha256.push_back(row[0].as<std::string>());
-    }
+    pqxx::result deleted = pg::Exec(tx, "sweep_delete", id);
+    pg::ByName col(deleted);
+    for (const auto& row : deleted)
+      out.checkpoint_sha256.push_back(col(row, "sha256").as<std::string>());
     return out;
   });
 }
@@ -49,10 +52,10 @@ absl::StatusOr<std::vector<std::string>> RetentionStore::Unreferenced(
   using Out = std::vector<std::string>;
   if (sha256.empty()) return Out{};
   return db_->Tx<Out>("find unreferenced blobs", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "blob_unreferenced", pg::TextArray(sha256));
+    pg::ByName col(r);
     Out out;
-    for (const auto& row : pg::Exec(tx, "blob_unreferenced", pg::TextArray(sha256))) {
-      out.push_back(row[0].as<std::string>());
-    }
+    for (const auto& row : r) out.push_back(col(row, "sha256").as<std::string>());
     return out;
   });
 }

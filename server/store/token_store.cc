@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/util/fields.h"
 #include "common/util/sha256.h"
+#include "server/store/rows.h"
 
 namespace ablate::server {
 
@@ -28,13 +29,14 @@ std::string RoleName(Role role) {
 
 namespace {
 
-TokenInfo InfoFromRow(const pqxx::row& row) {
+// A row of token_create, token_list or token_lookup (the same columns).
+TokenInfo InfoFromRow(const pg::ByName& col, const pqxx::row& row) {
   TokenInfo t;
-  t.id = row[0].as<int64_t>();
-  t.name = row[1].as<std::string>();
-  t.role = ParseRole(row[2].as<std::string>()).value_or(Role::kUser);
-  t.created_at = row[3].as<double>();
-  t.revoked = row[4].as<bool>();
+  t.id = col(row, "id").as<int64_t>();
+  t.name = col(row, "name").as<std::string>();
+  t.role = ParseRole(col(row, "role").as<std::string>()).value_or(Role::kUser);
+  t.created_at = col(row, "created_at").as<double>();
+  t.revoked = col(row, "revoked").as<bool>();
   return t;
 }
 
@@ -52,7 +54,7 @@ absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) 
   const std::string digest = SecretDigest(out.secret);
   auto row = db_->Tx<TokenInfo>("token create", [&](pqxx::work& tx) -> absl::StatusOr<TokenInfo> {
     pqxx::result r = pg::Exec(tx, "token_create", name, RoleName(role), digest);
-    return InfoFromRow(r[0]);
+    return InfoFromRow(pg::ByName(r), r.front());  // INSERT ... RETURNING: one row
   });
   if (!row.ok()) return row.status();
   out.info = *row;
@@ -62,10 +64,10 @@ absl::StatusOr<NewToken> TokenStore::Create(Role role, const std::string& name) 
 absl::StatusOr<std::vector<TokenInfo>> TokenStore::List() {
   using Out = std::vector<TokenInfo>;
   return db_->Tx<Out>("token list", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result r = pg::Exec(tx, "token_list");
+    pg::ByName col(r);
     Out out;
-    for (const auto& row : pg::Exec(tx, "token_list")) {
-      out.push_back(InfoFromRow(row));
-    }
+    for (const auto& row : r) out.push_back(InfoFromRow(col, row));
     return out;
   });
 }
@@ -86,7 +88,7 @@ absl::StatusOr<std::optional<TokenInfo>> TokenStore::Lookup(const std::string& s
   return db_->Tx<Out>("authenticate", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(tx, "token_lookup", sha256);
     if (r.empty()) return Out();
-    return Out(InfoFromRow(r[0]));
+    return Out(InfoFromRow(pg::ByName(r), r.front()));
   });
 }
 

@@ -3,4 +3,4 @@
 INSERT INTO prepared_data (key, state, description, worker_id,
   claim_token_sha256, claim_expires_at) VALUES ($1, 'preparing', $5, $2, $3,
   now() + make_interval(secs => $4)) ON CONFLICT (key) DO NOTHING
-RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8
+RETURNING EXTRACT(EPOCH FROM claim_expires_at)::float8 AS claim_expires_at

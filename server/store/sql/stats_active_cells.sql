@@ -5,11 +5,11 @@
 -- Every run of an active sweep is read, queued ones included, so a refined cell shows its round
 -- before it starts.
 SELECT c.sweep_id,
-  coalesce(p.grid->>'qk_norm', p.config->>'qk_norm', ''),
-  coalesce(p.grid->>'lr', p.config->>'lr', ''),
-  coalesce(p.grid->>'n_layer', p.config->>'n_layer', ''),
-  coalesce(p.grid - 'seed', '{}'::jsonb)::text, c.round,
-  c.loss_sum / nullif(c.loss_n, 0), c.max_logit
+  coalesce(p.grid->>'qk_norm', p.config->>'qk_norm', '') AS qk_norm,
+  coalesce(p.grid->>'lr', p.config->>'lr', '') AS lr,
+  coalesce(p.grid->>'n_layer', p.config->>'n_layer', '') AS n_layer,
+  coalesce(p.grid - 'seed', '{}'::jsonb)::text AS grid_values, c.round AS refine_round,
+  c.loss_sum / nullif(c.loss_n, 0) AS val_loss, c.max_logit AS max_attn_logit
 FROM (
   SELECT r.sweep_id, r.cell, min(r.id) AS first_id, min(r.refine_round) AS round,
     sum(run_loss(r.state, r.result, r.latest_val_loss)) AS loss_sum,

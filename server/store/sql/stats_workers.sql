@@ -8,5 +8,5 @@ SELECT CASE WHEN stopped_at IS NOT NULL
   WHEN benched_until > now() OR self_check_due THEN 'benched'
   WHEN EXISTS (SELECT 1 FROM runs r WHERE r.worker_id = w.id
     AND r.state IN ('leased', 'running')) THEN 'busy' ELSE 'idle' END AS st,
-  device_kind, count(*), coalesce(sum(runs_faulted), 0)::bigint
+  device_kind, count(*) AS workers, coalesce(sum(runs_faulted), 0)::bigint AS runs_faulted
 FROM workers w GROUP BY st, device_kind

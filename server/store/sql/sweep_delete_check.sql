@@ -3,5 +3,5 @@
 -- then finds nothing). No row: no such sweep.
 SELECT s.name, s.state,
   (SELECT count(*) FROM runs r
-   WHERE r.sweep_id = s.id AND r.state IN ('queued', 'leased', 'running'))
+   WHERE r.sweep_id = s.id AND r.state IN ('queued', 'leased', 'running')) AS unfinished
 FROM sweeps s WHERE s.id = $1 FOR UPDATE OF s

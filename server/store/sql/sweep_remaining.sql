@@ -13,7 +13,8 @@ held AS (
     coalesce(flops, 0) AS flops,
     sum(greatest(0, 1 - step::float8 / greatest(total_steps, 1))) AS left_fraction
   FROM runs WHERE sweep_id = $1 AND state IN ('leased', 'running') GROUP BY 1, 2, 3, 4)
-SELECT s.device, s.dtype, s.fpt, s.flops, s.queued::bigint, coalesce(h.left_fraction, 0),
-  coalesce(s.unknown, 0)::bigint
+SELECT s.device, s.dtype, s.fpt AS flops_per_token, s.flops AS flops_per_run,
+  s.queued::bigint AS queued, coalesce(h.left_fraction, 0) AS left_fraction,
+  coalesce(s.unknown, 0)::bigint AS unknown
 FROM shapes s LEFT JOIN held h
   ON h.device = s.device AND h.dtype = s.dtype AND h.fpt = s.fpt AND h.flops = s.flops

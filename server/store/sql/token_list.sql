@@ -1,2 +1,3 @@
-SELECT id, name, role, extract(epoch from created_at), revoked_at IS NOT NULL FROM tokens
+SELECT id, name, role, extract(epoch from created_at) AS created_at,
+  revoked_at IS NOT NULL AS revoked FROM tokens
 ORDER BY id
