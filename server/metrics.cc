@@ -117,7 +117,7 @@ bool AxisLabelAllowed(const std::string& axis) {
   for (char c : axis) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
   }
-  return !std::isdigit(static_cast<unsigned char>(axis[0]));
+  return !std::isdigit(static_cast<unsigned char>(axis.front()));
 }
 
 }  // namespace
