@@ -285,6 +285,35 @@ TEST_F(MetricsTest, ASecondSweepOfALiveSweepsNameDoesNotRenameIt) {
   EXPECT_FALSE(Line(text, "ablate_sweep_progress_ratio", {second_label}).empty()) << text;
 }
 
+// A worker with worker-side failures, benched: its attempts counted by device (stats_workers), and
+// the worker named while benched (stats_workers_faulted); unbenched, the faults stay counted.
+TEST_F(MetricsTest, FaultedWorkersAreCountedByDeviceAndNamedWhileBenched) {
+  const int64_t w = Register("flaky-gauge");
+  auto sql = [&](const std::string& text) {
+    pqxx::connection conn(url_);
+    pqxx::work tx(conn);
+    tx.exec(text);
+    tx.commit();
+  };
+  sql(
+      absl::StrCat("UPDATE workers SET benched_until = now() + interval '300 seconds', "
+                   "runs_faulted = 4 WHERE id = ",
+                   w));
+  const std::vector<std::string> benched = {"worker=\"flaky-gauge\"", "device=\"cpu\""};
+  std::string text = WaitFor("ablate_worker_benched", benched);
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_worker_benched", benched), " 1")) << text;
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_worker_faults_total", {"device=\"cpu\""}), " 4"))
+      << text;
+  EXPECT_TRUE(
+      absl::EndsWith(Line(text, "ablate_workers", {"state=\"benched\"", "device=\"cpu\""}), " 1"))
+      << text;
+
+  sql(absl::StrCat("UPDATE workers SET benched_until = NULL WHERE id = ", w));
+  text = WaitFor("ablate_worker_benched", benched, /*present=*/false);
+  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_worker_faults_total", {"device=\"cpu\""}), " 4"))
+      << text;
+}
+
 TEST_F(MetricsTest, HealthServiceSaysServing) {
   // grpc.health.v1.Health/Check with an empty request; the reply's field 1 is the status
   // (1 = SERVING), i.e. the bytes 08 01. Spoken through the generic stub so the test needs no
