@@ -20,6 +20,7 @@
 #include "common/util/run_state.h"
 #include "common/util/status_macros.h"
 #include "worker/failure_class.h"
+#include "worker/metric_sender.h"
 #include "worker/spool.h"
 
 namespace ablate::worker {
@@ -28,13 +29,10 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kMetricBatch = 500;
 // Progress lines wait in memory for the sender (not in the spool: they are for watching a run,
 // not for the record); past this many unsent, the oldest are dropped while the server is away.
 constexpr size_t kMaxPendingLogLines = 1000;
 constexpr size_t kLogBatch = 100;  // the server's per-report cap
-// The sender looks at the spool this often when no full batch or checkpoint wakes it.
-constexpr std::chrono::milliseconds kSenderPoll{500};
 // On shutdown, how long flushing the metrics before handing the run back may take: past it the
 // run is abandoned to lease expiry rather than holding up the worker's exit.
 constexpr std::chrono::seconds kHandBackDeadline{20};
@@ -84,7 +82,7 @@ SessionOutcome Ended(SessionEnd end, std::string detail) {
 // meanwhile (the flags), in this order of precedence.
 enum class Ending {
   kCancelled,    // the server cancelled the run: nothing more is sent for it
-  kFenced,       // another attempt owns the run: nothing more is sent for it
+  kLeaseLost,    // another attempt owns the run: nothing more is sent for it
   kWorkerFault,  // the worker cannot go on (its spool, run dir, a thread): Release at once
   kHandBack,     // shutting down: flush, upload the checkpoint, Release
   kComplete,     // trained to the end (succeeded or diverged) or failed: flush, then Complete
@@ -114,6 +112,10 @@ class Session : public train::TrainObserver {
       NoteWorkerFault(s);
     }
     stats_->spooled_points = spool_->pending();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (s.ok() && !oldest_unsent_) oldest_unsent_ = Clock::now();
+    }
     if (std::string line = util::ProgressLine(points); !line.empty()) {
       spdlog::info("run {}: {}", lease_.run_id(), line);
       v1::LogLine l;
@@ -143,7 +145,7 @@ class Session : public train::TrainObserver {
     stats_->step = step;
     stats_->tokens_per_second = tps;
   }
-  bool ShouldStop() override { return Fenced() || ShuttingDown() || has_worker_fault_; }
+  bool ShouldStop() override { return LeaseEnded() || ShuttingDown() || has_worker_fault_; }
   // The spool or a checkpoint could not be written for lack of space: training waits (the
   // heartbeats keep the lease, the sender keeps sending what is spooled) and the write is tried
   // again every kSpaceRetry, until it goes through or the run is to stop.
@@ -162,7 +164,9 @@ class Session : public train::TrainObserver {
   }
 
  private:
-  bool Fenced() const { return cancelled_ || lease_lost_; }
+  // The attempt may write nothing more: the server cancelled the run, or the lease was lost
+  // (another attempt owns the run).
+  bool LeaseEnded() const { return cancelled_ || lease_lost_; }
   // A write that waited for space went through: training resumes (training thread).
   void SpaceAgain() {
     if (!paused_since_) return;
@@ -198,7 +202,7 @@ class Session : public train::TrainObserver {
   SessionOutcome End(const absl::StatusOr<train::TrainResult>& trained);
   // One function per ending; each builds its outcome.
   SessionOutcome EndCancelled() const;
-  SessionOutcome EndFenced(std::string detail) const;
+  SessionOutcome EndLeaseLost(std::string detail) const;
   SessionOutcome EndHandBack(const absl::StatusOr<train::TrainResult>& trained);
   SessionOutcome EndWorkerFault();
   SessionOutcome EndComplete(const absl::StatusOr<train::TrainResult>& trained);
@@ -207,12 +211,17 @@ class Session : public train::TrainObserver {
   absl::StatusOr<v1::HeartbeatResponse> HeartbeatOnce();
   // Takes in what a heartbeat answer says about the run: cancelled, or another attempt owns it.
   void ApplyHeartbeat(const v1::HeartbeatResponse& resp);
-  // A fenced call (FAILED_PRECONDITION) says only that this attempt may no longer write. Whether
-  // the run was cancelled or re-leased to another attempt is asked of the heartbeat, whose answer
-  // says which, so a cancelled run ends as cancelled whichever call learns of it first.
-  void NoteFenced(const absl::Status& s);
+  // A call the fence refused (FAILED_PRECONDITION) says only that this attempt may no longer write.
+  // Whether the run was cancelled or re-leased to another attempt is asked of the heartbeat, whose
+  // answer says which, so a cancelled run ends as cancelled whichever call learns of it first.
+  void NoteRefused(const absl::Status& s);
 
+  // The sender thread: sends the spool when SendDue (worker/metric_sender.h) says so, or when a
+  // checkpoint waits to be uploaded after it; then the progress lines and the checkpoint.
   void SenderLoop();
+  Clock::duration OldestUnsentAge() const {  // mu_ held
+    return oldest_unsent_ ? Clock::now() - *oldest_unsent_ : Clock::duration::zero();
+  }
   // Sends the spool, oldest point first, until it is empty (OK). Without `retry` the first failed
   // send ends it with that error; with it, a transient failure is retried after the policy's
   // back-off (cut short when a heartbeat gets through again) and any other failure ends it.
@@ -239,6 +248,8 @@ class Session : public train::TrainObserver {
   std::mutex mu_;
   std::condition_variable wake_;
   std::optional<std::pair<int64_t, std::string>> pending_checkpoint_;  // guarded by mu_
+  // When the oldest point not yet sent was spooled (guarded by mu_; unset: none known).
+  std::optional<Clock::time_point> oldest_unsent_;
   // Unsent progress lines with a serial number each (guarded by mu_).
   std::deque<std::pair<uint64_t, v1::LogLine>> pending_logs_;
   uint64_t log_serial_ = 0;
@@ -352,7 +363,7 @@ void Session::HeartbeatLoop() {
         wake_.notify_all();
       }
     } else {
-      NoteFenced(resp.status());
+      NoteRefused(resp.status());
       if (!absl::IsFailedPrecondition(resp.status())) {
         failing = true;
         spdlog::warn("run {}: heartbeat: {} (training continues)", lease_.run_id(),
@@ -382,14 +393,14 @@ void Session::ApplyHeartbeat(const v1::HeartbeatResponse& resp) {
   }
 }
 
-void Session::NoteFenced(const absl::Status& s) {
-  if (!absl::IsFailedPrecondition(s) || Fenced()) return;
+void Session::NoteRefused(const absl::Status& s) {
+  if (!absl::IsFailedPrecondition(s) || LeaseEnded()) return;
   auto resp = util::Retry(
       util::kFenceProbeBackoff, [this] { return HeartbeatOnce(); }, rpc::IsTransient,
       [] { return false; }, [](const absl::Status&, std::chrono::milliseconds) {});
   if (resp.ok()) {
     ApplyHeartbeat(*resp);
-    if (Fenced()) return;
+    if (LeaseEnded()) return;
     // Otherwise the run looks live to the heartbeat, yet the fence still stands.
   }
   if (!lease_lost_.exchange(true)) spdlog::warn("run {}: {}", lease_.run_id(), s.message());
@@ -404,7 +415,7 @@ absl::Status Session::SendBatch() {
   if (batch->empty()) return absl::OkStatus();
   auto s = c_->ReportMetrics(lease_, *batch);
   if (!s.ok()) {
-    NoteFenced(s);
+    NoteRefused(s);
     if (rpc::IsTransient(s) && !unreachable_) {
       spdlog::warn(
           "run {}: metrics: {} (spooling to disk; they are replayed in order once the server "
@@ -450,14 +461,20 @@ void Session::SenderLoop() {
   // newer checkpoint may arrive and replace the one that failed.
   util::Backoff backoff(util::kSenderBackoff);
   bool backing_off = false;
-  std::chrono::milliseconds wait = kSenderPoll;
+  Clock::time_point retry_at{};
   std::unique_lock<std::mutex> lock(mu_);
-  while (!sender_stop_ && !Fenced() && !has_worker_fault_) {
-    wake_.wait_for(lock, wait, [&] {
-      return sender_stop_ || reachable_again_ ||
-             (!backing_off && (pending_checkpoint_ || spool_->pending() >= int64_t(kMetricBatch)));
-    });
-    if (sender_stop_) break;
+  while (!sender_stop_ && !LeaseEnded() && !has_worker_fault_) {
+    const bool due = backing_off
+                         ? Clock::now() >= retry_at
+                         : pending_checkpoint_ || SendDue(spool_->pending(), OldestUnsentAge());
+    if (!due && !reachable_again_) {
+      // Points arriving, a checkpoint and the end of training notify; the oldest point coming of
+      // age (metric_sender.h) and the end of a back-off are waited for.
+      wake_.wait_until(lock, backing_off      ? retry_at
+                             : oldest_unsent_ ? *oldest_unsent_ + kSenderMaxAge
+                                              : Clock::now() + kSenderMaxAge);
+      continue;
+    }
     reachable_again_ = false;
     auto ckpt = std::move(pending_checkpoint_);
     pending_checkpoint_.reset();
@@ -474,18 +491,22 @@ void Session::SenderLoop() {
                      lease_.run_id(), ckpt->first, s.message());
         ckpt.reset();
       } else if (!s.ok()) {
-        NoteFenced(s);
+        NoteRefused(s);
         failed = true;
       }
     }
     lock.lock();
     if (failed && ckpt && !pending_checkpoint_) pending_checkpoint_ = std::move(ckpt);
+    if (!failed) {
+      // What arrived while sending is at most a send old: aged from now.
+      oldest_unsent_.reset();
+      if (spool_->pending() > 0) oldest_unsent_ = Clock::now();
+    }
     backing_off = failed;
     if (failed) {
-      wait = backoff.Next();
+      retry_at = Clock::now() + backoff.Next();
     } else {
       backoff.Reset();
-      wait = kSenderPoll;
     }
   }
 }
@@ -559,7 +580,7 @@ absl::StatusOr<train::TrainResult> Session::CallTrainer(const v1::RunSpec& spec,
 
 Ending Session::Decide(const absl::StatusOr<train::TrainResult>& trained) const {
   if (cancelled_) return Ending::kCancelled;
-  if (lease_lost_) return Ending::kFenced;
+  if (lease_lost_) return Ending::kLeaseLost;
   if (has_worker_fault_) return Ending::kWorkerFault;
   // The trainer stops early only when asked to, and with neither flag set that means shutdown;
   // an error while shutting down (or a stop before training began) is handed back too.
@@ -572,8 +593,8 @@ SessionOutcome Session::End(const absl::StatusOr<train::TrainResult>& trained) {
   switch (Decide(trained)) {
     case Ending::kCancelled:
       return EndCancelled();
-    case Ending::kFenced:
-      return EndFenced("lease lost");
+    case Ending::kLeaseLost:
+      return EndLeaseLost("lease lost");
     case Ending::kWorkerFault:
       return EndWorkerFault();
     case Ending::kHandBack:
@@ -604,9 +625,9 @@ SessionOutcome Session::EndWorkerFault() {
     spdlog::info("run {}: released for another worker (worker fault: {})", lease_.run_id(), reason);
     return Ended(SessionEnd::kWorkerFault, absl::StrCat("released (worker fault): ", reason));
   }
-  NoteFenced(s);
+  NoteRefused(s);
   if (cancelled_) return EndCancelled();
-  if (lease_lost_) return EndFenced(std::string(s.message()));
+  if (lease_lost_) return EndLeaseLost(std::string(s.message()));
   return Ended(SessionEnd::kAbandoned,
                absl::StrCat("could not release (", s.message(), "); the lease will expire"));
 }
@@ -615,7 +636,7 @@ SessionOutcome Session::EndCancelled() const {
   return Ended(SessionEnd::kCancelled, "cancelled by the server");
 }
 
-SessionOutcome Session::EndFenced(std::string detail) const {
+SessionOutcome Session::EndLeaseLost(std::string detail) const {
   return Ended(SessionEnd::kLeaseLost, std::move(detail));
 }
 
@@ -630,8 +651,9 @@ SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& tr
   // The trainer wrote a checkpoint at the current step. Upload it, flush the metrics up to it,
   // and hand the run back so another worker resumes at once.
   const auto deadline = Clock::now() + kHandBackDeadline;
-  bool handed =
-      SendSpool(&util::kRunCallBackoff, [&] { return Fenced() || Clock::now() > deadline; }).ok();
+  bool handed = SendSpool(&util::kRunCallBackoff, [&] {
+                  return LeaseEnded() || Clock::now() > deadline;
+                }).ok();
   if (handed && !trained->last_checkpoint.empty()) {
     // A server whose store is full refuses it: hand the run back all the same, to resume from
     // the newest checkpoint it has.
@@ -659,7 +681,7 @@ bool Session::SendLogs() {
     if (batch.empty()) return true;
     auto s = c_->ReportLogs(lease_, batch);
     if (!s.ok()) {
-      NoteFenced(s);
+      NoteRefused(s);
       return false;
     }
     // OnMetrics may have appended (or dropped from the front) meanwhile: drop what was sent.
@@ -687,9 +709,11 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
   }
   // A completed run's metrics must all be stored before it is marked complete, however long
   // the server is away; Complete follows only once the spool is empty.
-  if (!SendSpool(&util::kRunCallBackoff, [this] { return Fenced() || has_worker_fault_; }).ok()) {
-    if (has_worker_fault_ && !Fenced()) return EndWorkerFault();
-    return cancelled_ ? EndCancelled() : EndFenced("lease lost before metrics were stored");
+  if (!SendSpool(&util::kRunCallBackoff, [this] {
+         return LeaseEnded() || has_worker_fault_;
+       }).ok()) {
+    if (has_worker_fault_ && !LeaseEnded()) return EndWorkerFault();
+    return cancelled_ ? EndCancelled() : EndLeaseLost("lease lost before metrics were stored");
   }
   // The last progress lines go before Complete, so a follower sees them before the end. They
   // are for watching only: one that will not go through does not hold the run up.
@@ -697,7 +721,7 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
     spdlog::warn("run {}: some progress lines were not sent to the server", lease_.run_id());
   // The final weights (sweep keep_final): uploaded, then named in the result. A run whose
   // upload fails for good still completes, without them, rather than being retrained.
-  if (trained.ok() && !trained->final_checkpoint.empty() && !Fenced()) {
+  if (trained.ok() && !trained->final_checkpoint.empty() && !LeaseEnded()) {
     v1::CheckpointRef stored;
     const absl::Status up = Retrying(
         [&] {
@@ -707,19 +731,19 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
     if (up.ok()) {
       *complete.mutable_result()->mutable_final_checkpoint() = stored;
     } else {
-      NoteFenced(up);
+      NoteRefused(up);
       spdlog::warn("run {}: final checkpoint not kept: {}", lease_.run_id(), up.message());
       if (absl::IsFailedPrecondition(up)) {
-        return cancelled_ ? EndCancelled() : EndFenced(std::string(up.message()));
+        return cancelled_ ? EndCancelled() : EndLeaseLost(std::string(up.message()));
       }
     }
   }
   const absl::Status s = Retrying([&] { return c_->Complete(lease_, complete); }, "complete");
-  NoteFenced(s);
+  NoteRefused(s);
   if (s.ok())
     return Ended(SessionEnd::kCompleted, std::string(util::RunStateName(complete.state())));
   if (cancelled_) return EndCancelled();
-  if (absl::IsFailedPrecondition(s) || lease_lost_) return EndFenced(std::string(s.message()));
+  if (absl::IsFailedPrecondition(s) || lease_lost_) return EndLeaseLost(std::string(s.message()));
   return Ended(SessionEnd::kAbandoned, std::string(s.message()));
 }
 

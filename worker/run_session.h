@@ -1,9 +1,11 @@
 // Runs one leased run to its end: fetches what it lacks (data sets, the checkpoint to resume
 // from), trains, and keeps the server informed — heartbeats, metrics through the on-disk spool,
 // checkpoint uploads — on two background threads so the training thread never waits on the
-// network. Everything it writes carries the attempt's lease, one RunLease (worker/run_lease.h)
-// passed whole to every fenced RunCoordinator call; when the server says the attempt is no
-// longer current (fenced) the run stops within one step and nothing more is sent for it.
+// network. The sender coalesces a run's points into requests by size and age
+// (worker/metric_sender.h). Everything it writes carries the attempt's lease, one RunLease
+// (worker/run_lease.h) passed whole to every fenced RunCoordinator call; when the server says the
+// attempt is no longer current (the fence refused a call) the run stops within one step and nothing
+// more is sent for it.
 #pragma once
 
 #include <atomic>
@@ -75,7 +77,7 @@ struct SessionStats {
 enum class SessionEnd {
   kCompleted,  // Complete accepted (succeeded, diverged or failed)
   kCancelled,  // the server cancelled the run
-  kLeaseLost,  // fenced: another attempt owns the run
+  kLeaseLost,  // the fence refused the attempt: another attempt owns the run
   kReleased,   // shutting down: checkpointed and handed back
   kAbandoned,  // shutting down while the server was unreachable: the lease will expire
   // The worker could not go on with the run (its spool, its run dir, a thread it could not

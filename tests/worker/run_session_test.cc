@@ -22,6 +22,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "worker/failure_class.h"
+#include "worker/metric_sender.h"
 
 namespace ablate::worker {
 namespace {
@@ -48,8 +49,9 @@ class FakeCoordinator : public RunCoordinator {
     int store_full = 0;  // the next N PutCheckpoint fail RESOURCE_EXHAUSTED (the store is full)
   };
   struct Record {
-    std::vector<int64_t> stored_steps;  // every point stored, in order
-    std::vector<int64_t> log_steps;     // the step of every progress line stored, in order
+    std::vector<int64_t> stored_steps;   // every point stored, in order
+    std::vector<size_t> stored_reports;  // the points of each report stored, in order
+    std::vector<int64_t> log_steps;      // the step of every progress line stored, in order
     int reports_refused = 0;
     int reports_unreachable = 0;
     int heartbeats_ok = 0;
@@ -117,6 +119,7 @@ class FakeCoordinator : public RunCoordinator {
       return s;
     }
     for (const auto& p : points) record_.stored_steps.push_back(p.step());
+    record_.stored_reports.push_back(points.size());
     return absl::OkStatus();
   }
 
@@ -298,6 +301,38 @@ TEST_F(RunSessionTest, CompletesOnlyOnceEveryPointIsStored) {
   EXPECT_EQ(rec.complete->result().steps_done(), 1234);
   EXPECT_EQ(rec.stored_at_complete, 1234u);
   EXPECT_FALSE(rec.release_reason.has_value());
+}
+
+TEST_F(RunSessionTest, PointsWaitUntilAFullRequestIsPendingAndTheEndSendsTheRest) {
+  bool sent_early = true;
+  SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
+                               train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
+    obs->OnMetrics(Points(1, 300));
+    // Fewer than kMetricBatch, and younger than kSenderMaxAge: they wait (the sender once sent
+    // whatever was spooled every half second).
+    std::this_thread::sleep_for(milliseconds(700));
+    sent_early = !server_.record().stored_steps.empty();
+    obs->OnMetrics(Points(301, 700));  // a full request pending: sent at once
+    if (!Eventually([&] { return server_.record().stored_steps.size() >= kMetricBatch; })) {
+      return absl::DeadlineExceededError("a full request was never sent");
+    }
+    obs->OnMetrics(Points(701, 720));
+    return Finished(train::Outcome::kSucceeded, 720);
+  });
+  EXPECT_EQ(out.end, SessionEnd::kCompleted);
+  EXPECT_FALSE(sent_early) << "300 points 0.7 s old were sent before they were due";
+  const auto rec = server_.record();
+  EXPECT_EQ(rec.stored_steps, Steps(1, 720));
+  ASSERT_FALSE(rec.stored_reports.empty());
+  EXPECT_EQ(rec.stored_reports[0], kMetricBatch) << "the first request is a full one";
+}
+
+TEST(SendDue, AFullRequestOrAnOldEnoughPointIsDueAndNothingElse) {
+  using std::chrono::seconds;
+  EXPECT_TRUE(SendDue(kMetricBatch, seconds(0)));
+  EXPECT_FALSE(SendDue(kMetricBatch - 1, kSenderMaxAge - milliseconds(1)));
+  EXPECT_TRUE(SendDue(1, kSenderMaxAge));
+  EXPECT_FALSE(SendDue(0, kSenderMaxAge * 10)) << "nothing pending is never due";
 }
 
 TEST_F(RunSessionTest, ACheckpointTheFullStoreRefusesIsSkippedAndTheNextOneStored) {
