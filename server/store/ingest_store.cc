@@ -318,9 +318,9 @@ absl::StatusOr<int> IngestStore::ReportLogs(const v1::LogReportRequest& req) {
     // FOR SHARE: a concurrent re-lease or Complete waits for these lines to commit.
     pqxx::result r = pg::Exec(tx, "report_logs", req.run_id(), req.attempt(), digest,
                               pg::Int64Array(steps), pg::DoubleArray(times), pg::TextArray(lines));
-    if (r[0][0].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
+    if (r[0]["held"].as<int64_t>() == 0) return FenceError(tx, req.run_id(), req.attempt());
     pg::Exec(tx, "report_logs_trim", req.run_id(), kMaxLogLinesPerRun - 1);
-    return static_cast<int>(r[0][1].as<int64_t>());
+    return static_cast<int>(r[0]["written"].as<int64_t>());
   });
 }
 
