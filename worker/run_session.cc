@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -29,10 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// Progress lines wait in memory for the sender (not in the spool: they are for watching a run,
-// not for the record); past this many unsent, the oldest are dropped while the server is away.
-constexpr size_t kMaxPendingLogLines = 1000;
-constexpr size_t kLogBatch = 100;  // the server's per-report cap
 // On shutdown, how long flushing the metrics before handing the run back may take: past it the
 // run is abandoned to lease expiry rather than holding up the worker's exit.
 constexpr std::chrono::seconds kHandBackDeadline{20};
@@ -111,11 +106,7 @@ class Session : public train::TrainObserver {
       // the run go rather than train on without recording it.
       NoteWorkerFault(s);
     }
-    stats_->spooled_points = spool_->pending();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (s.ok() && !oldest_unsent_) oldest_unsent_ = Clock::now();
-    }
+    if (s.ok()) sender_->Spooled();
     if (std::string line = util::ProgressLine(points); !line.empty()) {
       spdlog::info("run {}: {}", lease_.run_id(), line);
       v1::LogLine l;
@@ -123,17 +114,12 @@ class Session : public train::TrainObserver {
       l.set_attempt(lease_.attempt());
       l.set_time(points.front().time());
       l.set_text(std::move(line));
-      std::lock_guard<std::mutex> lock(mu_);
-      if (pending_logs_.size() >= kMaxPendingLogLines) pending_logs_.pop_front();
-      pending_logs_.emplace_back(++log_serial_, std::move(l));
+      sender_->Log(std::move(l));
     }
-    wake_.notify_all();
   }
   void OnCheckpoint(int64_t step, const std::string& path) override {
     SpaceAgain();
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_checkpoint_ = std::make_pair(step, path);
-    wake_.notify_all();
+    sender_->Checkpoint(step, path);
   }
   void OnProgress(int64_t step, int64_t /*total*/, double tps) override {
     const auto now = Clock::now();
@@ -216,24 +202,6 @@ class Session : public train::TrainObserver {
   // answer says which, so a cancelled run ends as cancelled whichever call learns of it first.
   void NoteRefused(const absl::Status& s);
 
-  // The sender thread: sends the spool when SendDue (worker/metric_sender.h) says so, or when a
-  // checkpoint waits to be uploaded after it; then the progress lines and the checkpoint.
-  void SenderLoop();
-  Clock::duration OldestUnsentAge() const {  // mu_ held
-    return oldest_unsent_ ? Clock::now() - *oldest_unsent_ : Clock::duration::zero();
-  }
-  // Sends the spool, oldest point first, until it is empty (OK). Without `retry` the first failed
-  // send ends it with that error; with it, a transient failure is retried after the policy's
-  // back-off (cut short when a heartbeat gets through again) and any other failure ends it.
-  // `give_up`, asked before each send, ends it early (the last error, or CANCELLED).
-  absl::Status SendSpool(const util::BackoffPolicy* retry, const std::function<bool()>& give_up);
-  // Sends the pending progress lines, kLogBatch at a time; false if a send failed (the unsent
-  // lines stay pending).
-  bool SendLogs();
-  // Sends one batch from the spool. Logs once when the server stops answering (points stay
-  // spooled) and once when it answers again (they are replayed), whichever path sends them.
-  absl::Status SendBatch();
-
   RunCoordinator* c_;
   const int64_t worker_id_;
   // This attempt's lease: every fenced call gets it whole (the coordinator stamps the request).
@@ -241,27 +209,18 @@ class Session : public train::TrainObserver {
   const SessionOptions& opts_;
   SessionStats* stats_;
   std::unique_ptr<MetricSpool> spool_;
+  // Sends the spool, the progress lines and the checkpoints (worker/metric_sender.h); made once
+  // the spool is.
+  std::unique_ptr<MetricSender> sender_;
   std::string run_dir_;
   Clock::time_point train_started_{};
   double train_seconds_ = 0;
 
   std::mutex mu_;
   std::condition_variable wake_;
-  std::optional<std::pair<int64_t, std::string>> pending_checkpoint_;  // guarded by mu_
-  // When the oldest point not yet sent was spooled (guarded by mu_; unset: none known).
-  std::optional<Clock::time_point> oldest_unsent_;
-  // Unsent progress lines with a serial number each (guarded by mu_).
-  std::deque<std::pair<uint64_t, v1::LogLine>> pending_logs_;
-  uint64_t log_serial_ = 0;
-  std::atomic<bool> done_{false};         // ends the heartbeat thread
-  std::atomic<bool> sender_stop_{false};  // ends the sender thread (training is over)
+  std::atomic<bool> done_{false};  // ends the heartbeat thread
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> lease_lost_{false};
-  // Set by the heartbeat thread when a heartbeat gets through after one that did not: the
-  // sender leaves its back-off at once instead of sleeping through the rest of it.
-  std::atomic<bool> reachable_again_{false};
-  // The last metric send failed transiently (sender thread, then the drain after it is joined).
-  bool unreachable_ = false;
   Clock::time_point last_progress_ = Clock::now();
   int64_t last_progress_step_ = -1;
   // Since when training waits for space in the work dir (training thread only).
@@ -284,6 +243,7 @@ void Session::NoteWorkerFault(const absl::Status& cause) {
   spdlog::error("run {}: {}; this worker cannot go on with the run and releases it",
                 lease_.run_id(), cause.message());
   wake_.notify_all();
+  if (sender_) sender_->Wake();
 }
 
 absl::Status Session::WorkerFault() const {
@@ -359,8 +319,7 @@ void Session::HeartbeatLoop() {
       if (failing) {
         failing = false;
         spdlog::info("run {}: heartbeat got through again", lease_.run_id());
-        reachable_again_ = true;
-        wake_.notify_all();
+        if (sender_) sender_->ReachableAgain();
       }
     } else {
       NoteRefused(resp.status());
@@ -406,111 +365,6 @@ void Session::NoteRefused(const absl::Status& s) {
   if (!lease_lost_.exchange(true)) spdlog::warn("run {}: {}", lease_.run_id(), s.message());
 }
 
-absl::Status Session::SendBatch() {
-  auto batch = spool_->Peek(kMetricBatch);
-  if (!batch.ok()) {
-    NoteWorkerFault(batch.status());  // the spool cannot be read back: its points are lost
-    return batch.status();
-  }
-  if (batch->empty()) return absl::OkStatus();
-  auto s = c_->ReportMetrics(lease_, *batch);
-  if (!s.ok()) {
-    NoteRefused(s);
-    if (rpc::IsTransient(s) && !unreachable_) {
-      spdlog::warn(
-          "run {}: metrics: {} (spooling to disk; they are replayed in order once the server "
-          "answers)",
-          lease_.run_id(), s.message());
-      unreachable_ = true;
-    }
-    return s;
-  }
-  if (unreachable_) {
-    spdlog::info("run {}: server reachable again; replaying {} spooled points", lease_.run_id(),
-                 spool_->pending());
-    unreachable_ = false;
-  }
-  spool_->Ack(batch->size());
-  stats_->spooled_points = spool_->pending();
-  return absl::OkStatus();
-}
-
-absl::Status Session::SendSpool(const util::BackoffPolicy* retry,
-                                const std::function<bool()>& give_up) {
-  std::optional<util::Backoff> backoff;
-  if (retry != nullptr) backoff.emplace(*retry);
-  absl::Status last = absl::OkStatus();
-  while (spool_->pending() > 0) {
-    if (give_up()) return last.ok() ? absl::CancelledError("metrics not all sent") : last;
-    last = SendBatch();
-    if (last.ok()) {
-      if (backoff) backoff->Reset();
-      continue;
-    }
-    if (!backoff || !rpc::IsTransient(last)) return last;
-    // Back off, but retry at once when a heartbeat gets through again.
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_for(lock, backoff->Next(), [&] { return reachable_again_.load(); });
-    if (reachable_again_.exchange(false)) backoff->Reset();
-  }
-  return absl::OkStatus();
-}
-
-void Session::SenderLoop() {
-  // Failures here are retried by the loop itself rather than inside SendSpool: while it waits, a
-  // newer checkpoint may arrive and replace the one that failed.
-  util::Backoff backoff(util::kSenderBackoff);
-  bool backing_off = false;
-  Clock::time_point retry_at{};
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!sender_stop_ && !LeaseEnded() && !has_worker_fault_) {
-    const bool due = backing_off
-                         ? Clock::now() >= retry_at
-                         : pending_checkpoint_ || SendDue(spool_->pending(), OldestUnsentAge());
-    if (!due && !reachable_again_) {
-      // Points arriving, a checkpoint and the end of training notify; the oldest point coming of
-      // age (metric_sender.h) and the end of a back-off are waited for.
-      wake_.wait_until(lock, backing_off      ? retry_at
-                             : oldest_unsent_ ? *oldest_unsent_ + kSenderMaxAge
-                                              : Clock::now() + kSenderMaxAge);
-      continue;
-    }
-    reachable_again_ = false;
-    auto ckpt = std::move(pending_checkpoint_);
-    pending_checkpoint_.reset();
-    lock.unlock();
-    // Metrics first: a resumed attempt must never find a checkpoint newer than its metrics.
-    bool failed = !SendSpool(nullptr, [] { return false; }).ok();
-    if (!failed && !lease_lost_) failed = !SendLogs();
-    if (ckpt && !failed && !lease_lost_) {
-      auto s = c_->PutCheckpoint(lease_, ckpt->first, ckpt->second, nullptr);
-      if (absl::IsResourceExhausted(s)) {
-        // The server's store is full. Training goes on; the next checkpoint is offered in turn,
-        // and a resume meanwhile starts from the newest one the server did store.
-        spdlog::warn("run {}: checkpoint at step {} not stored by the server ({}); skipped",
-                     lease_.run_id(), ckpt->first, s.message());
-        ckpt.reset();
-      } else if (!s.ok()) {
-        NoteRefused(s);
-        failed = true;
-      }
-    }
-    lock.lock();
-    if (failed && ckpt && !pending_checkpoint_) pending_checkpoint_ = std::move(ckpt);
-    if (!failed) {
-      // What arrived while sending is at most a send old: aged from now.
-      oldest_unsent_.reset();
-      if (spool_->pending() > 0) oldest_unsent_ = Clock::now();
-    }
-    backing_off = failed;
-    if (failed) {
-      retry_at = Clock::now() + backoff.Next();
-    } else {
-      backoff.Reset();
-    }
-  }
-}
-
 absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseResponse& leased) {
   v1::RunSpec spec = leased.spec();
   std::string resume_path;
@@ -530,7 +384,7 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
   stage_ = FaultStage::kThread;
   std::thread sender;
   try {
-    sender = std::thread([this] { Guarded("metric sender", [this] { SenderLoop(); }); });
+    sender = std::thread([this] { Guarded("metric sender", [this] { sender_->Loop(); }); });
   } catch (const std::system_error& e) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot start the metric sender thread: ", e.what()));
@@ -551,11 +405,7 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
   train_started_ = Clock::now();
   auto trained = CallTrainer(spec, topts);
   train_seconds_ = Seconds(train_started_, Clock::now());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    sender_stop_ = true;  // the heartbeat keeps the lease alive through what follows
-  }
-  wake_.notify_all();
+  sender_->Stop();  // the heartbeat keeps the lease alive through what follows
   sender.join();
   return trained;
 }
@@ -651,9 +501,10 @@ SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& tr
   // The trainer wrote a checkpoint at the current step. Upload it, flush the metrics up to it,
   // and hand the run back so another worker resumes at once.
   const auto deadline = Clock::now() + kHandBackDeadline;
-  bool handed = SendSpool(&util::kRunCallBackoff, [&] {
-                  return LeaseEnded() || Clock::now() > deadline;
-                }).ok();
+  bool handed = sender_
+                    ->SendSpool(&util::kRunCallBackoff,
+                                [&] { return LeaseEnded() || Clock::now() > deadline; })
+                    .ok();
   if (handed && !trained->last_checkpoint.empty()) {
     // A server whose store is full refuses it: hand the run back all the same, to resume from
     // the newest checkpoint it has.
@@ -665,29 +516,6 @@ SessionOutcome Session::EndHandBack(const absl::StatusOr<train::TrainResult>& tr
     handed = c_->Release(lease_, "worker shutting down", v1::FAULT_CLASS_UNSPECIFIED).ok();
   return handed ? Ended(SessionEnd::kReleased, "handed back")
                 : Ended(SessionEnd::kAbandoned, "could not hand back; the lease will expire");
-}
-
-bool Session::SendLogs() {
-  while (true) {
-    std::vector<v1::LogLine> batch;
-    uint64_t last = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (size_t i = 0; i < pending_logs_.size() && i < kLogBatch; ++i) {
-        batch.push_back(pending_logs_[i].second);
-        last = pending_logs_[i].first;
-      }
-    }
-    if (batch.empty()) return true;
-    auto s = c_->ReportLogs(lease_, batch);
-    if (!s.ok()) {
-      NoteRefused(s);
-      return false;
-    }
-    // OnMetrics may have appended (or dropped from the front) meanwhile: drop what was sent.
-    std::lock_guard<std::mutex> lock(mu_);
-    while (!pending_logs_.empty() && pending_logs_.front().first <= last) pending_logs_.pop_front();
-  }
 }
 
 SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& trained) {
@@ -709,15 +537,15 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
   }
   // A completed run's metrics must all be stored before it is marked complete, however long
   // the server is away; Complete follows only once the spool is empty.
-  if (!SendSpool(&util::kRunCallBackoff, [this] {
-         return LeaseEnded() || has_worker_fault_;
-       }).ok()) {
+  if (!sender_
+           ->SendSpool(&util::kRunCallBackoff, [this] { return LeaseEnded() || has_worker_fault_; })
+           .ok()) {
     if (has_worker_fault_ && !LeaseEnded()) return EndWorkerFault();
     return cancelled_ ? EndCancelled() : EndLeaseLost("lease lost before metrics were stored");
   }
   // The last progress lines go before Complete, so a follower sees them before the end. They
   // are for watching only: one that will not go through does not hold the run up.
-  if (!SendLogs())
+  if (!sender_->SendLogs())
     spdlog::warn("run {}: some progress lines were not sent to the server", lease_.run_id());
   // The final weights (sweep keep_final): uploaded, then named in the result. A run whose
   // upload fails for good still completes, without them, rather than being retrained.
@@ -764,6 +592,14 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
     return out;
   }
   spool_ = *std::move(spool);
+  sender_ = std::make_unique<MetricSender>(
+      c_, lease_, spool_.get(), &stats_->spooled_points,
+      MetricSender::Session{
+          .stopped = [this] { return LeaseEnded() || has_worker_fault_; },
+          .lease_lost = [this] { return lease_lost_.load(); },
+          .refused = [this](const absl::Status& s) { NoteRefused(s); },
+          .worker_fault = [this](const absl::Status& s) { NoteWorkerFault(s); },
+      });
   OpenSessions().Enter(lease_.run_id());
 
   std::thread heartbeat;

@@ -1,11 +1,11 @@
 // Runs one leased run to its end: fetches what it lacks (data sets, the checkpoint to resume
 // from), trains, and keeps the server informed — heartbeats, metrics through the on-disk spool,
 // checkpoint uploads — on two background threads so the training thread never waits on the
-// network. The sender coalesces a run's points into requests by size and age
-// (worker/metric_sender.h). Everything it writes carries the attempt's lease, one RunLease
-// (worker/run_lease.h) passed whole to every fenced RunCoordinator call; when the server says the
-// attempt is no longer current (the fence refused a call) the run stops within one step and nothing
-// more is sent for it.
+// network: the heartbeat's (here) and the sender's (worker/metric_sender.h, which coalesces a
+// run's points into requests by size and age). Everything it writes carries the attempt's lease,
+// one RunLease (worker/run_lease.h) passed whole to every fenced RunCoordinator call; when the
+// server says the attempt is no longer current (the fence refused a call) the run stops within one
+// step and nothing more is sent for it.
 #pragma once
 
 #include <atomic>
