@@ -1,12 +1,11 @@
 // The sender thread of a run session (worker/run_session.h): it sends what the trainer spooled
 // (worker/spool.h), the progress lines, and the checkpoints, in that order, so a resumed attempt
 // never finds a checkpoint newer than its metrics. A run's points coalesce into requests by size
-// and age (SendDue). A request costs the server and PostgreSQL about
-// what 100 points do (issue #37: ~375 us server + ~430 us PostgreSQL a request, ~6 us a point),
-// and a slot logging at the study's rates produces ~100 points a second: sending every half
-// second, as the sender did, made 50-point requests and spent most of ingest on the requests. At
-// these constants a real worker's request holds ~500 points (bench/queue, "the size a real worker
-// sends").
+// and age (SendDue): a request costs the server and PostgreSQL about what 100 points do (issue
+// #37: ~375 us server + ~430 us PostgreSQL a request, ~6 us a point), and a slot logging at the
+// study's rates produces ~100 points a second. Sending every half second, as the sender did,
+// made 50-point requests: ~0.4 of a raw COPY's rate in bench/queue, against ~0.95 for the
+// 500-point requests these constants make ("the size a real worker sends", 2026-12-04).
 #pragma once
 
 #include <atomic>
@@ -36,8 +35,8 @@ inline constexpr size_t kMetricBatch = 500;
 // The age past which the oldest unsent point goes, however few are pending: how far `ablate
 // watch`, `ablate logs --follow` and the dashboards lag a live run at most (plus the round trip;
 // the heartbeat carries the step meanwhile). Five seconds keeps a watched run moving every few
-// seconds while a slot at the study's rates fills a whole request (kMetricBatch); shorter would
-// send smaller requests (~0.6 of a raw COPY at 200 points, against ~0.75 at 500: bench/queue).
+// seconds while a slot at the study's rates fills a whole request (kMetricBatch); shorter sends
+// smaller requests, which cost more a point (above).
 inline constexpr std::chrono::milliseconds kSenderMaxAge{5000};
 
 // Whether `pending` unsent points, the oldest of them `oldest_age` old, are due to be sent. A

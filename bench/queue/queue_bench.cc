@@ -2,7 +2,8 @@
 // load generator all on loopback (issue 2's performance targets). Prints figures; asserts
 // nothing.
 //
-//   queue_bench [--database-url URL]   (default: a throwaway cluster via scripts/dev-postgres)
+//   queue_bench [--database-url URL] [--durable] [--only submit|lease|metrics|long-poll]
+//   (default: a throwaway cluster via scripts/dev-postgres)
 #include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@
 #include "server/store/statements.h"
 #include "server/store/token_store.h"
 #include "spdlog/spdlog.h"
+#include "worker/metric_sender.h"
 
 namespace {
 
@@ -535,6 +537,19 @@ void ReportFigure(const Bench& b, const std::string& url, int concurrency, int b
   }
 }
 
+// The points a second one slot produces at the study's logging rates (issue #37: ~50 in each
+// half-second poll of the sender before it coalesced).
+constexpr double kStudyPointsPerSecond = 100;
+// The old sender sent whatever the spool held every half second.
+constexpr double kOldSenderPollSeconds = 0.5;
+
+// Points a request at the study's rates when the sender waits `seconds` for the oldest point,
+// capped at worker::kMetricBatch: a multiple of the 5 series a step ReportFigure sends.
+int StudyRequestPoints(double seconds) {
+  const double points = std::min<double>(worker::kMetricBatch, kStudyPointsPerSecond * seconds);
+  return std::max(5, static_cast<int>(points) / 5 * 5);
+}
+
 void IdleLongPollFigure(const Bench& b, int idle, int64_t sweep_id) {
   auto wstub = v1::WorkerService::NewStub(b.channel);
   const int threads_before = Threads();
@@ -597,6 +612,12 @@ int main(int argc, char** argv) {
   bool durable = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help") {
+      std::printf(
+          "queue_bench [--database-url URL] [--durable] [--only submit|lease|metrics|long-poll]\n"
+          "  Prints the coordinator's throughput and latency figures on this machine.\n");
+      return 0;
+    }
     if (std::string(argv[i]) == "--durable") durable = true;
     if (std::string(argv[i]) == "--only" && i + 1 < argc) only = argv[i + 1];
   }
@@ -662,6 +683,17 @@ int main(int argc, char** argv) {
   if (want("metrics")) {
     ReportFigure(b, url, 8, 50, 100);  // 500 points a request
     ReportFigure(b, url, 64, 50, 4);   // 20 points a request: batched across requests
+    // The size a real worker sends, from worker/metric_sender.h at the study's rate: before the
+    // sender coalesced (a request every poll), and now (the oldest point waits kSenderMaxAge).
+    const int before = StudyRequestPoints(kOldSenderPollSeconds);
+    const int now =
+        StudyRequestPoints(std::chrono::duration<double>(worker::kSenderMaxAge).count());
+    std::printf(
+        "metrics     the size a real worker sends at the study's %.0f points/s: %d points "
+        "a request (every %.1f s) before the sender coalesced, %d now\n",
+        kStudyPointsPerSecond, before, kOldSenderPollSeconds, now);
+    ReportFigure(b, url, 32, 50, before / 5);
+    ReportFigure(b, url, 32, 50, now / 5);
   }
   CancelAll(b);
   if (want("long-poll")) IdleLongPollFigure(b, 1000, big);
