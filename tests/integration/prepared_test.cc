@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/util/sha256.h"
@@ -485,6 +486,38 @@ TEST_F(PreparedTest, OpenClaimsAndUploadsPerClaimAreCapped) {
   EXPECT_NE(seventeenth.error_message().find("already uploaded 16 files"), std::string::npos)
       << seventeenth.error_message();
   EXPECT_TRUE(Put(Sha256Hex("greedy key 0"), tokens[0], "tokens_train", "file 3", &stored).ok());
+}
+
+// Claims sent at once by one worker cannot pass the cap together: each is counted after the
+// others committed (the worker's row is locked while a claim is decided).
+TEST_F(PreparedTest, ConcurrentClaimsDoNotPassTheCap) {
+  const int64_t w = Register("eager");
+  Resp first;
+  ASSERT_TRUE(Claim(w, Sha256Hex("eager key held"), &first).ok());
+  constexpr int kClaims = 8;
+  std::vector<grpc::StatusCode> codes(kClaims);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClaims; ++i) {
+    threads.emplace_back([&, i] {
+      Resp r;
+      codes[i] = Claim(w, Sha256Hex(absl::StrCat("eager key ", i)), &r).error_code();
+    });
+  }
+  for (auto& t : threads) t.join();
+  int granted = 0;
+  for (const auto code : codes) {
+    if (code == grpc::StatusCode::OK) {
+      ++granted;
+    } else {
+      EXPECT_EQ(code, grpc::StatusCode::RESOURCE_EXHAUSTED);
+    }
+  }
+  EXPECT_EQ(granted, 3);  // the cap is 4 and one was held
+  v1::ListWorkersRequest req;
+  v1::ListWorkersResponse resp;
+  ASSERT_TRUE(SweepStub()->ListWorkers(Ctx().get(), req, &resp).ok());
+  ASSERT_EQ(resp.workers_size(), 1);
+  EXPECT_EQ(resp.workers(0).open_data_claims(), 4);
 }
 
 }  // namespace
