@@ -205,23 +205,6 @@ std::string Bind(sql::Name name, const std::vector<std::string>& args) {
   return text;
 }
 
-// pgbench's \gset wants a name for every column: the last SELECT's list, each aliased c0, c1...
-std::string AliasFinalSelect(const std::string& sql) {
-  const size_t select = sql.rfind("\nSELECT ") + 8;
-  const size_t from = sql.find("\nFROM ", select);
-  std::string out = sql.substr(0, select);
-  int depth = 0, column = 0;
-  for (size_t i = select; i < from; ++i) {
-    const char c = sql[i];
-    if (c == '(') ++depth;
-    if (c == ')') --depth;
-    if (c == ',' && depth == 0) absl::StrAppend(&out, " AS c", column++);
-    out.push_back(c);
-  }
-  absl::StrAppend(&out, " AS c", column, sql.substr(from));
-  return out;
-}
-
 // The peer: pgbench running the statements a Lease and a Complete run (the same files, the same
 // transactions), one pgbench client per worker, against the same queue. Returns cycles/s.
 double PgbenchPeer(const Bench& b, const std::string& url, int workers, int seconds) {
@@ -237,12 +220,12 @@ double PgbenchPeer(const Bench& b, const std::string& url, int workers, int seco
   const std::string digest = "'pgbench'";
   std::string script = absl::StrCat("\\set wid :client_id + ", first, "\nBEGIN;\n",
                                     Bind("lease_worker", {":wid", "NULL", "16"}), ";\n");
-  absl::StrAppend(
-      &script, AliasFinalSelect(Bind("lease", {":wid", "60", digest, "16", "0"})), " \\gset\n",
-      "COMMIT;\nBEGIN;\n",
-      Bind("complete",
-           {":c1", ":c3", digest, "'succeeded'", "'{\"finalValLoss\": 1}'", "''", "0", "''"}),
-      ";\n", Bind("refine_sweep", {":c2"}), ";\n", Bind("finish_sweep", {":c2"}), ";\nCOMMIT;\n");
+  absl::StrAppend(&script, Bind("lease", {":wid", "60", digest, "16", "0"}), " \\gset\n",
+                  "COMMIT;\nBEGIN;\n",
+                  Bind("complete", {":run_id", ":attempt", digest, "'succeeded'",
+                                    "'{\"finalValLoss\": 1}'", "''", "0", "''"}),
+                  ";\n", Bind("refine_sweep", {":sweep_id"}), ";\n",
+                  Bind("finish_sweep", {":sweep_id"}), ";\nCOMMIT;\n");
   const std::string path =
       (std::filesystem::temp_directory_path() / absl::StrCat("queue_bench-", getpid(), ".sql"))
           .string();
