@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/render.h"
-#include "common/util/retry_policy.h"
+#include "common/run/retry_policy.h"
 
 namespace ablate::cli {
 

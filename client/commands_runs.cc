@@ -9,8 +9,8 @@
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/render.h"
+#include "common/run/run_state.h"
 #include "common/sweep/sweep.h"
-#include "common/util/run_state.h"
 
 namespace ablate::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/context.h"
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 
 namespace ablate::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include "client/config.h"
 #include "client/download.h"
 #include "common/cli/edge.h"
-#include "common/util/retry_policy.h"
+#include "common/run/retry_policy.h"
 
 int main(int argc, char** argv) {
   using namespace ablate::cli;
@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
                        "Sweep id or name (optional with --run: run ids are global)");
   c_cancel->add_option("--run", run_ids, "Only these run ids")->delimiter(',');
 
-  // The states named here are the ones Retry accepts (common/util/retry_policy.h), so the help
+  // The states named here are the ones Retry accepts (common/run/retry_policy.h), so the help
   // cannot drift from what retry does.
   std::vector<std::string> retryable, retry_default;
   for (auto st : ablate::util::kRetryableStates) {

@@ -20,7 +20,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 

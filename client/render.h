@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ablate/v1/ablate.pb.h"
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 
 namespace ablate::cli {
 
@@ -59,7 +59,7 @@ int VisibleWidth(const std::string& s);
 std::string FitWidth(const std::string& line, int width);
 // "refine lr (max_stable, eta_dagger) until ratio 1.3: 12 of 96 new runs, round 3"
 std::string RefineLine(const v1::RefineStatus& refine);
-// Run-state predicates live in common/util/run_state.h; kept visible here for CLI code.
+// Run-state predicates live in common/run/run_state.h; kept visible here for CLI code.
 using util::IsTerminal;
 // `ablate ls`: one row a sweep. Compact (the default) fits 80 columns: a long name is cut ("~"),
 // progress is a short bar and done/total. `wide`: the whole name and every count.

@@ -29,12 +29,12 @@
 #include "server/store/notifier.h"
 #include "server/store/notify_batcher.h"
 #include "server/store/prepared_store.h"
-#include "server/store/queue_store.h"
 #include "server/store/run_transitions.h"
 #include "server/store/stats_store.h"
 #include "server/store/sweep_reads.h"
 #include "server/store/sweep_store.h"
 #include "server/store/token_store.h"
+#include "server/store/worker_store.h"
 #include "server/sweep_service.h"
 #include "server/watch_hub.h"
 #include "server/worker_service.h"
@@ -46,7 +46,7 @@ struct Server::Impl {
   ServerOptions options;
   std::unique_ptr<Db> db;
   std::unique_ptr<NotifyBatcher> notes;
-  std::unique_ptr<QueueStore> queue;
+  std::unique_ptr<WorkerStore> workers;
   std::unique_ptr<RunTransitions> runs;
   std::unique_ptr<IngestStore> ingest;
   std::unique_ptr<SweepStore> sweeps;
@@ -181,7 +181,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (auto s = impl->blobs->Init(); !s.ok()) return s;
   impl->notes = std::make_unique<NotifyBatcher>(impl->db.get());
   impl->notes->Start();
-  impl->queue = std::make_unique<QueueStore>(impl->db.get(), o.lease_seconds);
+  impl->workers = std::make_unique<WorkerStore>(impl->db.get(), o.lease_seconds);
   impl->runs = std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds,
                                                 o.faults);
   impl->ingest = std::make_unique<IngestStore>(impl->db.get(), impl->notes.get());
@@ -209,7 +209,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   ServiceDeps deps;
   deps.options = &impl->options;
-  deps.queue = impl->queue.get();
+  deps.workers = impl->workers.get();
   deps.runs = impl->runs.get();
   deps.ingest = impl->ingest.get();
   deps.sweeps = impl->sweeps.get();

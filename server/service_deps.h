@@ -11,18 +11,18 @@
 #include "server/options.h"
 #include "server/store/ingest_store.h"
 #include "server/store/prepared_store.h"
-#include "server/store/queue_store.h"
 #include "server/store/retention_store.h"
 #include "server/store/run_transitions.h"
 #include "server/store/sweep_reads.h"
 #include "server/store/sweep_store.h"
+#include "server/store/worker_store.h"
 #include "server/watch_hub.h"
 
 namespace ablate::server {
 
 struct ServiceDeps {
   const ServerOptions* options = nullptr;
-  QueueStore* queue = nullptr;
+  WorkerStore* workers = nullptr;
   RunTransitions* runs = nullptr;
   IngestStore* ingest = nullptr;
   SweepStore* sweeps = nullptr;

@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cost/flops.h"
+#include "common/run/run_state.h"
 #include "common/sweep/sweep.h"
 #include "common/util/fields.h"
-#include "common/util/run_state.h"
 #include "common/util/status_macros.h"
 #include "server/polling_stream.h"
 #include "server/retention.h"

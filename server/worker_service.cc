@@ -113,7 +113,7 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::Reg
                                                      kMaxWorkerSlots, " (got ", req->info().slots(),
                                                      ")"));
     }
-    auto id = d_.queue->Register(req->info(), caller.token_id);
+    auto id = d_.workers->Register(req->info(), caller.token_id);
     if (!id.ok()) {
       if (absl::IsAlreadyExists(id.status())) {
         spdlog::warn("register refused name={} token={}: name held by a live worker",
@@ -122,7 +122,7 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::Reg
       return id.status();
     }
     resp->set_worker_id(*id);
-    resp->set_lease_seconds(d_.queue->lease_seconds());
+    resp->set_lease_seconds(d_.workers->lease_seconds());
     d_.costs->FleetChanged();  // estimates see the new worker at once, not after the cache's TTL
     spdlog::info("worker registered id={} name={} device={}", *id,
                  util::LogQuote(req->info().name()), util::LogQuote(req->info().device_kind()));
@@ -256,7 +256,7 @@ grpc::Status WorkerServiceImpl::GetCheckpoint(grpc::ServerContext* ctx,
   return guard_.Run(*ctx, "GetCheckpoint", [&](const Caller&) -> absl::Status {
     RETURN_IF_ERROR(d_.runs->CheckFence(req->run_id(), req->attempt(), req->lease_token()));
     ASSIGN_OR_RETURN(const v1::CheckpointRef ref,
-                     d_.queue->FindCheckpoint(req->run_id(), req->sha256()));
+                     d_.workers->FindCheckpoint(req->run_id(), req->sha256()));
     ASSIGN_OR_RETURN(const auto path, d_.blobs->PathOf(ref.sha256()));
     bool first = true;
     return StreamFile(path, kChunkBytes, [&](std::string&& data, int64_t) {
@@ -277,7 +277,7 @@ grpc::Status WorkerServiceImpl::GetDataset(grpc::ServerContext* ctx,
                                            const v1::GetDatasetRequest* req,
                                            grpc::ServerWriter<v1::DataChunk>* writer) {
   return guard_.Run(*ctx, "GetDataset", [&](const Caller&) -> absl::Status {
-    ASSIGN_OR_RETURN(const auto found, d_.queue->DatasetPath(req->sha256()));
+    ASSIGN_OR_RETURN(const auto found, d_.workers->DatasetPath(req->sha256()));
     // Confined again at serve time: the file may have been replaced by a link since it was
     // submitted, and every worker token may call this.
     auto real = d_.datasets->Confine(found.first);
@@ -313,7 +313,7 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext* ctx, const v1::Com
     if (req->result().has_final_checkpoint()) {
       const auto& ref = req->result().final_checkpoint();
       auto found = IsSha256Hex(ref.sha256())
-                       ? d_.queue->FindCheckpoint(req->run_id(), ref.sha256())
+                       ? d_.workers->FindCheckpoint(req->run_id(), ref.sha256())
                        : absl::StatusOr<v1::CheckpointRef>(absl::InvalidArgumentError(""));
       if (!found.ok() || found->step() != ref.step() || found->size_bytes() != ref.size_bytes()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -361,7 +361,7 @@ grpc::Status WorkerServiceImpl::Deregister(grpc::ServerContext* ctx,
                                            const v1::CliDeregisterRequest* req,
                                            v1::CliDeregisterResponse* /*resp*/) {
   return guard_.Run(*ctx, "Deregister", [&](const Caller& caller) -> absl::Status {
-    RETURN_IF_ERROR(d_.queue->Deregister(req->worker_id(), caller.token_id));
+    RETURN_IF_ERROR(d_.workers->Deregister(req->worker_id(), caller.token_id));
     d_.costs->FleetChanged();
     spdlog::info("worker stopped id={}", req->worker_id());
     return absl::OkStatus();

@@ -24,10 +24,10 @@
 #include "common/util/log.h"
 #include "common/util/net.h"
 #include "common/util/threads.h"
-#include "worker/coordinator.h"
 #include "worker/failure_class.h"
 #include "worker/fleet_data.h"
 #include "worker/run_session.h"
+#include "worker/server_client.h"
 #include "worker/slots.h"
 #include "worker/train/device_benchmark.h"
 #include "worker/train/trainer.h"
@@ -81,7 +81,8 @@ void LogRetry(const absl::Status& s, std::chrono::milliseconds wait) {
 }
 
 // Registers, retrying while the server is unreachable. Permanent errors (bad token) end the daemon.
-absl::StatusOr<v1::RegisterResponse> RegisterWithRetry(Coordinator* c, const v1::WorkerInfo& info) {
+absl::StatusOr<v1::RegisterResponse> RegisterWithRetry(ServerClient* c,
+                                                       const v1::WorkerInfo& info) {
   if (g_shutdown) return absl::CancelledError("shutting down");
   auto resp = util::Retry(
       util::kDaemonBackoff, [&] { return c->Register(info); }, rpc::IsTransient, ShuttingDown,
@@ -141,7 +142,7 @@ int ExitCodeFor(const absl::Status& s) {
 // reads `stats` in place.
 struct Worker {
   v1::WorkerInfo info;
-  std::unique_ptr<Coordinator> coordinator;
+  std::unique_ptr<ServerClient> client;
   int threads_per_slot = 1;
   std::vector<SessionStats> stats;  // one per slot
   std::unique_ptr<WorkerMetrics> metrics;
@@ -222,12 +223,12 @@ std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
   // process: set it to one slot's share before any slot trains.
   train::ConfigureThreads(w->threads_per_slot);
   if (g_shutdown) return 0;
-  auto coordinator = Coordinator::Connect(options.client);
-  if (!coordinator.ok()) {
-    spdlog::error("{}", coordinator.status().message());
+  auto client = ServerClient::Connect(options.client);
+  if (!client.ok()) {
+    spdlog::error("{}", client.status().message());
     return 2;
   }
-  w->coordinator = *std::move(coordinator);
+  w->client = *std::move(client);
   if (g_shutdown) return 0;
 
   w->stats = std::vector<SessionStats>(static_cast<size_t>(options.slots));
@@ -295,7 +296,7 @@ std::string DescribePrice(const DaemonOptions& options) {
 // returning) counts as a shutdown too.
 class ShutdownWatcher {
  public:
-  explicit ShutdownWatcher(Coordinator* c)
+  explicit ShutdownWatcher(ServerClient* c)
       : thread_([c] {
           while (!g_shutdown) std::this_thread::sleep_for(std::chrono::milliseconds(50));
           c->CancelLongPoll();
@@ -334,7 +335,7 @@ SessionOptions SessionOptionsFor(const DaemonOptions& options, Worker* w, double
   // Counted on the first slot's stats (the metrics sum every slot's). One preparation at a time
   // in this process: a second slot asking for the same data then finds it in the local cache
   // instead of racing the first on the same files.
-  Coordinator* c = w->coordinator.get();
+  ServerClient* c = w->client.get();
   SessionStats* stats_for_data = &w->stats[0];
   auto prepare_mu = std::make_shared<std::mutex>();
   const std::string cache_dir = (std::filesystem::path(options.work_dir) / "cache").string();
@@ -365,7 +366,7 @@ class LeaseLoop {
   LeaseLoop(const DaemonOptions& options, Worker* w, SessionOptions sopts)
       : options_(options),
         w_(w),
-        c_(w->coordinator.get()),
+        c_(w->client.get()),
         sopts_(std::move(sopts)),
         slots_(options.slots, options.max_runs),
         slot_threads_(static_cast<size_t>(options.slots)),
@@ -608,7 +609,7 @@ class LeaseLoop {
 
   const DaemonOptions& options_;
   Worker* w_;
-  Coordinator* c_;
+  ServerClient* c_;
   const SessionOptions sopts_;
   int exit_code_ = 0;
   // The bench last logged (this thread's): logged once, not every poll.
@@ -633,7 +634,7 @@ int Daemon(const DaemonOptions& options) {
   Worker w;
   if (auto exit_code = StartUp(options, &w)) return *exit_code;
   if (g_shutdown) return 0;
-  ShutdownWatcher watcher(w.coordinator.get());
+  ShutdownWatcher watcher(w.client.get());
 
   spdlog::info("ablate-worker {} on {} ({}), server {}", util::LogQuote(w.info.name()),
                w.info.device_name(), w.info.device_kind(), options.client.server);
@@ -643,7 +644,7 @@ int Daemon(const DaemonOptions& options) {
     spdlog::info("stopped during start-up");
     return 0;
   }
-  auto reg = RegisterWithRetry(w.coordinator.get(), w.info);
+  auto reg = RegisterWithRetry(w.client.get(), w.info);
   if (!reg.ok()) {
     if (absl::IsCancelled(reg.status())) return 0;
     spdlog::error("{}", reg.status().message());

@@ -2,7 +2,7 @@
 // the worker keeps it: the data key and the claim token that the server's one claim check
 // (`FenceClaim()` in server/store/prepared_store.cc) tests on every call under the claim. It is
 // the data-prep counterpart of RunLease (worker/run_lease.h): fleet_data holds one DataPrepClaim
-// and hands it whole to every Coordinator call made under it, and the coordinator puts it into the
+// and hands it whole to every ServerClient call made under it, and the coordinator puts it into the
 // request with Stamp(). So no renewal, upload or publish can go out with the key of one claim and
 // the token of another, or without a token.
 #pragma once

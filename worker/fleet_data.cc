@@ -44,7 +44,7 @@ bool AllPresent(const train::DataPlan& plan) {
 // preparer that died loses it.
 class ClaimRenewer {
  public:
-  ClaimRenewer(Coordinator* c, int64_t worker_id, const DataPrepClaim& claim)
+  ClaimRenewer(ServerClient* c, int64_t worker_id, const DataPrepClaim& claim)
       : c_(c), worker_id_(worker_id), claim_(claim) {
     const double period = std::max(1.0, (claim.expires_at() - UnixNow()) / 3);
     thread_ = std::thread([this, period] { Loop(period); });
@@ -75,7 +75,7 @@ class ClaimRenewer {
     }
   }
 
-  Coordinator* c_;
+  ServerClient* c_;
   const int64_t worker_id_;
   const DataPrepClaim claim_;
   std::mutex mu_;
@@ -84,7 +84,7 @@ class ClaimRenewer {
   std::thread thread_;
 };
 
-absl::Status Download(Coordinator* c, const train::DataPlan& plan, const Resp& ready) {
+absl::Status Download(ServerClient* c, const train::DataPlan& plan, const Resp& ready) {
   std::set<std::string> done;  // a run without val names the train tokens twice
   for (const auto& [role, path] : plan.files) {
     if (!done.insert(path).second) continue;
@@ -100,7 +100,7 @@ absl::Status Download(Coordinator* c, const train::DataPlan& plan, const Resp& r
   return absl::OkStatus();
 }
 
-absl::Status PrepareAndPublish(Coordinator* c, const v1::DataSpec& data,
+absl::Status PrepareAndPublish(ServerClient* c, const v1::DataSpec& data,
                                const train::DataPlan& plan, const DataPrepClaim& claim,
                                const FleetDataOptions& o) {
   ClaimRenewer renewer(c, o.worker_id, claim);
@@ -181,7 +181,7 @@ void CountFleetData(FleetDataSource source, SessionStats* stats) {
   }
 }
 
-absl::StatusOr<FleetDataSource> EnsureFleetData(Coordinator* c, const v1::DataSpec& data,
+absl::StatusOr<FleetDataSource> EnsureFleetData(ServerClient* c, const v1::DataSpec& data,
                                                 const FleetDataOptions& o) {
   ASSIGN_OR_RETURN(const train::DataPlan plan, train::PlanRunData(data, o.cache_dir));
   const std::string short_key = plan.key.substr(0, 16);

@@ -11,8 +11,8 @@
 
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
-#include "worker/coordinator.h"
 #include "worker/run_session.h"
+#include "worker/server_client.h"
 
 namespace ablate::worker {
 
@@ -36,7 +36,7 @@ struct FleetDataOptions {
 
 // `data` holds local paths (or synthetic:N). On return the files PlanRunData names are in the
 // cache, so Train finds them. Errors: the preparation itself failed, or should_stop.
-absl::StatusOr<FleetDataSource> EnsureFleetData(Coordinator* coordinator, const v1::DataSpec& data,
+absl::StatusOr<FleetDataSource> EnsureFleetData(ServerClient* coordinator, const v1::DataSpec& data,
                                                 const FleetDataOptions& options);
 
 }  // namespace ablate::worker

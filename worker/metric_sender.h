@@ -24,7 +24,7 @@
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/status.h"
 #include "common/util/backoff.h"
-#include "worker/run_coordinator.h"
+#include "worker/run_client.h"
 #include "worker/run_lease.h"
 #include "worker/spool.h"
 
@@ -64,9 +64,9 @@ class MetricSender {
     std::function<void(const absl::Status&)> worker_fault;
   };
 
-  MetricSender(RunCoordinator* coordinator, const RunLease& lease, MetricSpool* spool,
+  MetricSender(RunClient* client, const RunLease& lease, MetricSpool* spool,
                std::atomic<int64_t>* spooled_points, Session session)
-      : c_(coordinator),
+      : c_(client),
         lease_(lease),
         spool_(spool),
         spooled_points_(spooled_points),
@@ -102,7 +102,7 @@ class MetricSender {
   absl::Status SendBatch();
   std::chrono::steady_clock::duration OldestUnsentAge() const;  // mu_ held
 
-  RunCoordinator* c_;
+  RunClient* c_;
   const RunLease& lease_;
   MetricSpool* spool_;
   std::atomic<int64_t>* spooled_points_;

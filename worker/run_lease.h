@@ -1,7 +1,7 @@
 // The lease one attempt holds on a run, as the worker keeps it: the three things the server's
 // fence (`Fenced()` in server/store/run_transitions.cc) checks on every fenced call — this run,
 // this attempt, this token. The run session holds one RunLease and hands it whole to every fenced
-// RunCoordinator call; the coordinator puts it into the request with Stamp(). So a fenced request
+// RunClient call; the client puts it into the request with Stamp(). So a fenced request
 // cannot go out without its token, or with the attempt of one lease and the token of another.
 #pragma once
 

@@ -12,11 +12,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/rpc/channel.h"
+#include "common/run/run_state.h"
 #include "common/util/backoff.h"
 #include "common/util/file.h"
 #include "common/util/log.h"
 #include "common/util/progress_line.h"
-#include "common/util/run_state.h"
 #include "common/util/status_macros.h"
 #include "worker/failure_class.h"
 #include "worker/metric_sender.h"
@@ -86,7 +86,7 @@ enum class Ending {
 // Shared state between the training thread (observer callbacks) and the background threads.
 class Session : public train::TrainObserver {
  public:
-  Session(RunCoordinator* c, int64_t worker_id, const v1::LeaseResponse& leased,
+  Session(RunClient* c, int64_t worker_id, const v1::LeaseResponse& leased,
           const SessionOptions& opts, SessionStats* stats)
       : c_(c), worker_id_(worker_id), lease_(leased.lease()), opts_(opts), stats_(stats) {}
 
@@ -202,9 +202,9 @@ class Session : public train::TrainObserver {
   // answer says which, so a cancelled run ends as cancelled whichever call learns of it first.
   void NoteRefused(const absl::Status& s);
 
-  RunCoordinator* c_;
+  RunClient* c_;
   const int64_t worker_id_;
-  // This attempt's lease: every fenced call gets it whole (the coordinator stamps the request).
+  // This attempt's lease: every fenced call gets it whole (the client stamps the request).
   const RunLease lease_;
   const SessionOptions& opts_;
   SessionStats* stats_;
@@ -636,10 +636,9 @@ double HeartbeatSeconds(double lease_seconds) {
   return std::max(0.2, (lease_seconds > 0 ? lease_seconds : 60) / kHeartbeatsPerLease);
 }
 
-SessionOutcome RunSession(RunCoordinator* coordinator, int64_t worker_id,
-                          const v1::LeaseResponse& lease, const SessionOptions& options,
-                          SessionStats* stats) {
-  Session session(coordinator, worker_id, lease, options, stats);
+SessionOutcome RunSession(RunClient* client, int64_t worker_id, const v1::LeaseResponse& lease,
+                          const SessionOptions& options, SessionStats* stats) {
+  Session session(client, worker_id, lease, options, stats);
   stats->run_id = lease.lease().run_id();
   SessionOutcome out = session.Run(lease);
   stats->run_id = 0;

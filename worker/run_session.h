@@ -3,7 +3,7 @@
 // checkpoint uploads — on two background threads so the training thread never waits on the
 // network: the heartbeat's (here) and the sender's (worker/metric_sender.h, which coalesces a
 // run's points into requests by size and age). Everything it writes carries the attempt's lease,
-// one RunLease (worker/run_lease.h) passed whole to every fenced RunCoordinator call; when the
+// one RunLease (worker/run_lease.h) passed whole to every fenced RunClient call; when the
 // server says the attempt is no longer current (the fence refused a call) the run stops within one
 // step and nothing more is sent for it.
 #pragma once
@@ -16,7 +16,7 @@
 
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
-#include "worker/run_coordinator.h"
+#include "worker/run_client.h"
 #include "worker/train/trainer.h"
 
 namespace ablate::worker {
@@ -95,8 +95,7 @@ struct SessionOutcome {
 };
 
 // Runs the leased run to its end under `lease.lease()`, the one lease every fenced call carries.
-SessionOutcome RunSession(RunCoordinator* coordinator, int64_t worker_id,
-                          const v1::LeaseResponse& lease, const SessionOptions& options,
-                          SessionStats* stats);
+SessionOutcome RunSession(RunClient* client, int64_t worker_id, const v1::LeaseResponse& lease,
+                          const SessionOptions& options, SessionStats* stats);
 
 }  // namespace ablate::worker

@@ -66,7 +66,7 @@ KINDS = ["kill_server", "kill_worker", "pg_crash", "net_cut", "worker_full", "st
 # within the soak.
 SERVER_EXTRA = ["--bench-seconds", "5"]
 DISK_KINDS = {"worker_full", "store_full"}
-# The smallest model the trainer takes (tests/e2e/test_e2e.py's SMALLEST): ~2 ms a step on one
+# The smallest model the trainer takes (tests/e2e/harness.py's SMALLEST): ~2 ms a step on one
 # core, paced to PACE_MS a step so a run lasts in wall time while costing little CPU.
 MODEL = "n_embd: 16, n_head: 2, n_layer: 1, block_size: 16, batch_size: 2"
 PACE_MS = 20

@@ -15,8 +15,8 @@
 #include "common/analysis/stats.h"
 #include "common/analysis/uncertainty.h"
 #include "common/analysis/verdicts.h"
+#include "common/run/run_state.h"
 #include "common/sweep/run_config.h"
-#include "common/util/run_state.h"
 
 namespace ablate::analysis {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/report/csv.h"
 #include "common/report/report.h"
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 
 namespace ablate::report {
 namespace {

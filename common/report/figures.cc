@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/analysis/inference.h"
-#include "common/util/metric_names.h"
+#include "common/run/metric_names.h"
 
 namespace ablate::report {
 namespace {

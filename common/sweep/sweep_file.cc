@@ -10,13 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/run/metric_names.h"
 #include "common/sweep/grid_axis.h"
 #include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 #include "common/sweep/yaml_source.h"
 #include "common/util/did_you_mean.h"
 #include "common/util/fields.h"
-#include "common/util/metric_names.h"
 #include "common/util/status_macros.h"
 
 namespace ablate::sweep {

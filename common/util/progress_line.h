@@ -11,7 +11,7 @@
 
 #include "ablate/v1/ablate.pb.h"
 #include "absl/strings/str_format.h"
-#include "common/util/metric_names.h"
+#include "common/run/metric_names.h"
 
 namespace ablate::util {
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util/metric_names.h"
+#include "common/run/metric_names.h"
 #include "common/util/sha256.h"
 #include "nlohmann/json.hpp"
 #include "server/store/copy.h"

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 #include "common/util/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/util/retry_policy.h"
-#include "common/util/run_state.h"
+#include "common/run/retry_policy.h"
+#include "common/run/run_state.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
 #include "server/store/pg_codec.h"

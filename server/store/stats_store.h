@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/util/metric_names.h"
+#include "common/run/metric_names.h"
 #include "server/store/db.h"
 
 namespace ablate::server {

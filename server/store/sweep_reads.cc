@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 #include "common/util/status_macros.h"
 #include "server/store/pg_codec.h"
 

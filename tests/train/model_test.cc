@@ -8,8 +8,8 @@
 #include <cmath>
 
 #include "common/cost/flops.h"
+#include "common/run/metric_names.h"
 #include "common/sweep/run_config.h"
-#include "common/util/metric_names.h"
 #include "worker/train/adamw.h"
 #include "worker/train/probes.h"
 

@@ -1,4 +1,4 @@
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 
 #include <set>
 #include <string>

@@ -1,4 +1,4 @@
-// The run session's endings against an in-process coordinator and a scripted trainer: what it
+// The run session's endings against an in-process RunClient and a scripted trainer: what it
 // sends, in which order, and how it ends when the server completes, fences, cancels, goes away
 // or the worker shuts down. No torch, no server: the real ones are in tests/e2e.
 #include "worker/run_session.h"
@@ -39,7 +39,7 @@ absl::Status Refused() {
 }
 
 // The server as the session sees it. Scripted by the test (under mu_), it records every call.
-class FakeCoordinator : public RunCoordinator {
+class FakeRunClient : public RunClient {
  public:
   struct Script {
     bool down = false;                  // every call fails UNAVAILABLE
@@ -79,7 +79,7 @@ class FakeCoordinator : public RunCoordinator {
     record_ = {};
   }
 
-  // Each call stamps the lease into the request it stands for, as the real Coordinator does, and
+  // Each call stamps the lease into the request it stands for, as the real ServerClient does, and
   // fences what the server would receive.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const RunLease& lease,
                                                   v1::HeartbeatRequest req) override {
@@ -272,7 +272,7 @@ class RunSessionTest : public ::testing::Test {
   v1::LeaseResponse lease_;
   SessionOptions options_;
   std::atomic<bool> shutdown_{false};
-  FakeCoordinator server_;
+  FakeRunClient server_;
   int trainer_calls_ = 0;
 };
 
@@ -336,7 +336,7 @@ TEST(SendDue, AFullRequestOrAnOldEnoughPointIsDueAndNothingElse) {
 }
 
 TEST_F(RunSessionTest, ACheckpointTheFullStoreRefusesIsSkippedAndTheNextOneStored) {
-  server_.Change([](FakeCoordinator::Script* s) { s->store_full = 1; });
+  server_.Change([](FakeRunClient::Script* s) { s->store_full = 1; });
   SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
                                train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
     obs->OnMetrics(Points(1, 200));
@@ -368,7 +368,7 @@ TEST_F(RunSessionTest, TrainingWaitsForSpaceUntilTheRunIsToStop) {
     obs->OnMetrics(Points(1, 10));
     const absl::Status full = absl::ResourceExhaustedError("checkpoint: no space left on device");
     if (obs->WaitForSpace(full)) ++waits;
-    server_.Change([](FakeCoordinator::Script* s) { s->cancel_on_report = true; });
+    server_.Change([](FakeRunClient::Script* s) { s->cancel_on_report = true; });
     obs->OnMetrics(Points(11, 20));
     if (!Eventually([&] { return obs->ShouldStop(); })) {
       return absl::DeadlineExceededError("the cancel never reached the session");
@@ -493,7 +493,7 @@ absl::StatusOr<train::TrainResult> TrainUntilStopped(train::TrainObserver* obs) 
 }
 
 TEST_F(RunSessionTest, AFencedWriteEndsTheRunAsLeaseLost) {
-  server_.Change([](FakeCoordinator::Script* s) { s->lose_lease_on_report = true; });
+  server_.Change([](FakeRunClient::Script* s) { s->lose_lease_on_report = true; });
   SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
                               train::TrainObserver* obs) { return TrainUntilStopped(obs); });
   EXPECT_EQ(out.end, SessionEnd::kLeaseLost);
@@ -508,7 +508,7 @@ TEST_F(RunSessionTest, AFencedWriteEndsTheRunAsLeaseLost) {
 TEST_F(RunSessionTest, ACancelLearntFromARefusedWriteEndsAsCancelled) {
   // The periodic heartbeat is an hour away: only the heartbeat the refused report provokes can
   // tell the session that the refusal was a cancel rather than a lost lease.
-  server_.Change([](FakeCoordinator::Script* s) { s->cancel_on_report = true; });
+  server_.Change([](FakeRunClient::Script* s) { s->cancel_on_report = true; });
   SessionOutcome out = Run([](const v1::RunSpec&, const train::TrainOptions&,
                               train::TrainObserver* obs) { return TrainUntilStopped(obs); });
   EXPECT_EQ(out.end, SessionEnd::kCancelled);
@@ -524,12 +524,12 @@ TEST_F(RunSessionTest, HeartbeatsKeepTryingThroughAnOutageAndTheSpoolIsReplayed)
   SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
                                train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
     obs->OnMetrics(Points(1, 100));
-    server_.Change([](FakeCoordinator::Script* s) { s->down = true; });
+    server_.Change([](FakeRunClient::Script* s) { s->down = true; });
     if (!Eventually([&] { return server_.record().heartbeats_failed >= 3; })) {
       return absl::DeadlineExceededError("heartbeats stopped while the server was away");
     }
     obs->OnMetrics(Points(101, 900));  // training goes on; these wait in the spool
-    server_.Change([](FakeCoordinator::Script* s) { s->down = false; });
+    server_.Change([](FakeRunClient::Script* s) { s->down = false; });
     if (!Eventually([&] { return server_.record().heartbeats_ok_after_failure >= 1; })) {
       return absl::DeadlineExceededError("no heartbeat got through after the outage");
     }
@@ -542,7 +542,7 @@ TEST_F(RunSessionTest, HeartbeatsKeepTryingThroughAnOutageAndTheSpoolIsReplayed)
 }
 
 TEST_F(RunSessionTest, ASendFailureLeavesThePointsSpooledUntilTheyAreReplayed) {
-  server_.Change([](FakeCoordinator::Script* s) { s->fail_reports = 3; });
+  server_.Change([](FakeRunClient::Script* s) { s->fail_reports = 3; });
   SessionOutcome out =
       Run([](const v1::RunSpec&, const train::TrainOptions&, train::TrainObserver* obs) {
         obs->OnMetrics(Points(1, 700));
@@ -595,7 +595,7 @@ TEST_F(RunSessionTest, ShutdownBeforeTrainingHandsTheRunStraightBack) {
 TEST_F(RunSessionTest, ShutdownWhileTheServerIsAwayAbandonsTheRunToLeaseExpiry) {
   SessionOutcome out = Run([&](const v1::RunSpec&, const train::TrainOptions&,
                                train::TrainObserver* obs) -> absl::StatusOr<train::TrainResult> {
-    server_.Change([](FakeCoordinator::Script* s) { s->down = true; });
+    server_.Change([](FakeRunClient::Script* s) { s->down = true; });
     shutdown_ = true;
     if (!obs->ShouldStop()) return absl::InternalError("shutdown did not stop training");
     return Finished(train::Outcome::kStopped, 5);

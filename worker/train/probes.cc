@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "common/util/metric_names.h"
+#include "common/run/metric_names.h"
 
 namespace ablate::train {
 namespace {

@@ -26,10 +26,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/run/metric_names.h"
 #include "common/sweep/run_config.h"
 #include "common/sweep/sweep.h"
 #include "common/util/file.h"
-#include "common/util/metric_names.h"
 #include "common/util/sha256.h"
 #include "common/util/status_macros.h"
 #include "common/util/threads.h"

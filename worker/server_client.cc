@@ -1,4 +1,4 @@
-#include "worker/coordinator.h"
+#include "worker/server_client.h"
 
 #include <cerrno>
 #include <chrono>
@@ -59,24 +59,25 @@ absl::Status DownloadTo(Reader* reader, Message* chunk, const std::string& path,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Connect(const rpc::ClientConfig& config) {
+absl::StatusOr<std::unique_ptr<ServerClient>> ServerClient::Connect(
+    const rpc::ClientConfig& config) {
   auto channel = rpc::MakeChannel(config);
   if (!channel.ok()) return channel.status();
-  return std::unique_ptr<Coordinator>(new Coordinator(config, *std::move(channel)));
+  return std::unique_ptr<ServerClient>(new ServerClient(config, *std::move(channel)));
 }
 
-Coordinator::Coordinator(rpc::ClientConfig config, std::shared_ptr<grpc::Channel> channel)
+ServerClient::ServerClient(rpc::ClientConfig config, std::shared_ptr<grpc::Channel> channel)
     : config_(std::move(config)),
       channel_(std::move(channel)),
       stub_(v1::WorkerService::NewStub(channel_)) {}
 
-void Coordinator::Prepare(grpc::ClientContext* context, double deadline_seconds) const {
+void ServerClient::Prepare(grpc::ClientContext* context, double deadline_seconds) const {
   rpc::Authorize(context, config_.token);
   context->set_deadline(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)));
 }
 
-absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::WorkerInfo& info) {
+absl::StatusOr<v1::RegisterResponse> ServerClient::Register(const v1::WorkerInfo& info) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::RegisterRequest req;
@@ -87,7 +88,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::WorkerInfo&
   return resp;
 }
 
-absl::StatusOr<v1::LeaseResponse> Coordinator::Lease(int64_t worker_id, double wait_seconds) {
+absl::StatusOr<v1::LeaseResponse> ServerClient::Lease(int64_t worker_id, double wait_seconds) {
   grpc::ClientContext ctx;
   Prepare(&ctx, wait_seconds + kCallDeadlineSeconds);
   {
@@ -109,14 +110,14 @@ absl::StatusOr<v1::LeaseResponse> Coordinator::Lease(int64_t worker_id, double w
   return resp;
 }
 
-void Coordinator::CancelLongPoll() {
+void ServerClient::CancelLongPoll() {
   std::lock_guard<std::mutex> lock(poll_mu_);
   poll_cancelled_ = true;
   if (poll_context_ != nullptr) poll_context_->TryCancel();
 }
 
-absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const RunLease& lease,
-                                                             v1::HeartbeatRequest progress) {
+absl::StatusOr<v1::HeartbeatResponse> ServerClient::Heartbeat(const RunLease& lease,
+                                                              v1::HeartbeatRequest progress) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
   lease.Stamp(&progress);
@@ -127,8 +128,8 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const RunLease& lea
   return resp;
 }
 
-absl::Status Coordinator::ReportMetrics(const RunLease& lease,
-                                        const std::vector<v1::MetricPoint>& points) {
+absl::Status ServerClient::ReportMetrics(const RunLease& lease,
+                                         const std::vector<v1::MetricPoint>& points) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::ReportMetricsRequest req;
@@ -175,8 +176,8 @@ void SendFile(Writer& writer, const Chunk& header, const std::string& path) {
 
 }  // namespace
 
-absl::Status Coordinator::PutCheckpoint(const RunLease& lease, int64_t step,
-                                        const std::string& path, v1::CheckpointRef* stored) {
+absl::Status ServerClient::PutCheckpoint(const RunLease& lease, int64_t step,
+                                         const std::string& path, v1::CheckpointRef* stored) {
   ASSIGN_OR_RETURN(const FileDigest file, DigestOf(path));
   grpc::ClientContext ctx;
   Prepare(&ctx, 600);
@@ -193,7 +194,8 @@ absl::Status Coordinator::PutCheckpoint(const RunLease& lease, int64_t step,
   return s;
 }
 
-absl::Status Coordinator::ReportLogs(const RunLease& lease, const std::vector<v1::LogLine>& lines) {
+absl::Status ServerClient::ReportLogs(const RunLease& lease,
+                                      const std::vector<v1::LogLine>& lines) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::LogReportRequest req;
@@ -203,8 +205,8 @@ absl::Status Coordinator::ReportLogs(const RunLease& lease, const std::vector<v1
   return rpc::ToAbsl(stub_->ReportLogs(&ctx, req, &resp), "report logs", config_.server, "worker");
 }
 
-absl::Status Coordinator::GetCheckpoint(const RunLease& lease, const v1::CheckpointRef& ref,
-                                        const std::string& path) {
+absl::Status ServerClient::GetCheckpoint(const RunLease& lease, const v1::CheckpointRef& ref,
+                                         const std::string& path) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 600);
   v1::GetCheckpointRequest req;
@@ -222,7 +224,7 @@ absl::Status Coordinator::GetCheckpoint(const RunLease& lease, const v1::Checkpo
   return s;
 }
 
-absl::Status Coordinator::GetDataset(const std::string& sha256, const std::string& path) {
+absl::Status ServerClient::GetDataset(const std::string& sha256, const std::string& path) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 3600);
   v1::GetDatasetRequest req;
@@ -239,7 +241,7 @@ absl::Status Coordinator::GetDataset(const std::string& sha256, const std::strin
   return s;
 }
 
-absl::Status Coordinator::Complete(const RunLease& lease, v1::CompleteRequest outcome) {
+absl::Status ServerClient::Complete(const RunLease& lease, v1::CompleteRequest outcome) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   lease.Stamp(&outcome);
@@ -247,8 +249,8 @@ absl::Status Coordinator::Complete(const RunLease& lease, v1::CompleteRequest ou
   return rpc::ToAbsl(stub_->Complete(&ctx, outcome, &resp), "complete", config_.server, "worker");
 }
 
-absl::Status Coordinator::Release(const RunLease& lease, const std::string& reason,
-                                  v1::FaultClass fault) {
+absl::Status ServerClient::Release(const RunLease& lease, const std::string& reason,
+                                   v1::FaultClass fault) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
   v1::ReleaseRequest req;
@@ -259,7 +261,7 @@ absl::Status Coordinator::Release(const RunLease& lease, const std::string& reas
   return rpc::ToAbsl(stub_->Release(&ctx, req, &resp), "release", config_.server, "worker");
 }
 
-absl::Status Coordinator::Deregister(int64_t worker_id) {
+absl::Status ServerClient::Deregister(int64_t worker_id) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 10);
   v1::CliDeregisterRequest req;
@@ -268,7 +270,7 @@ absl::Status Coordinator::Deregister(int64_t worker_id) {
   return rpc::ToAbsl(stub_->Deregister(&ctx, req, &resp), "deregister", config_.server, "worker");
 }
 
-absl::StatusOr<v1::DataPrepClaimResponse> Coordinator::ClaimDataPrep(
+absl::StatusOr<v1::DataPrepClaimResponse> ServerClient::ClaimDataPrep(
     const v1::DataPrepClaimRequest& request) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
@@ -279,17 +281,17 @@ absl::StatusOr<v1::DataPrepClaimResponse> Coordinator::ClaimDataPrep(
   return resp;
 }
 
-absl::StatusOr<v1::DataPrepClaimResponse> Coordinator::RenewDataPrep(int64_t worker_id,
-                                                                     const DataPrepClaim& claim) {
+absl::StatusOr<v1::DataPrepClaimResponse> ServerClient::RenewDataPrep(int64_t worker_id,
+                                                                      const DataPrepClaim& claim) {
   v1::DataPrepClaimRequest req;
   req.set_worker_id(worker_id);
   claim.Stamp(&req);
   return ClaimDataPrep(req);
 }
 
-absl::StatusOr<v1::PreparedFileRef> Coordinator::PutPreparedFile(const DataPrepClaim& claim,
-                                                                 const std::string& role,
-                                                                 const std::string& path) {
+absl::StatusOr<v1::PreparedFileRef> ServerClient::PutPreparedFile(const DataPrepClaim& claim,
+                                                                  const std::string& role,
+                                                                  const std::string& path) {
   ASSIGN_OR_RETURN(const FileDigest file, DigestOf(path));
   grpc::ClientContext ctx;
   Prepare(&ctx, 3600);
@@ -318,8 +320,8 @@ absl::Status SendPublish(v1::WorkerService::Stub* stub, grpc::ClientContext* ctx
 
 }  // namespace
 
-absl::Status Coordinator::PublishDataPrep(const DataPrepClaim& claim,
-                                          const std::vector<v1::PreparedFileRef>& files) {
+absl::Status ServerClient::PublishDataPrep(const DataPrepClaim& claim,
+                                           const std::vector<v1::PreparedFileRef>& files) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::DataPrepPublishRequest req;
@@ -328,7 +330,7 @@ absl::Status Coordinator::PublishDataPrep(const DataPrepClaim& claim,
   return SendPublish(stub_.get(), &ctx, req, config_.server);
 }
 
-absl::Status Coordinator::AbandonDataPrep(const DataPrepClaim& claim) {
+absl::Status ServerClient::AbandonDataPrep(const DataPrepClaim& claim) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::DataPrepPublishRequest req;
@@ -337,7 +339,7 @@ absl::Status Coordinator::AbandonDataPrep(const DataPrepClaim& claim) {
   return SendPublish(stub_.get(), &ctx, req, config_.server);
 }
 
-absl::Status Coordinator::GetPreparedFile(const std::string& sha256, const std::string& path) {
+absl::Status ServerClient::GetPreparedFile(const std::string& sha256, const std::string& path) {
   grpc::ClientContext ctx;
   Prepare(&ctx, 3600);
   v1::PreparedFileRequest req;

@@ -6,7 +6,7 @@
 
 #include "ablate/v1/ablate.pb.h"
 #include "absl/strings/str_cat.h"
-#include "common/util/run_state.h"
+#include "common/run/run_state.h"
 
 namespace ablate::util {
 

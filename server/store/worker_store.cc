@@ -1,4 +1,4 @@
-#include "server/store/queue_store.h"
+#include "server/store/worker_store.h"
 
 #include <utility>
 
@@ -7,7 +7,7 @@
 
 namespace ablate::server {
 
-absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info, int64_t token_id) {
+absl::StatusOr<int64_t> WorkerStore::Register(const v1::WorkerInfo& info, int64_t token_id) {
   if (info.name().empty()) return absl::InvalidArgumentError("register: info.name is empty");
   const std::string& kind = info.device_kind();
   if (kind != "cpu" && kind != "cuda" && kind != "mps") {
@@ -31,7 +31,7 @@ absl::StatusOr<int64_t> QueueStore::Register(const v1::WorkerInfo& info, int64_t
   });
 }
 
-absl::Status QueueStore::Deregister(int64_t worker_id, int64_t token_id) {
+absl::Status WorkerStore::Deregister(int64_t worker_id, int64_t token_id) {
   return db_
       ->Tx<bool>("deregister",
                  [&](pqxx::work& tx) -> absl::StatusOr<bool> {
@@ -47,8 +47,8 @@ absl::Status QueueStore::Deregister(int64_t worker_id, int64_t token_id) {
       .status();
 }
 
-absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,
-                                                             const std::string& sha256) {
+absl::StatusOr<v1::CheckpointRef> WorkerStore::FindCheckpoint(int64_t run_id,
+                                                              const std::string& sha256) {
   return db_->Tx<v1::CheckpointRef>(
       "find checkpoint", [&](pqxx::work& tx) -> absl::StatusOr<v1::CheckpointRef> {
         pqxx::result r = pg::Exec(tx, "checkpoint_find", run_id, sha256);
@@ -66,7 +66,7 @@ absl::StatusOr<v1::CheckpointRef> QueueStore::FindCheckpoint(int64_t run_id,
       });
 }
 
-absl::StatusOr<std::pair<std::string, int64_t>> QueueStore::DatasetPath(const std::string& sha) {
+absl::StatusOr<std::pair<std::string, int64_t>> WorkerStore::DatasetPath(const std::string& sha) {
   using Out = std::pair<std::string, int64_t>;
   return db_->Tx<Out>("get dataset", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
     pqxx::result r = pg::Exec(tx, "dataset_path", sha);

@@ -1,7 +1,7 @@
 // What a run session needs of the server: the WorkerService calls about one leased run. Each
 // fenced call takes the attempt's RunLease (worker/run_lease.h) whole and builds its request's
 // (run, attempt, lease token) from it with RunLease::Stamp, nothing else. The daemon's
-// Coordinator implements it over gRPC; the session's tests implement it in process, so the
+// ServerClient implements it over gRPC; the session's tests implement it in process, so the
 // session's decisions (fenced, cancelled, handed back, completed) are tested without a server.
 #pragma once
 
@@ -18,9 +18,9 @@ namespace ablate::worker {
 
 // Errors follow rpc::ToAbsl: IsTransient (server unreachable: retry) versus FAILED_PRECONDITION
 // (fenced: this attempt may no longer write) versus anything else.
-class RunCoordinator {
+class RunClient {
  public:
-  virtual ~RunCoordinator() = default;
+  virtual ~RunClient() = default;
 
   // Answers instead of failing when fenced: cancel or lease_lost in the response. `progress`
   // carries the worker and the run's progress; its lease fields are stamped from `lease`.

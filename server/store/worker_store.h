@@ -13,9 +13,9 @@
 
 namespace ablate::server {
 
-class QueueStore {
+class WorkerStore {
  public:
-  QueueStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
+  WorkerStore(Db* db, double lease_seconds) : db_(db), lease_seconds_(lease_seconds) {}
 
   double lease_seconds() const { return lease_seconds_; }
 

@@ -15,13 +15,13 @@
 #include "absl/status/statusor.h"
 #include "common/rpc/channel.h"
 #include "worker/data_prep_claim.h"
-#include "worker/run_coordinator.h"
+#include "worker/run_client.h"
 
 namespace ablate::worker {
 
-class Coordinator : public RunCoordinator {
+class ServerClient : public RunClient {
  public:
-  static absl::StatusOr<std::unique_ptr<Coordinator>> Connect(const rpc::ClientConfig& config);
+  static absl::StatusOr<std::unique_ptr<ServerClient>> Connect(const rpc::ClientConfig& config);
 
   absl::StatusOr<v1::RegisterResponse> Register(const v1::WorkerInfo& info);
   // Long-polls up to `wait_seconds`. Cancel() from another thread ends the wait early.
@@ -72,7 +72,7 @@ class Coordinator : public RunCoordinator {
   const std::string& server() const { return config_.server; }
 
  private:
-  Coordinator(rpc::ClientConfig config, std::shared_ptr<grpc::Channel> channel);
+  ServerClient(rpc::ClientConfig config, std::shared_ptr<grpc::Channel> channel);
   void Prepare(grpc::ClientContext* context, double deadline_seconds) const;
 
   rpc::ClientConfig config_;
