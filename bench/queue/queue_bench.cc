@@ -218,8 +218,9 @@ double PgbenchPeer(const Bench& b, const std::string& url, int workers, int seco
     }
   }
   const std::string digest = "'pgbench'";
-  std::string script = absl::StrCat("\\set wid :client_id + ", first, "\nBEGIN;\n",
-                                    Bind("lease_worker", {":wid", "NULL", "16"}), ";\n");
+  std::string script =
+      absl::StrCat("\\set wid :client_id + ", first, "\nBEGIN;\n", Bind("plan_generic", {}), ";\n",
+                   Bind("lease_worker", {":wid", "NULL", "16"}), ";\n");
   absl::StrAppend(&script, Bind("lease", {":wid", "60", digest, "16", "0"}), " \\gset\n",
                   "COMMIT;\nBEGIN;\n",
                   Bind("complete", {":run_id", ":attempt", digest, "'succeeded'",

@@ -127,6 +127,8 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
         // worker's concurrent Leases, so the count the next statement makes (a new snapshot,
         // taken after the lock) includes every lease the worker won before: a worker can never
         // hold more runs than it declared, however many Leases it sends at once.
+        // The lease statement runs on its generic plan (plan_generic.sql says why).
+        pg::Exec(tx, "plan_generic");
         pqxx::result wr = pg::Exec(tx, "lease_worker", worker_id, token_id, kMaxWorkerSlots);
         if (wr.empty() || !wr[0]["callers"].as<bool>()) return NotTheCallersWorker(worker_id);
         const pqxx::row worker = wr.front();
