@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -55,6 +56,24 @@ absl::Status DownloadTo(Reader* reader, Message* chunk, const std::string& path,
   }
   // Verified by its hash whenever it is used, so a rename is enough: no wait for the disk.
   return util::CommitFile(tmp, path, util::Durability::kRename);
+}
+
+// Streams `reader` into `path` (DownloadTo), then ends the call: when the server ends it with an
+// error the file is not kept, and that error is the result.
+template <typename Chunk>
+absl::Status Download(grpc::ClientReader<Chunk>* reader, const std::string& path,
+                      const std::string& want_sha256, std::string_view what,
+                      const std::string& server) {
+  Chunk chunk;
+  const absl::Status s = DownloadTo(reader, &chunk, path, want_sha256, what);
+  absl::Status fin =
+      rpc::ToAbsl(reader->Finish(), absl::StrCat("download ", std::string(what)), server, "worker");
+  if (!fin.ok()) {
+    std::error_code ignored;
+    std::filesystem::remove(path, ignored);
+    return fin;
+  }
+  return s;
 }
 
 }  // namespace
@@ -213,15 +232,7 @@ absl::Status ServerClient::GetCheckpoint(const RunLease& lease, const v1::Checkp
   lease.Stamp(&req);
   req.set_sha256(ref.sha256());
   auto reader = stub_->GetCheckpoint(&ctx, req);
-  v1::CheckpointChunk chunk;
-  auto s = DownloadTo(reader.get(), &chunk, path, ref.sha256(), "checkpoint");
-  auto fin = rpc::ToAbsl(reader->Finish(), "download checkpoint", config_.server, "worker");
-  if (!fin.ok()) {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-    return fin;
-  }
-  return s;
+  return Download(reader.get(), path, ref.sha256(), "checkpoint", config_.server);
 }
 
 absl::Status ServerClient::GetDataset(const std::string& sha256, const std::string& path) {
@@ -230,15 +241,7 @@ absl::Status ServerClient::GetDataset(const std::string& sha256, const std::stri
   v1::GetDatasetRequest req;
   req.set_sha256(sha256);
   auto reader = stub_->GetDataset(&ctx, req);
-  v1::DataChunk chunk;
-  auto s = DownloadTo(reader.get(), &chunk, path, sha256, "data set");
-  auto fin = rpc::ToAbsl(reader->Finish(), "download data set", config_.server, "worker");
-  if (!fin.ok()) {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-    return fin;
-  }
-  return s;
+  return Download(reader.get(), path, sha256, "data set", config_.server);
 }
 
 absl::Status ServerClient::Complete(const RunLease& lease, v1::CompleteRequest outcome) {
@@ -345,15 +348,7 @@ absl::Status ServerClient::GetPreparedFile(const std::string& sha256, const std:
   v1::PreparedFileRequest req;
   req.set_sha256(sha256);
   auto reader = stub_->GetPreparedFile(&ctx, req);
-  v1::DataChunk chunk;
-  auto s = DownloadTo(reader.get(), &chunk, path, sha256, "prepared file");
-  auto fin = rpc::ToAbsl(reader->Finish(), "download prepared file", config_.server, "worker");
-  if (!fin.ok()) {
-    std::error_code ignored;
-    std::filesystem::remove(path, ignored);
-    return fin;
-  }
-  return s;
+  return Download(reader.get(), path, sha256, "prepared file", config_.server);
 }
 
 }  // namespace ablate::worker
