@@ -208,13 +208,6 @@ class CountsTest : public ServerFixture {
     v1::HeartbeatResponse resp;
     EXPECT_TRUE(WorkerStub()->Heartbeat(Ctx().get(), req, &resp).ok());
   }
-
-  void Exec(const std::string& sql) {
-    pqxx::connection conn(url_);
-    pqxx::work tx(conn);
-    tx.exec(sql);
-    tx.commit();
-  }
 };
 
 TEST_F(CountsTest, EveryTransitionKeepsTheCountsExact) {
@@ -228,14 +221,14 @@ TEST_F(CountsTest, EveryTransitionKeepsTheCountsExact) {
   Beat(w, a);
   ExpectExact(sweep, "heartbeat: leased -> running");
   // A live run's latest val loss counts in its cell's mean; a NaN one (a failed run's) does not.
-  Exec(absl::StrCat("UPDATE runs SET latest_val_loss = 2.5 WHERE id = ", a.lease().run_id()));
+  Sql(absl::StrCat("UPDATE runs SET latest_val_loss = 2.5 WHERE id = ", a.lease().run_id()));
   ExpectExact(sweep, "a running run's val loss");
   CompleteRun(a, v1::SUCCEEDED);
   ExpectExact(sweep, "complete succeeded");
   CompleteRun(LeaseRun(w), v1::DIVERGED);
   auto failing = LeaseRun(w);
-  Exec(absl::StrCat("UPDATE runs SET latest_val_loss = 'NaN' WHERE id = ",
-                    failing.lease().run_id()));
+  Sql(absl::StrCat("UPDATE runs SET latest_val_loss = 'NaN' WHERE id = ",
+                   failing.lease().run_id()));
   CompleteRun(failing, v1::FAILED);
   ExpectExact(sweep, "complete diverged, failed");
 
@@ -251,8 +244,7 @@ TEST_F(CountsTest, EveryTransitionKeepsTheCountsExact) {
 
   // The reaper: an expired lease, past this server's one preemption a run, fails the run.
   auto expiring = LeaseRun(w);
-  Exec(absl::StrCat("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = ",
-                    expiring.lease().run_id()));
+  ExpireLease(expiring.lease().run_id());
   for (int i = 0; i < 100 && GetSweep(sweep, false).sweep().counts().failed() < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -274,11 +266,11 @@ TEST_F(CountsTest, EveryTransitionKeepsTheCountsExact) {
 
   // Refinement's and pruning's writes are plain statements on runs like these: a run added in
   // round 2 and a queued run skipped.
-  Exec(absl::StrCat(
+  Sql(absl::StrCat(
       "INSERT INTO runs (sweep_id, cell, seed, order_index, priority, device, max_attempts, "
       "total_steps, refine_round) VALUES (",
       sweep, ", 'refined', 0, 100, 0, 'auto', 1, 10, 2)"));
-  Exec(
+  Sql(
       absl::StrCat("UPDATE runs SET state = 'skipped', finished_at = now() WHERE id = (SELECT "
                    "min(id) FROM runs WHERE sweep_id = ",
                    sweep, " AND state = 'queued')"));

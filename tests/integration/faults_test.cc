@@ -62,17 +62,6 @@ class FaultsTest : public ServerFixture {
     return WorkerStub()->Complete(Ctx().get(), req, &resp);
   }
 
-  // One value from the database, as text.
-  std::string Query(const std::string& sql) {
-    pqxx::connection conn(url_);
-    pqxx::work tx(conn);
-    pqxx::result r = server::pg::ExecText(tx, sql);
-    tx.commit();
-    if (r.empty() || r[0][0].is_null()) return "";
-    return r[0][0].as<std::string>();
-  }
-  void Exec(const std::string& sql) { Query(sql); }
-
   v1::Run RunOf(int64_t sweep, int64_t run) {
     const v1::GetSweepResponse got = GetSweep(sweep);
     for (const auto& r : got.runs()) {
@@ -96,7 +85,7 @@ TEST_F(FaultsTest, AWorkerSideFailureRequeuesTheRunOnAnotherWorker) {
   v1::Run r = RunOf(sweep, run);
   EXPECT_EQ(r.state(), v1::QUEUED);
   EXPECT_EQ(r.max_attempts(), 2);
-  EXPECT_EQ(Query(absl::StrCat("SELECT worker_faults FROM runs WHERE id = ", run)), "1");
+  EXPECT_EQ(Sql(absl::StrCat("SELECT worker_faults FROM runs WHERE id = ", run)), "1");
   bool faulted = false;
   for (const auto& e : Events(run)) {
     faulted |= e.kind() == "faulted" && e.fault() == "worker" && e.worker() == "bad" &&
@@ -125,8 +114,8 @@ TEST_F(FaultsTest, TheFaultyWorkerTakesTheRunBackWhenNoOtherWorkerCan) {
   ASSERT_TRUE(l.has_run());
   ASSERT_TRUE(Fail(l, v1::FAULT_WORKER, "out of memory").ok());
   // The only other worker stopped heartbeating long ago: the run is not left waiting for it.
-  Exec(absl::StrCat("UPDATE workers SET last_seen_at = now() - interval '1 hour' WHERE id = ",
-                    gone));
+  Sql(absl::StrCat("UPDATE workers SET last_seen_at = now() - interval '1 hour' WHERE id = ",
+                   gone));
   auto back = Lease(bad);
   ASSERT_TRUE(back.has_run());
   EXPECT_EQ(back.lease().run_id(), l.lease().run_id());
@@ -155,8 +144,8 @@ TEST_F(FaultsTest, AWorkerThatKeepsFailingIsBenchedAndMustPassItsSelfCheck) {
   EXPECT_FALSE(benched.self_check_due());
 
   // The bench ends: the self-check is due before any lease.
-  Exec(absl::StrCat("UPDATE workers SET benched_until = now() - interval '1 second' WHERE id = ",
-                    bad));
+  Sql(absl::StrCat("UPDATE workers SET benched_until = now() - interval '1 second' WHERE id = ",
+                   bad));
   auto due = Lease(bad);
   EXPECT_FALSE(due.has_run());
   EXPECT_TRUE(due.self_check_due());
@@ -169,9 +158,9 @@ TEST_F(FaultsTest, AWorkerThatKeepsFailingIsBenchedAndMustPassItsSelfCheck) {
   auto longer = Lease(bad);
   EXPECT_FALSE(longer.has_run());
   EXPECT_GT(longer.benched_until(), absl::ToUnixSeconds(absl::Now()) + 110);
-  EXPECT_EQ(Query(absl::StrCat("SELECT fault_streak || ',' || bench_count || ',' || runs_faulted "
-                               "FROM workers WHERE id = ",
-                               bad)),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT fault_streak || ',' || bench_count || ',' || runs_faulted "
+                             "FROM workers WHERE id = ",
+                             bad)),
             "4,2,4");
 }
 
@@ -191,9 +180,9 @@ TEST_F(FaultsTest, ARunThatTrainsToItsEndEndsTheStreak) {
     }
   }
   // 2 failures, a success, 2 failures: never 3 in a row, so never benched.
-  EXPECT_EQ(Query(absl::StrCat("SELECT fault_streak || ',' || (benched_until IS NULL) FROM "
-                               "workers WHERE id = ",
-                               w)),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT fault_streak || ',' || (benched_until IS NULL) FROM "
+                             "workers WHERE id = ",
+                             w)),
             "2,true");
 }
 
@@ -210,7 +199,7 @@ TEST_F(FaultsTest, ARunSideFailureEndsTheRunAtOnceWithoutBlamingTheWorker) {
   bool completed = false;
   for (const auto& e : Events(r.id())) completed |= e.kind() == "completed" && e.fault() == "run";
   EXPECT_TRUE(completed);
-  EXPECT_EQ(Query(absl::StrCat("SELECT fault_streak FROM workers WHERE id = ", w)), "0");
+  EXPECT_EQ(Sql(absl::StrCat("SELECT fault_streak FROM workers WHERE id = ", w)), "0");
 }
 
 TEST_F(FaultsTest, ARunFailsForWorkerSideCausesOnlyOnEnoughDifferentWorkers) {
@@ -239,7 +228,7 @@ TEST_F(FaultsTest, ARunFailsForWorkerSideCausesOnlyOnEnoughDifferentWorkers) {
   v1::RetryRunsResponse requeued;
   ASSERT_TRUE(SweepStub()->RetryRuns(Ctx().get(), retry, &requeued).ok());
   EXPECT_EQ(requeued.requeued(), 1);
-  EXPECT_EQ(Query(absl::StrCat("SELECT cardinality(faulted_workers) FROM runs WHERE id = ", run)),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT cardinality(faulted_workers) FROM runs WHERE id = ", run)),
             "0");
   EXPECT_TRUE(Lease(workers[0]).has_run());
 }
@@ -281,19 +270,19 @@ TEST_F(FaultsTest, AWorkerThatCannotGoOnReleasesWithTheCause) {
                e.message() == "spool: cannot create directory: Operation not permitted; requeued";
   }
   EXPECT_EQ(faulted, 1);
-  EXPECT_EQ(Query(absl::StrCat("SELECT fault_streak FROM workers WHERE id = ", w)), "1");
+  EXPECT_EQ(Sql(absl::StrCat("SELECT fault_streak FROM workers WHERE id = ", w)), "1");
 }
 
 TEST_F(FaultsTest, ARunIsLeasedOnlyToAWorkerWhoseMemoryHoldsIt) {
   const int64_t sweep = Submit(SweepYaml("fit", 2, 1)).sweep().id();
   // One run needs 6 GiB, the other 1 GiB (what submit estimates; set here to the point).
-  Exec(absl::StrCat("UPDATE runs SET memory_bytes = CASE WHEN order_index = 0 THEN ",
-                    int64_t{6} << 30, " ELSE ", int64_t{1} << 30, " END WHERE sweep_id = ", sweep));
+  Sql(absl::StrCat("UPDATE runs SET memory_bytes = CASE WHEN order_index = 0 THEN ",
+                   int64_t{6} << 30, " ELSE ", int64_t{1} << 30, " END WHERE sweep_id = ", sweep));
   // 16 GiB over 4 slots: 4 GiB a slot holds only the small run.
   const int64_t small = RegisterWithMemory("small", int64_t{16} << 30, 4);
   auto l = Lease(small);
   ASSERT_TRUE(l.has_run());
-  EXPECT_EQ(Query(absl::StrCat("SELECT memory_bytes FROM runs WHERE id = ", l.lease().run_id())),
+  EXPECT_EQ(Sql(absl::StrCat("SELECT memory_bytes FROM runs WHERE id = ", l.lease().run_id())),
             std::to_string(int64_t{1} << 30));
   EXPECT_FALSE(Lease(small).has_run()) << "the 6 GiB run does not fit a 4 GiB slot";
   const int64_t big = RegisterWithMemory("big", int64_t{24} << 30);
@@ -304,8 +293,7 @@ TEST_F(FaultsTest, LeaseExpiryIsAPreemptionNotAFailure) {
   const int64_t sweep = Submit(SweepYaml("preempt", 1, 1, "", "max_attempts: 1\n")).sweep().id();
   const int64_t w = Register("spot");
   auto l = Lease(w);
-  Exec(absl::StrCat("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = ",
-                    l.lease().run_id()));
+  ExpireLease(l.lease().run_id());
   v1::Run r;
   for (int i = 0; i < 100; ++i) {
     r = RunOf(sweep, l.lease().run_id());
@@ -314,8 +302,8 @@ TEST_F(FaultsTest, LeaseExpiryIsAPreemptionNotAFailure) {
   }
   EXPECT_EQ(r.state(), v1::QUEUED);
   EXPECT_EQ(r.max_attempts(), 2);
-  EXPECT_EQ(Query(absl::StrCat("SELECT preemptions FROM runs WHERE id = ", r.id())), "1");
-  EXPECT_EQ(Query(absl::StrCat("SELECT fault_streak FROM workers WHERE id = ", w)), "0");
+  EXPECT_EQ(Sql(absl::StrCat("SELECT preemptions FROM runs WHERE id = ", r.id())), "1");
+  EXPECT_EQ(Sql(absl::StrCat("SELECT fault_streak FROM workers WHERE id = ", w)), "0");
   bool preempted = false;
   for (const auto& e : Events(r.id())) preempted |= e.kind() == "preempted" && e.worker() == "spot";
   EXPECT_TRUE(preempted);

@@ -280,6 +280,20 @@ v1::GetSweepResponse ServerFixture::GetSweep(int64_t sweep_id, bool runs) {
   return resp;
 }
 
+std::string ServerFixture::Sql(const std::string& sql) {
+  pqxx::connection conn(url_);
+  pqxx::work tx(conn);
+  const pqxx::result r = server::pg::ExecText(tx, sql);
+  tx.commit();
+  if (r.empty() || r.columns() == 0 || r[0][0].is_null()) return "";
+  return r[0][0].as<std::string>();
+}
+
+void ServerFixture::ExpireLease(int64_t run_id) {
+  Sql(absl::StrCat("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = ",
+                   run_id));
+}
+
 std::vector<v1::RunEvent> ServerFixture::Events(int64_t run_id) {
   v1::ListRunEventsRequest req;
   req.set_run_id(run_id);

@@ -62,6 +62,13 @@ class ServerFixture : public ::testing::Test {
   std::vector<v1::MetricPoint> Points(int64_t run_id);
   // The run's events (ListRunEvents), oldest first.
   std::vector<v1::RunEvent> Events(int64_t run_id);
+  // Runs `sql` on the test's database in a transaction of its own (set-up a test cannot reach
+  // through the API: an aged heartbeat, a bench run out) and returns the first column of its
+  // first row as text, "" when there is none or it is NULL.
+  std::string Sql(const std::string& sql);
+  // Moves the run's lease expiry into the past, as if its worker had stopped heartbeating; the
+  // server's reaper does the rest.
+  void ExpireLease(int64_t run_id);
 
   std::string url_;
   server::ServerOptions options_;

@@ -33,15 +33,6 @@ class QueueTest : public ServerFixture {
     o->reap_interval_seconds = 0.2;
   }
 
-  // Moves the run's lease expiry into the past, as if its worker had stopped heartbeating.
-  void ExpireLease(int64_t run) {
-    pqxx::connection conn(url_);
-    pqxx::work tx(conn);
-    server::pg::ExecText(
-        tx, "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run);
-    tx.commit();
-  }
-
   grpc::Status Report(int64_t run, int attempt, int64_t from, int64_t to, double offset = 0) {
     v1::ReportMetricsRequest req;
     req.set_run_id(run);

@@ -37,14 +37,6 @@ class RefineTest : public ServerFixture {
     o->reap_interval_seconds = 0.2;
   }
 
-  void ExpireLease(int64_t run) {
-    pqxx::connection conn(url_);
-    pqxx::work tx(conn);
-    server::pg::ExecText(
-        tx, "UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", run);
-    tx.commit();
-  }
-
   // Polls (bounded) until the sweep has `n` runs; returns the last read.
   v1::GetSweepResponse WaitForRuns(int64_t sweep, int n) {
     v1::GetSweepResponse got;

@@ -36,13 +36,6 @@ class WorkersTest : public ServerFixture {
     o->reap_interval_seconds = 0.2;
   }
 
-  void Sql(const std::string& sql) {
-    pqxx::connection conn(url_);
-    pqxx::work tx(conn);
-    server::pg::ExecText(tx, sql);
-    tx.commit();
-  }
-
   std::vector<v1::Worker> List(bool all = false) {
     v1::ListWorkersRequest req;
     req.set_include_offline(all);
@@ -253,8 +246,7 @@ TEST_F(WorkersTest, DoneCountsCompletedRunsAndNotExpiredLeases) {
   EXPECT_EQ(Find("steady").runs_completed(), 2);
   auto c = Lease(w);
   ASSERT_TRUE(c.has_run());
-  Sql(absl::StrCat("UPDATE runs SET lease_expires_at = now() - interval '1 second' WHERE id = ",
-                   c.spec().run_id()));
+  ExpireLease(c.spec().run_id());
   for (int i = 0; i < 100 && Find("steady").state() == "busy"; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
