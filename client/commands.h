@@ -34,7 +34,7 @@ int Estimate(Context& ctx, const EstimateArgs& args);
 // noise, pooled over its curves (analysis::Analyze without resamples).
 struct PilotNoise {
   v1::Sweep sweep;
-  PooledSigma pooled;
+  analysis::PooledNoise pooled;
   bool partial = false;  // some of its runs are unfinished: the noise is from the finished ones
 };
 absl::StatusOr<PilotNoise> MeasurePilot(Context& ctx, const std::string& pilot);

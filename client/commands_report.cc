@@ -105,7 +105,7 @@ absl::StatusOr<PilotNoise> MeasurePilot(Context& ctx, const std::string& pilot) 
     return absl::Status(result.status().code(),
                         absl::StrCat("--pilot ", pilot, ": ", result.status().message()));
   }
-  out.pooled = PoolSeedSigma(result->curves);
+  out.pooled = analysis::PoolSeedNoise(result->curves);
   out.partial = result->partial;
   return out;
 }

@@ -57,18 +57,6 @@ absl::Status CheckSeedPlanFlags(const SeedPlanFlags& f) {
   return absl::OkStatus();
 }
 
-PooledSigma PoolSeedSigma(const std::vector<analysis::Curve>& curves) {
-  double sum = 0;
-  PooledSigma out;
-  for (const auto& c : curves) {
-    if (!c.seed_sigma || c.seed_dof <= 0) continue;
-    sum += c.seed_dof * *c.seed_sigma * *c.seed_sigma;
-    out.dof += c.seed_dof;
-  }
-  if (out.dof > 0) out.sigma = std::sqrt(sum / out.dof);
-  return out;
-}
-
 GridCounts CountGrid(const sweep::SweepSpec& spec) {
   GridCounts g;
   // The axes the report's tests group by: the file's `analysis:` moderator, and the LR axis the
@@ -101,7 +89,7 @@ SeedPlan PlanSeeds(double sigma, const SeedPlanFlags& flags, const GridCounts& g
   return p;
 }
 
-std::string PilotLine(int64_t sweep_id, const PooledSigma& pooled) {
+std::string PilotLine(int64_t sweep_id, const analysis::PooledNoise& pooled) {
   return absl::StrFormat("pilot sweep %d: sigma %s nats from %d dof", sweep_id,
                          Num(pooled.sigma, 2), pooled.dof);
 }

@@ -29,14 +29,6 @@ struct SeedPlanFlags {
 // sigma <= 0, any of them not finite, or both --sigma and --pilot.
 absl::Status CheckSeedPlanFlags(const SeedPlanFlags& flags);
 
-// The seed noise of a sweep: each curve's seed_sigma pooled by its degrees of freedom,
-// sqrt(sum dof * sigma^2 / sum dof). dof 0: no curve had a cell with 2+ seeds that trained.
-struct PooledSigma {
-  double sigma = 0;
-  int dof = 0;
-};
-PooledSigma PoolSeedSigma(const std::vector<analysis::Curve>& curves);
-
 // What the report's test families count, from the sweep file's grid: the values of the LR axis
 // and of the moderator axis (`analysis.by`, else n_layer; 1 when the axis is not in the grid),
 // and the seeds per cell (the `seed` axis, 1 without one).
@@ -78,7 +70,7 @@ inline constexpr int kSeedCap = 1000;
 SeedPlan PlanSeeds(double sigma, const SeedPlanFlags& flags, const GridCounts& grid);
 
 // "pilot sweep 12: sigma 0.031 nats from 24 dof".
-std::string PilotLine(int64_t sweep_id, const PooledSigma& pooled);
+std::string PilotLine(int64_t sweep_id, const analysis::PooledNoise& pooled);
 
 // The plan in words; with the file's estimate, what the plan's seeds cost: the estimate's
 // GPU-hours, money and wall time x cost_scale (null: the seed counts alone, the caller says why).

@@ -197,6 +197,25 @@ const Curve* Analysis::FindCurve(const std::string& context, const std::string& 
   return nullptr;
 }
 
+PooledNoise PoolSeedNoise(const std::vector<const Curve*>& curves) {
+  double sum_sq = 0;
+  PooledNoise out;
+  for (const Curve* c : curves) {
+    if (c == nullptr || !c->seed_sigma || c->seed_dof <= 0) continue;
+    sum_sq += c->seed_dof * *c->seed_sigma * *c->seed_sigma;
+    out.dof += c->seed_dof;
+  }
+  if (out.dof > 0) out.sigma = std::sqrt(sum_sq / out.dof);
+  return out;
+}
+
+PooledNoise PoolSeedNoise(const std::vector<Curve>& curves) {
+  std::vector<const Curve*> all;
+  all.reserve(curves.size());
+  for (const Curve& c : curves) all.push_back(&c);
+  return PoolSeedNoise(all);
+}
+
 absl::StatusOr<Analysis> Analyze(const std::vector<Run>& runs, const Options& options) {
   if (options.variant_axis == options.moderator_axis) {
     return absl::InvalidArgumentError(

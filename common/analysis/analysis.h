@@ -177,6 +177,16 @@ struct Curve {
   const Point* PointAt(double lr) const;  // the point at this LR (to 1e-9 relative), or null
 };
 
+// The seed noise of a set of curves: their seed_sigma pooled by degrees of freedom,
+// sqrt(sum dof * sigma^2 / sum dof), over the curves that have one (null entries skipped).
+// dof 0 and sigma 0: no curve had a cell with 2+ seeds that trained.
+struct PooledNoise {
+  double sigma = 0;
+  int dof = 0;
+};
+PooledNoise PoolSeedNoise(const std::vector<const Curve*>& curves);
+PooledNoise PoolSeedNoise(const std::vector<Curve>& curves);
+
 // η† for one (context, moderator, treated variant) against the baseline.
 struct Necessity {
   std::string context;

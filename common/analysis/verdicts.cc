@@ -33,18 +33,6 @@ std::string Scope(const std::string& context) {
   return context.empty() ? "" : absl::StrCat(" [", context, "]");
 }
 
-// The seed noise pooled over curves: sqrt(Σ dof σ² / Σ dof), and Σ dof.
-std::pair<double, int> PooledNoise(const std::vector<const Curve*>& curves) {
-  double sum_sq = 0;
-  int dof = 0;
-  for (const Curve* c : curves) {
-    if (c == nullptr || !c->seed_sigma) continue;
-    sum_sq += c->seed_dof * *c->seed_sigma * *c->seed_sigma;
-    dof += c->seed_dof;
-  }
-  return {dof > 0 ? std::sqrt(sum_sq / dof) : 0.0, dof};
-}
-
 // The curves a verdict about (context, variant) rests on: each moderator's baseline and treated.
 std::vector<const Curve*> PairCurves(const Analysis& a, const std::string& context,
                                      const std::string& variant) {
@@ -102,7 +90,7 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
     const Curve* b = a.FindCurve(context, a.baseline, m);
     const Curve* q = a.FindCurve(context, variant, m);
     if (b == nullptr || q == nullptr) continue;
-    const auto [sigma, dof] = PooledNoise({b, q});
+    const auto [sigma, dof] = PoolSeedNoise(std::vector<const Curve*>{b, q});
     struct Stable {
       double lr, diff, var_factor;
     };
@@ -185,7 +173,7 @@ Verdict H1(const Analysis& a, const std::string& context, const std::string& var
   v.deciding = std::move(deciding);
   v.hypothesis = "H1";
   v.alpha = o.alpha;
-  const auto [sigma, dof] = PooledNoise(PairCurves(a, context, variant));
+  const auto [sigma, dof] = PoolSeedNoise(PairCurves(a, context, variant));
   const std::vector<double> adjusted = Adjusted(tests);
   size_t best = 0;
   for (size_t i = 1; i < adjusted.size(); ++i) {
@@ -308,7 +296,7 @@ Verdict H2(const Analysis& a, const std::string& context, const std::string& var
         {absl::StrCat("seeds above the good limit (exact test over ", good.informative, " LRs)"),
          good.p_two_sided, direction(good)});
   }
-  const auto [sigma, dof] = PooledNoise(PairCurves(a, context, variant));
+  const auto [sigma, dof] = PoolSeedNoise(PairCurves(a, context, variant));
   if (!sensitivity.empty() && draws.resamples > 1 && dof > 0) {
     // The mean over moderator values of LRS(baseline) - LRS(variant), its standard error the
     // bootstrap's.
@@ -423,7 +411,7 @@ Verdict H3(const Analysis& a, const std::string& context, const std::string& var
       parts.push_back(absl::StrCat(m, ": ", value, IntervalText(n.eta_dagger_ci)));
     }
   }
-  const auto [sigma, dof] = PooledNoise(PairCurves(a, context, variant));
+  const auto [sigma, dof] = PoolSeedNoise(PairCurves(a, context, variant));
   Verdict v;
   v.deciding = std::move(deciding);
   v.hypothesis = "H3";

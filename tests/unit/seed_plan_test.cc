@@ -112,12 +112,12 @@ TEST(SeedPlan, PoolsCurvesByTheirDegreesOfFreedom) {
   curves[1].seed_sigma = 0.04;
   curves[1].seed_dof = 12;
   // curves[2]: no cell with two seeds that trained, so nothing to pool.
-  const PooledSigma pooled = PoolSeedSigma(curves);
+  const analysis::PooledNoise pooled = analysis::PoolSeedNoise(curves);
   EXPECT_EQ(pooled.dof, 16);
   // sqrt((4 x 0.0004 + 12 x 0.0016) / 16) = sqrt(0.0013).
   EXPECT_NEAR(pooled.sigma, 0.0360555, 1e-6);
   EXPECT_EQ(PilotLine(12, pooled), "pilot sweep 12: sigma 0.036 nats from 16 dof");
-  EXPECT_EQ(PoolSeedSigma({curves[2]}).dof, 0);
+  EXPECT_EQ(analysis::PoolSeedNoise({curves[2]}).dof, 0);
 }
 
 TEST(SeedPlan, BadFlagsAreNamed) {
