@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/charconv.h"
 #include "google/protobuf/descriptor.h"
 
 namespace ablate::server::pg {
@@ -409,8 +410,10 @@ class Reader {
     auto r = std::from_chars(t.data(), t.data() + t.size(), *v);
     if (r.ec == std::errc() && r.ptr == t.data() + t.size()) return true;
     // 1.0 and 1e3 are integers too, if exactly integral and in range.
+    // absl::from_chars, not std::: Apple's libc++ (the laptop) has no floating-point
+    // std::from_chars before libc++ 20 (scripts/check-includes refuses it).
     double d;
-    auto rd = std::from_chars(t.data(), t.data() + t.size(), d);
+    auto rd = absl::from_chars(t.data(), t.data() + t.size(), d);
     if (rd.ec != std::errc() || rd.ptr != t.data() + t.size()) return false;
     const double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);  // 2^31, 2^32, 2^63, 2^64
     const double lo = std::is_signed_v<T> ? -hi : 0.0;
@@ -435,7 +438,7 @@ class Reader {
       }
     }
     double d;
-    auto r = std::from_chars(t.data(), t.data() + t.size(), d);
+    auto r = absl::from_chars(t.data(), t.data() + t.size(), d);
     if (r.ec != std::errc() || r.ptr != t.data() + t.size() || !std::isfinite(d)) return false;
     if constexpr (std::is_same_v<T, float>) {
       if (std::fabs(d) > std::numeric_limits<float>::max()) return false;
