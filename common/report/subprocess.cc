@@ -25,11 +25,33 @@ bool ProgramExists(const std::string& program) {
   return false;
 }
 
+namespace {
+
+// A pipe whose two ends a child does not inherit past exec. pipe2 sets that atomically; macOS
+// (the laptop) has no pipe2, so there the flag is set just after.
+int CloseOnExecPipe(int fds[2]) {
+#if defined(__linux__)
+  return pipe2(fds, O_CLOEXEC);
+#else
+  if (pipe(fds) != 0) return -1;
+  if (fcntl(fds[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(fds[1], F_SETFD, FD_CLOEXEC) != 0) {
+    const int saved = errno;
+    close(fds[0]);
+    close(fds[1]);
+    errno = saved;
+    return -1;
+  }
+  return 0;
+#endif
+}
+
+}  // namespace
+
 absl::StatusOr<ProgramResult> RunProgram(const std::vector<std::string>& argv,
                                          const std::string& cwd) {
   if (argv.empty()) return absl::InvalidArgumentError("RunProgram: empty argv");
   int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+  if (CloseOnExecPipe(pipe_fds) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
   }
   std::vector<char*> args;
