@@ -15,6 +15,7 @@ expected = [
     ":13: std::jthread is not in Apple's libc++",
     ":14: std::vector needs #include <vector>",
     ":16: pipe2() is Linux's, not in macOS's C library",
+    ":19: <sys/epoll.h> is Linux's, not macOS's",
 ]
 failures = [f"exit status {run.returncode}, want 1"] if run.returncode != 1 else []
 failures += [f"missing: {e}" for e in expected if e not in out]
