@@ -17,7 +17,7 @@ constexpr int64_t kLmHeadChunkRows = 256;
 }  // namespace
 
 MemoryEstimate EstimateMemory(const v1::RunConfig& c, int64_t vocab, MemoryDevice device,
-                              int shards) {
+                              int shards, Attention attention) {
   MemoryEstimate m;
   const double b = std::max(1, c.batch_size());
   const double t = c.block_size();
@@ -30,6 +30,8 @@ MemoryEstimate EstimateMemory(const v1::RunConfig& c, int64_t vocab, MemoryDevic
   const bool dropout = c.dropout() > 0;
   const bool qk_norm = !c.qk_norm().empty() && c.qk_norm() != "none";
   const bool rope = c.pos() == "rope";
+  // The fused kernel runs only where nothing acts on the scores (worker/train/model.cc).
+  const bool fused = attention == Attention::kFused && c.attn_softcap() <= 0 && !dropout;
   const double f = 4;                   // fp32
   const double a = bf16 ? 2 : 4;        // a GEMM's output under autocast
   const double mask = cpu ? 4 : 1;      // a dropout mask
@@ -48,8 +50,10 @@ MemoryEstimate EstimateMemory(const v1::RunConfig& c, int64_t vocab, MemoryDevic
   const double matrices = layers * 12 * d * d + v * d;
   if (bf16) m.autocast_copies = static_cast<int64_t>(2 * matrices);
 
-  double per_layer = btc * (2 * f + 14 * a) + scores * (f + (bf16 ? 2 : 0));
-  double per_layer_scores = scores * (f + (bf16 ? 2 : 0));
+  // The scores' fp32 softmax output (and under bf16 the bf16 logits the GEMM wrote), unless the
+  // fused kernel keeps them out of memory.
+  double per_layer_scores = fused ? 0 : scores * (f + (bf16 ? 2 : 0));
+  double per_layer = btc * (2 * f + 14 * a) + per_layer_scores;
   if (qk_norm) per_layer += btc * 5 * f;
   if (rope) per_layer += btc * 3 * f;
   if (c.attn_softcap() > 0) {
@@ -88,7 +92,7 @@ MemoryEstimate EstimateMemory(const v1::RunConfig& c, int64_t vocab, MemoryDevic
   // Softmax backward's input gradient beside the probabilities' (and more with the softcap's
   // tanh and dropout's mask in the chain).
   const double attention_backward =
-      scores * f * (2 + (c.attn_softcap() > 0 ? 2 : 0) + (dropout ? 1 : 0));
+      fused ? 0 : scores * f * (2 + (c.attn_softcap() > 0 ? 2 : 0) + (dropout ? 1 : 0));
   const double mlp_backward = 2 * 4 * btc * f;
   const double optimizer_step = cpu ? 0 : 2 * largest_param * f;
   m.transient = static_cast<int64_t>(

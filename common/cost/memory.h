@@ -66,6 +66,15 @@ namespace ablate::cost {
 // Where the attempt runs: the trainer takes different paths there (see above).
 enum class MemoryDevice { kGpu, kCpu };
 
+// How the worker's attention treats the (B, H, T, T) scores in a training step. kHeld: computed
+// and kept for backward (LibTorch 1.x; on any LibTorch with a softcap or attention dropout).
+// kFused: LibTorch >= 2's fused causal kernel (worker/train/model.cc), which never holds them, on
+// runs without a softcap or dropout. The probe pass holds them either way. The server estimates
+// with kHeld, since it does not know which worker will take the run: on a LibTorch 2 worker (CUDA,
+// MPS, Debian 13) that over-counts a fused run by its attention_scores and the attention
+// backward's transient, the safe side of the fit check.
+enum class Attention { kHeld, kFused };
+
 // The tensors are multiplied by this: the allocator's rounding and fragmentation. On a GPU,
 // PyTorch's caching allocator reserves some 5-20 % above what is allocated at the peak (not
 // measured here: the session that wrote this had no GPU). On the CPU glibc's heap keeps the holes
@@ -100,9 +109,10 @@ struct MemoryEstimate {
 };
 
 // The estimate for `config` (defaults applied) with a `vocab`-token vocabulary on `device`;
-// `shards` is how many parts a CPU step splits its batch into (1 on a GPU).
+// `shards` is how many parts a CPU step splits its batch into (1 on a GPU); `attention` as above.
 MemoryEstimate EstimateMemory(const v1::RunConfig& config, int64_t vocab,
-                              MemoryDevice device = MemoryDevice::kGpu, int shards = 1);
+                              MemoryDevice device = MemoryDevice::kGpu, int shards = 1,
+                              Attention attention = Attention::kHeld);
 
 // What a run stores (Run.memory_bytes): the CPU path when its config pins `device: cpu`, else the
 // GPU path (`auto` may resolve to either; the GPU path holds the logits and the larger runtime,

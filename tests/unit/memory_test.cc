@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -84,6 +85,35 @@ TEST(Memory, ActivationsAreTheHeadersFormula) {
   EXPECT_EQ(m.total,
             static_cast<int64_t>(std::ceil(static_cast<double>(m.tensors) * kGpuMemoryMargin)) +
                 kGpuRuntimeBytes);
+}
+
+// LibTorch >= 2's fused attention holds no scores: a run without a softcap or dropout loses its
+// attention_scores and the attention backward's transient; one with either keeps them all.
+TEST(Memory, FusedAttentionHoldsNoScoresWhereItRuns) {
+  const v1::RunConfig plain = Config([](v1::RunConfig* c) {
+    c->set_dropout(0);
+    c->set_attn_softcap(0);
+    c->set_block_size(1024);  // with a small vocabulary: the attention backward is the largest
+                              // transient, not the head's
+  });
+  const MemoryEstimate held = EstimateMemory(plain, 512, MemoryDevice::kGpu);
+  const MemoryEstimate fused = EstimateMemory(plain, 512, MemoryDevice::kGpu, 1, Attention::kFused);
+  ASSERT_GT(held.attention_scores, 0);
+  EXPECT_EQ(fused.attention_scores, 0);
+  EXPECT_EQ(fused.activations, held.activations - held.attention_scores);
+  EXPECT_LT(fused.transient, held.transient);
+  EXPECT_LT(fused.total, held.total);
+  EXPECT_EQ(fused.probe, held.probe) << "the probe pass holds the scores either way";
+  for (const auto& [name, set] :
+       std::vector<std::pair<std::string, std::function<void(v1::RunConfig*)>>>{
+           {"softcap", [](v1::RunConfig* c) { c->set_attn_softcap(30); }},
+           {"dropout", [](v1::RunConfig* c) { c->set_dropout(0.1); }}}) {
+    v1::RunConfig c = plain;
+    set(&c);
+    EXPECT_EQ(EstimateMemory(c, 512, MemoryDevice::kGpu, 1, Attention::kFused).total,
+              EstimateMemory(c, 512, MemoryDevice::kGpu).total)
+        << name << " keeps the unfused path";
+  }
 }
 
 TEST(Memory, GrowsWithEveryDimensionOfTheRun) {
