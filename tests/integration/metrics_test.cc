@@ -1,6 +1,7 @@
 // Prometheus /metrics: the names of docs/architecture.md#observability, per-run series labelled
 // for the dashboards while the sweep is active, and removed when it ends.
 
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -46,6 +47,20 @@ class MetricsTest : public ServerFixture {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     ADD_FAILURE() << metric << (present ? " never appeared" : " never went away") << "\n" << text;
+    return text;
+  }
+  // The first /metrics page of which `holds` is true. A refresh reads its series in several
+  // transactions, so one page may show a change in some series and not yet in others: a test
+  // that checks several series together waits for a page that shows it in all of them.
+  std::string WaitUntil(const std::function<bool(const std::string&)>& holds,
+                        const std::string& what) {
+    std::string text;
+    for (int i = 0; i < 50; ++i) {
+      text = HttpGet(port_, "/metrics");
+      if (holds(text)) return text;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << what << " never shown\n" << text;
     return text;
   }
   // Reports one train_loss point for `l`'s run so its per-run series exist.
@@ -95,7 +110,16 @@ TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
       "sweep=\"metered\"",     absl::StrCat("run=\"", run, "\""),
       "qk_norm=\"layernorm\"", "lr=\"0.001\"",
       "n_layer=\"3\"",         "seed=\"0\""};
-  std::string text = WaitFor("ablate_run_train_loss", labels);
+  // The run's series, its sweep's count and its worker's state come from three statements.
+  std::string text = WaitUntil(
+      [&](const std::string& t) {
+        return !Line(t, "ablate_run_train_loss", labels).empty() &&
+               absl::EndsWith(Line(t, "ablate_runs", {"sweep=\"metered\"", "state=\"running\""}),
+                              " 1") &&
+               absl::EndsWith(Line(t, "ablate_workers", {"state=\"busy\"", "device=\"cpu\""}),
+                              " 1");
+      },
+      "the running run, its sweep and its worker");
   EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_step", labels), " 7"));
   EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_val_loss", labels), " 2.5"));
   EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_run_max_attn_logit", labels), " 2.5"));
@@ -120,9 +144,13 @@ TEST_F(MetricsTest, ExportsQueueFleetAndPerRunSeries) {
   v1::CompleteResponse cr;
   ASSERT_TRUE(WorkerStub()->Complete(Ctx().get(), c, &cr).ok());
   // The sweep finished: its per-run and per-sweep series go away.
-  text = WaitFor("ablate_run_train_loss", {"sweep=\"metered\""}, /*present=*/false);
-  EXPECT_TRUE(Line(text, "ablate_runs", {"sweep=\"metered\""}).empty());
-  EXPECT_TRUE(Line(text, "ablate_sweep_progress_ratio", {"sweep=\"metered\""}).empty());
+  WaitUntil(
+      [](const std::string& t) {
+        return Line(t, "ablate_run_train_loss", {"sweep=\"metered\""}).empty() &&
+               Line(t, "ablate_runs", {"sweep=\"metered\""}).empty() &&
+               Line(t, "ablate_sweep_progress_ratio", {"sweep=\"metered\""}).empty();
+      },
+      "the finished sweep without its series");
 }
 
 // server/rpc_guard.h times every synchronous call under its method name, refused or failed calls
@@ -300,16 +328,18 @@ TEST_F(MetricsTest, FaultedWorkersAreCountedByDeviceAndNamedWhileBenched) {
                    "runs_faulted = 4 WHERE id = ",
                    w));
   const std::vector<std::string> benched = {"worker=\"flaky-gauge\"", "device=\"cpu\""};
-  std::string text = WaitFor("ablate_worker_benched", benched);
-  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_worker_benched", benched), " 1")) << text;
-  EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_worker_faults_total", {"device=\"cpu\""}), " 4"))
-      << text;
-  EXPECT_TRUE(
-      absl::EndsWith(Line(text, "ablate_workers", {"state=\"benched\"", "device=\"cpu\""}), " 1"))
-      << text;
+  // Named, counted by device, and counted as benched (three series, two statements).
+  WaitUntil(
+      [&](const std::string& text) {
+        return absl::EndsWith(Line(text, "ablate_worker_benched", benched), " 1") &&
+               absl::EndsWith(Line(text, "ablate_worker_faults_total", {"device=\"cpu\""}), " 4") &&
+               absl::EndsWith(Line(text, "ablate_workers", {"state=\"benched\"", "device=\"cpu\""}),
+                              " 1");
+      },
+      "the benched worker with its 4 faults");
 
   sql(absl::StrCat("UPDATE workers SET benched_until = NULL WHERE id = ", w));
-  text = WaitFor("ablate_worker_benched", benched, /*present=*/false);
+  const std::string text = WaitFor("ablate_worker_benched", benched, /*present=*/false);
   EXPECT_TRUE(absl::EndsWith(Line(text, "ablate_worker_faults_total", {"device=\"cpu\""}), " 4"))
       << text;
 }
