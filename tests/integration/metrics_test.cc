@@ -40,14 +40,9 @@ class MetricsTest : public ServerFixture {
   // Scrapes until `metric` with `needles` appears (or disappears), bounded.
   std::string WaitFor(const std::string& metric, const std::vector<std::string>& needles,
                       bool present = true) {
-    std::string text;
-    for (int i = 0; i < 50; ++i) {
-      text = HttpGet(port_, "/metrics");
-      if (Line(text, metric, needles).empty() != present) return text;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ADD_FAILURE() << metric << (present ? " never appeared" : " never went away") << "\n" << text;
-    return text;
+    return WaitUntil(
+        [&](const std::string& text) { return Line(text, metric, needles).empty() != present; },
+        absl::StrCat(metric, present ? " appear" : " go away"));
   }
   // The first /metrics page of which `holds` is true. A refresh reads its series in several
   // transactions, so one page may show a change in some series and not yet in others: a test
@@ -60,7 +55,7 @@ class MetricsTest : public ServerFixture {
       if (holds(text)) return text;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    ADD_FAILURE() << what << " never shown\n" << text;
+    ADD_FAILURE() << "never saw " << what << "\n" << text;
     return text;
   }
   // Reports one train_loss point for `l`'s run so its per-run series exist.
