@@ -91,6 +91,42 @@ void AddServeFlags(CLI::App* app, ServerOptions* o, std::string* auth_mode, bool
       ->envname("ABLATE_MAX_PREEMPTIONS")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  app->add_option("--fault-hold-seconds", o->faults.fault_hold_seconds,
+                  "How long a run that faulted on a worker waits for another leasing worker "
+                  "before the one it faulted on may take it again")
+      ->envname("ABLATE_FAULT_HOLD_SECONDS")
+      ->check(CLI::Range(0.0, 604800.0))
+      ->capture_default_str();
+  app->add_option("--max-releases", o->faults.max_releases,
+                  "Hand-backs (Release without a fault) a run may have before it fails")
+      ->envname("ABLATE_MAX_RELEASES")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app->add_option("--max-points-per-run", o->max_points_per_run,
+                  "Metric points one run may store, all names together")
+      ->envname("ABLATE_MAX_POINTS_PER_RUN")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  app->add_option("--max-points-per-name", o->max_points_per_name,
+                  "Metric points one run may store under one name")
+      ->envname("ABLATE_MAX_POINTS_PER_NAME")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  app->add_option("--max-metric-names", o->max_metric_names,
+                  "Distinct metric names one run may store")
+      ->envname("ABLATE_MAX_METRIC_NAMES")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app->add_option("--max-final-probes", o->max_final_probes,
+                  "Entries a run's result may carry in final_probes")
+      ->envname("ABLATE_MAX_FINAL_PROBES")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app->add_option("--max-worker-names", o->max_worker_names,
+                  "Live worker names one worker token may register")
+      ->envname("ABLATE_MAX_WORKER_NAMES")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
   app->add_flag("--no-migrate", *no_migrate, "Do not apply migrations on start")
       ->envname("ABLATE_NO_MIGRATE");
 }

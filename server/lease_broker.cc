@@ -18,8 +18,8 @@ constexpr int kWakeBatch = 4;
 LeaseBroker::LeaseBroker(RunTransitions* store, Executor* executor, double max_wait_seconds)
     : store_(store), executor_(executor), max_wait_seconds_(max_wait_seconds) {}
 
-void LeaseBroker::Lease(int64_t worker_id, int64_t token_id, double wait_seconds, Alive alive,
-                        Done done) {
+LeaseBroker::Handle LeaseBroker::Lease(int64_t worker_id, int64_t token_id, double wait_seconds,
+                                       Alive alive, Done done) {
   const double wait = std::clamp(wait_seconds, 0.0, max_wait_seconds_);
   auto w = std::make_shared<Waiter>();
   w->worker_id = worker_id;
@@ -28,12 +28,26 @@ void LeaseBroker::Lease(int64_t worker_id, int64_t token_id, double wait_seconds
       Executor::Clock::now() + std::chrono::microseconds(static_cast<int64_t>(wait * 1e6));
   w->alive = std::move(alive);
   w->done = std::move(done);
-  executor_->Post([this, w] { Attempt(w); });
+  executor_->Post([this, w] { Attempt(w, false); });
+  return w;
 }
 
-void LeaseBroker::Attempt(WaiterPtr w) {
-  if (!w->alive()) {
+void LeaseBroker::Cancel(const Handle& call) {
+  if (call == nullptr) return;
+  call->cancelled = true;
+  // Parked: out of the list now, its timer off. Being attempted: Park sees the flag.
+  if (Remove(call)) {
+    executor_->Cancel(call->timer);
+    executor_->Post([call] { call->done(v1::LeaseResponse()); });
+  }
+}
+
+void LeaseBroker::Attempt(WaiterPtr w, bool woken) {
+  if (w->Gone()) {
+    const std::string device = w->device;
     w->done(v1::LeaseResponse());
+    // The wake-up that brought it here was meant for a worker that can take a run.
+    if (woken) Wake(device, 1);
     return;
   }
   uint64_t seen;
@@ -67,7 +81,8 @@ void LeaseBroker::Park(WaiterPtr w, uint64_t seen_seq) {
   bool expired = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shutdown_ || Executor::Clock::now() >= w->deadline) {
+    // A caller gone meanwhile (Cancel found it in flight) is answered rather than parked.
+    if (shutdown_ || Executor::Clock::now() >= w->deadline || w->Gone()) {
       expired = true;
     } else if (seq_ != seen_seq) {
       retry_now = true;
@@ -79,7 +94,7 @@ void LeaseBroker::Park(WaiterPtr w, uint64_t seen_seq) {
   if (expired) {
     w->done(v1::LeaseResponse());
   } else if (retry_now) {
-    executor_->Post([this, w] { Attempt(w); });
+    executor_->Post([this, w] { Attempt(w, false); });
   }
 }
 
@@ -96,12 +111,16 @@ void LeaseBroker::Expire(WaiterPtr w) {
 }
 
 void LeaseBroker::Wake(const std::string& device, int n) {
-  std::vector<WaiterPtr> woken;
+  std::vector<WaiterPtr> woken, gone;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = waiters_.begin(); it != waiters_.end() && static_cast<int>(woken.size()) < n;) {
       const std::string& d = (*it)->device;
-      if (device.empty() || device == "auto" || d.empty() || d == device) {
+      if ((*it)->Gone()) {
+        // Its caller went away (a cancel not yet seen through Cancel): answered, not counted.
+        gone.push_back(*it);
+        it = waiters_.erase(it);
+      } else if (device.empty() || device == "auto" || d.empty() || d == device) {
         woken.push_back(*it);
         it = waiters_.erase(it);
       } else {
@@ -109,10 +128,14 @@ void LeaseBroker::Wake(const std::string& device, int n) {
       }
     }
   }
+  for (auto& w : gone) {
+    executor_->Cancel(w->timer);
+    executor_->Post([w] { w->done(v1::LeaseResponse()); });
+  }
   for (auto& w : woken) {
     // A timer that already fired has queued Expire, which will find the waiter gone: harmless.
     executor_->Cancel(w->timer);
-    executor_->Post([this, w] { Attempt(w); });
+    executor_->Post([this, w] { Attempt(w, true); });
   }
 }
 

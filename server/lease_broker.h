@@ -10,6 +10,12 @@
 // Lost wake-ups: a NOTIFY that lands between a waiter's empty query and its registration is
 // caught by a sequence number (the waiter re-queries at once). Notifications lost while the
 // listener reconnects are covered by the listener's resync, which wakes everyone.
+//
+// Callers that went away: a cancelled call leaves the list at once (Cancel, from the reactor's
+// OnCancel), and a wake-up never counts one that is gone; a woken waiter that turns out gone
+// passes its wake-up on. Otherwise a worker that parks and cancels hundreds of polls would fill
+// the head of the list with waiters that take wake-ups and hand them to no one, and a live
+// worker behind them would hear of a new run only at its deadline.
 #pragma once
 
 #include <atomic>
@@ -32,12 +38,20 @@ class LeaseBroker {
   using Done = std::function<void(absl::StatusOr<v1::LeaseResponse>)>;
   using Alive = std::function<bool()>;  // false once the caller has gone away
 
+  // One Lease call, for Cancel.
+  struct Waiter;
+  using Handle = std::shared_ptr<Waiter>;
+
   LeaseBroker(RunTransitions* store, Executor* executor, double max_wait_seconds);
 
-  // Calls `done` exactly once, on an executor thread. A caller that is no longer `alive` when
-  // its turn comes is answered empty without touching the queue.
+  // Calls `done` exactly once, on an executor thread. A caller that
+  // is no longer `alive` when its turn comes is answered empty without touching the queue.
   // `token_id` is the caller's (RunTransitions::Lease checks the worker is its own).
-  void Lease(int64_t worker_id, int64_t token_id, double wait_seconds, Alive alive, Done done);
+  Handle Lease(int64_t worker_id, int64_t token_id, double wait_seconds, Alive alive, Done done);
+
+  // The caller of `call` went away: a parked call leaves the list now and is answered empty; a
+  // call being attempted is answered when the attempt ends, and never parks.
+  void Cancel(const Handle& call);
 
   // Notifier handler.
   void OnNotify(const std::string& channel, const std::string& payload);
@@ -48,7 +62,6 @@ class LeaseBroker {
   int waiting() const;
   uint64_t granted() const { return granted_.load(); }
 
- private:
   struct Waiter {
     int64_t worker_id;
     int64_t token_id;
@@ -57,13 +70,19 @@ class LeaseBroker {
     Alive alive;
     Done done;
     uint64_t timer = 0;
+    std::atomic<bool> cancelled{false};  // Cancel was called
+    bool Gone() const { return cancelled.load() || !alive(); }
   };
-  using WaiterPtr = std::shared_ptr<Waiter>;
 
-  void Attempt(WaiterPtr w);
+ private:
+  using WaiterPtr = Handle;
+
+  // `woken`: a wake-up brought it here; if its caller is gone, the wake-up goes to the next.
+  void Attempt(WaiterPtr w, bool woken);
   void Park(WaiterPtr w, uint64_t seen_seq);
   void Expire(WaiterPtr w);
-  // Removes up to `n` waiters matching `device` ("auto" or "": any) and re-attempts them.
+  // Removes up to `n` live waiters matching `device` ("auto" or "": any) and re-attempts them;
+  // waiters whose caller is gone are answered on the way and not counted.
   void Wake(const std::string& device, int n);
   bool Remove(const WaiterPtr& w);  // false if someone else already took it
 

@@ -25,6 +25,20 @@ struct ServerOptions {
   int max_message_bytes = 16 << 20;
   int max_spec_bytes = 1 << 20;
   int max_points_per_report = 50000;
+  // What one run may store (docs/server.md#hostile-input): metric points in all, points of one
+  // name, distinct metric names, and entries in its result's final_probes. A report past one of
+  // the point or name caps is refused with OUT_OF_RANGE naming the flag (the worker drops those
+  // points and trains on), a result past the probe cap with INVALID_ARGUMENT. A deep model
+  // reports ~8 probes per layer and one per head, so the name cap leaves room for ~100 layers of
+  // 16 heads.
+  int64_t max_points_per_run = 10'000'000;
+  int64_t max_points_per_name = 1'000'000;
+  int max_metric_names = 4096;
+  int max_final_probes = 256;
+  // Live worker names (not stopped, seen within a lease period) one token may hold: a fleet that
+  // shares one worker token (docs/deploy.md's --scale) fits; a client registering names without
+  // end does not.
+  int max_worker_names = 64;
   // Sweep files parsed and expanded at once (SubmitSweep); a request that finds every slot taken
   // waits up to parse_wait_seconds, then gets RESOURCE_EXHAUSTED.
   int max_concurrent_parses = 2;

@@ -33,6 +33,9 @@ class PollingStream {
   struct Batch {
     std::vector<Resp> messages;  // written in order
     bool last = false;           // finish the stream after writing these
+    // More is ready to read (a page of a longer read): read again as soon as these are
+    // written, without waiting for a poke or min_interval.
+    bool more = false;
   };
   using Fetch = std::function<absl::StatusOr<Batch>()>;
   struct Plan {
@@ -76,6 +79,7 @@ class PollingStream {
     StreamLifecycle life;
     uint64_t timer = 0;  // the armed read, if any (cancelling a fired one is harmless)
     Clock::time_point next_allowed = Clock::now();
+    bool more = false;  // the last read said more is ready: the next read is not held back
 
     void Begin(const Setup& setup) {
       auto plan = setup();
@@ -119,6 +123,8 @@ class PollingStream {
       }
       if (life.phase() != StreamLifecycle::Phase::kReading) return;  // finished meanwhile
       for (auto& m : batch->messages) outbox.push_back(std::move(m));
+      more = batch->more && !batch->last;
+      if (more) life.Poke();  // reading: marks the stream dirty, so the next read is prompt
       Apply(life.ReadDone(!outbox.empty(), batch->last));
     }
 
@@ -126,7 +132,8 @@ class PollingStream {
       std::lock_guard<std::mutex> lock(mu);
       const Do next = life.WriteDone(ok, !outbox.empty());
       if (next == Do::kArmIdleRead || next == Do::kArmPromptRead) {
-        next_allowed = Clock::now() + min_interval;
+        next_allowed = Clock::now() + (more ? std::chrono::milliseconds(0) : min_interval);
+        more = false;
       }
       Apply(next);
     }

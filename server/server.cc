@@ -184,7 +184,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   impl->workers = std::make_unique<WorkerStore>(impl->db.get(), o.lease_seconds);
   impl->runs = std::make_unique<RunTransitions>(impl->db.get(), impl->notes.get(), o.lease_seconds,
                                                 o.faults);
-  impl->ingest = std::make_unique<IngestStore>(impl->db.get(), impl->notes.get());
+  impl->ingest = std::make_unique<IngestStore>(
+      impl->db.get(), impl->notes.get(),
+      IngestLimits{o.max_points_per_run, o.max_points_per_name, o.max_metric_names});
   impl->sweeps = std::make_unique<SweepStore>(impl->db.get());
   impl->sweep_reads = std::make_unique<SweepReads>(impl->db.get(), o.lease_seconds);
   impl->tokens = std::make_unique<TokenStore>(impl->db.get());
@@ -302,6 +304,8 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Shutdown(std::chrono::seconds(1)); }
 
 int Server::port() const { return impl_->port; }
+
+int Server::waiting_leases() const { return impl_->broker->waiting(); }
 
 void Server::Shutdown(std::chrono::milliseconds grace) {
   if (impl_->shut_down) return;

@@ -18,6 +18,8 @@ class Server {
   ~Server();
 
   int port() const;  // the bound gRPC port (useful with listen port 0)
+  // Lease calls parked now, waiting for a run (tests and benchmarks).
+  int waiting_leases() const;
   // Stops accepting calls, answers waiting long-polls, lets running calls finish (up to
   // `grace`), then stops the background work.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::seconds(10));

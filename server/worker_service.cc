@@ -5,6 +5,9 @@
 #include <cmath>
 #include <filesystem>
 #include <iterator>
+#include <limits>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <string_view>
 
@@ -12,6 +15,7 @@
 #include "common/util/fields.h"
 #include "common/util/status_macros.h"
 #include "server/grpc_status.h"
+#include "server/store/cost_store.h"
 #include "spdlog/spdlog.h"
 
 namespace ablate::server {
@@ -37,8 +41,10 @@ absl::Status CheckInfoText(const v1::WorkerInfo& info) {
 }
 
 // What cost figures are made of (docs/architecture.md#cost): a price and benchmark figures that
-// are finite and not negative, and a handful of benchmarks, so no worker can poison a sweep's
-// spend or estimate with NaN or make the server store megabytes of them.
+// are finite and within what a machine can be, and a handful of benchmarks, so no worker can
+// poison a sweep's spend or estimate with NaN (or with 5e-324 FLOP/s, which made every estimate
+// infinite) or make the server store megabytes of them. The benchmark's range is the store's
+// (PlausibleBenchmark), which also leaves out what older rows hold.
 constexpr int kMaxBenchmarks = 8;
 constexpr double kMaxPricePerHour = 1e6;
 
@@ -52,14 +58,82 @@ absl::Status CheckInfoCost(const v1::WorkerInfo& info) {
     return absl::InvalidArgumentError(absl::StrCat("info.benchmarks: at most ", kMaxBenchmarks,
                                                    " (got ", info.benchmarks_size(), ")"));
   }
-  for (const auto& b : info.benchmarks()) {
-    for (double v : {b.flops_per_second(), b.tokens_per_second(), b.seconds()}) {
-      if (!std::isfinite(v) || v < 0) {
-        return absl::InvalidArgumentError("info.benchmarks: figures must be finite numbers >= 0");
-      }
+  for (int i = 0; i < info.benchmarks_size(); ++i) {
+    const auto& b = info.benchmarks(i);
+    const std::string field = absl::StrCat("info.benchmarks[", i, "]");
+    RETURN_IF_ERROR(util::CheckNumber(field + ".flops_per_second", b.flops_per_second(),
+                                      kMinBenchmarkFlops, kMaxBenchmarkFlops));
+    RETURN_IF_ERROR(util::CheckNumber(field + ".tokens_per_second", b.tokens_per_second(), 0,
+                                      kMaxTokensPerSecond));
+    RETURN_IF_ERROR(util::CheckNumber(field + ".seconds", b.seconds(), 0, kMaxBenchmarkSeconds));
+    RETURN_IF_ERROR(util::CheckText(field + ".dtype", b.dtype(), util::kMaxNameBytes));
+    RETURN_IF_ERROR(util::CheckText(field + ".model", b.model(), util::kMaxNameBytes * 2));
+  }
+  return absl::OkStatus();
+}
+
+// The rest of what a worker says of itself in numbers: device memory (at most 1 PiB), cores,
+// and the host key (SHA-256 hex, or empty).
+constexpr int64_t kMaxMemoryBytes = int64_t{1} << 50;
+absl::Status CheckInfoNumbers(const v1::WorkerInfo& info) {
+  RETURN_IF_ERROR(util::CheckInteger("info.device_memory_bytes", info.device_memory_bytes(), 0,
+                                     kMaxMemoryBytes));
+  RETURN_IF_ERROR(util::CheckInteger("info.cpu_cores", info.cpu_cores(), 0, 1 << 20));
+  if (!info.host_key().empty() && !IsSha256Hex(info.host_key())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("info.host_key must be 64 lower-case hex digits or empty (got ",
+                     info.host_key().size(), " characters)"));
+  }
+  return absl::OkStatus();
+}
+
+// A step a worker reports (heartbeat, metric point, log line, checkpoint, result): at most
+// 2^53 - 1, the largest integer a double (a JSON number, a Prometheus value) holds exactly; the
+// store also keeps a run's step within its own steps.
+constexpr int64_t kMaxStep = (int64_t{1} << 53) - 1;
+constexpr double kMaxUnixSeconds = 1e11;  // the year 5138
+
+absl::Status CheckResultNumbers(const v1::RunResult& r, int max_final_probes) {
+  RETURN_IF_ERROR(util::CheckInteger("result.steps_done", r.steps_done(), 0, kMaxStep));
+  // -1: did not diverge (the trainer's word for it), as steps_to_threshold's -1 is never reached.
+  RETURN_IF_ERROR(util::CheckInteger("result.diverged_step", r.diverged_step(), -1, kMaxStep));
+  RETURN_IF_ERROR(
+      util::CheckInteger("result.steps_to_threshold", r.steps_to_threshold(), -1, kMaxStep));
+  RETURN_IF_ERROR(
+      util::CheckNumber("result.tokens_per_second", r.tokens_per_second(), 0, kMaxTokensPerSecond));
+  RETURN_IF_ERROR(util::CheckNumber("result.wall_seconds", r.wall_seconds(), 0, 1e9));
+  RETURN_IF_ERROR(
+      util::CheckInteger("result.peak_memory_bytes", r.peak_memory_bytes(), 0, kMaxMemoryBytes));
+  RETURN_IF_ERROR(util::CheckInteger("result.shards", r.shards(), 0, 1 << 16));
+  if (r.final_probes_size() > max_final_probes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "result.final_probes: ", r.final_probes_size(), " entries; a run keeps at most ",
+        max_final_probes, " (the server's --max-final-probes)"));
+  }
+  // The losses, perplexity and probe values are measurements: a diverged run's may be NaN or
+  // infinite, and the reports read them so.
+  return absl::OkStatus();
+}
+
+// RegisterRequest.crashed: at most one per slot, each an attempt of a run with its lease token
+// and a cause in words.
+absl::Status CheckCrashed(const v1::RegisterRequest& req) {
+  if (req.crashed_size() > kMaxWorkerSlots) {
+    return absl::InvalidArgumentError(absl::StrCat("crashed: at most ", kMaxWorkerSlots,
+                                                   " attempts (got ", req.crashed_size(), ")"));
+  }
+  for (int i = 0; i < req.crashed_size(); ++i) {
+    const auto& c = req.crashed(i);
+    const std::string field = absl::StrCat("crashed[", i, "]");
+    RETURN_IF_ERROR(
+        util::CheckInteger(field + ".run_id", c.run_id(), 1, std::numeric_limits<int64_t>::max()));
+    RETURN_IF_ERROR(util::CheckInteger(field + ".attempt", c.attempt(), 1,
+                                       std::numeric_limits<int32_t>::max()));
+    if (!IsSha256Hex(c.lease_token())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".lease_token must be 64 lower-case hex digits"));
     }
-    RETURN_IF_ERROR(util::CheckText("info.benchmarks.dtype", b.dtype(), util::kMaxNameBytes));
-    RETURN_IF_ERROR(util::CheckText("info.benchmarks.model", b.model(), util::kMaxNameBytes * 2));
+    RETURN_IF_ERROR(util::CheckText(field + ".cause", c.cause(), 1024));
   }
   return absl::OkStatus();
 }
@@ -108,32 +182,104 @@ grpc::Status WorkerServiceImpl::Register(grpc::ServerContext* ctx, const v1::Reg
     RETURN_IF_ERROR(util::CheckName("info.name", req->info().name()));
     RETURN_IF_ERROR(CheckInfoText(req->info()));
     RETURN_IF_ERROR(CheckInfoCost(req->info()));
+    RETURN_IF_ERROR(CheckInfoNumbers(req->info()));
+    RETURN_IF_ERROR(CheckCrashed(*req));
     if (req->info().slots() < 0 || req->info().slots() > kMaxWorkerSlots) {
       return absl::InvalidArgumentError(absl::StrCat("info.slots must be between 0 and ",
                                                      kMaxWorkerSlots, " (got ", req->info().slots(),
                                                      ")"));
     }
-    auto id = d_.workers->Register(req->info(), caller.token_id);
-    if (!id.ok()) {
-      if (absl::IsAlreadyExists(id.status())) {
+    auto registered =
+        d_.workers->Register(req->info(), caller.token_id, d_.options->max_worker_names);
+    if (!registered.ok()) {
+      if (absl::IsAlreadyExists(registered.status())) {
         spdlog::warn("register refused name={} token={}: name held by a live worker",
                      util::LogQuote(req->info().name()), util::LogQuote(caller.name));
+      } else if (absl::IsResourceExhausted(registered.status())) {
+        spdlog::warn("register refused name={} token={}: --max-worker-names reached",
+                     util::LogQuote(req->info().name()), util::LogQuote(caller.name));
       }
-      return id.status();
+      return registered.status();
     }
-    resp->set_worker_id(*id);
+    const int64_t id = registered->id;
+    if (!registered->inherited_from.empty()) {
+      spdlog::warn("worker id={} name={} inherits the bench of {} (same box and work dir)", id,
+                   util::LogQuote(req->info().name()), util::LogQuote(registered->inherited_from));
+    }
+    if (req->new_process()) {
+      // The process that held this worker's leases is gone: what it reported of its end counts
+      // against it, the rest goes back to the queue now rather than when the leases expire.
+      const std::vector<v1::CrashedAttempt> crashed(req->crashed().begin(), req->crashed().end());
+      ASSIGN_OR_RETURN(const RestartResult restarted, d_.runs->WorkerRestarted(id, crashed));
+      if (restarted.faulted + restarted.stale + restarted.released > 0) {
+        spdlog::warn(
+            "worker id={} name={} restarted: {} attempt(s) its previous process held when it died "
+            "counted as worker faults, {} reported too late (already requeued), {} lease(s) "
+            "released",
+            id, util::LogQuote(req->info().name()), restarted.faulted, restarted.stale,
+            restarted.released);
+      }
+    }
+    resp->set_worker_id(id);
     resp->set_lease_seconds(d_.workers->lease_seconds());
     d_.costs->FleetChanged();  // estimates see the new worker at once, not after the cache's TTL
-    spdlog::info("worker registered id={} name={} device={}", *id,
+    spdlog::info("worker registered id={} name={} device={}", id,
                  util::LogQuote(req->info().name()), util::LogQuote(req->info().device_kind()));
     return absl::OkStatus();
   });
 }
 
+namespace {
+
+// Lease's reactor: what DefaultReactor does, and OnCancel, which takes a parked call out of the
+// broker's list the moment its caller hangs up (lease_broker.h, "Callers that went away"). The
+// state it shares with the executor's closures outlives the reactor (deleted at OnDone).
+class LeaseReactor final : public grpc::ServerUnaryReactor {
+ public:
+  struct State {
+    LeaseBroker* broker = nullptr;
+    std::mutex mu;
+    LeaseBroker::Handle call;  // set once the broker has the call
+    bool cancelled = false;
+  };
+
+  explicit LeaseReactor(LeaseBroker* broker) : state_(std::make_shared<State>()) {
+    state_->broker = broker;
+  }
+  std::shared_ptr<State> state() const { return state_; }
+
+  // After the broker took the call: a cancel that came first is passed on now.
+  static void Parked(const std::shared_ptr<State>& state, LeaseBroker::Handle call) {
+    bool cancelled;
+    {
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->call = call;
+      cancelled = state->cancelled;
+    }
+    if (cancelled) state->broker->Cancel(call);
+  }
+
+  void OnCancel() override {
+    LeaseBroker::Handle call;
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->cancelled = true;
+      call = state_->call;
+    }
+    state_->broker->Cancel(call);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* ctx,
                                                    const v1::LeaseRequest* req,
                                                    v1::LeaseResponse* resp) {
-  auto* reactor = ctx->DefaultReactor();
+  auto* reactor = new LeaseReactor(d_.broker);
   const auto start = std::chrono::steady_clock::now();
   auto finish = [this, reactor, start](const grpc::Status& status) {
     d_.metrics->ObserveRpc(
@@ -141,13 +287,13 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
     reactor->Finish(status);
   };
   // Authentication may query the database: do it on the executor, not on gRPC's thread.
-  d_.executor->Post([this, ctx, req, resp, finish] {
+  d_.executor->Post([this, ctx, req, resp, finish, state = reactor->state()] {
     auto caller = guard_.Authorize(*ctx, "Lease");
     if (!caller.ok()) {
       finish(ToGrpc(caller.status()));
       return;
     }
-    d_.broker->Lease(
+    auto call = d_.broker->Lease(
         req->worker_id(), caller->token_id, req->wait_seconds(),
         [ctx] { return !ctx->IsCancelled(); },
         [this, ctx, resp, finish](absl::StatusOr<v1::LeaseResponse> r) {
@@ -174,6 +320,7 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
           *resp = *std::move(r);
           finish(grpc::Status::OK);
         });
+    LeaseReactor::Parked(state, std::move(call));
   });
   return reactor;
 }
@@ -181,6 +328,11 @@ grpc::ServerUnaryReactor* WorkerServiceImpl::Lease(grpc::CallbackServerContext* 
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* ctx, const v1::HeartbeatRequest* req,
                                           v1::HeartbeatResponse* resp) {
   return guard_.Run(*ctx, "Heartbeat", [&](const Caller& caller) -> absl::Status {
+    RETURN_IF_ERROR(util::CheckInteger("step", req->step(), 0, kMaxStep));
+    RETURN_IF_ERROR(
+        util::CheckNumber("tokens_per_second", req->tokens_per_second(), 0, kMaxTokensPerSecond));
+    RETURN_IF_ERROR(util::CheckInteger("device_memory_used_bytes", req->device_memory_used_bytes(),
+                                       0, kMaxMemoryBytes));
     ASSIGN_OR_RETURN(*resp, d_.runs->Heartbeat(*req, caller.token_id));
     return absl::OkStatus();
   });
@@ -198,10 +350,11 @@ grpc::Status WorkerServiceImpl::ReportMetrics(grpc::ServerContext* ctx,
     for (int i = 0; i < req->points_size(); ++i) {
       const auto& p = req->points(i);
       RETURN_IF_ERROR(util::CheckName(absl::StrCat("points[", i, "].name"), p.name()));
-      if (p.step() < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("points[", i, "].step must be >= 0 (got ", p.step(), ")"));
-      }
+      RETURN_IF_ERROR(
+          util::CheckInteger(absl::StrCat("points[", i, "].step"), p.step(), 0, kMaxStep));
+      RETURN_IF_ERROR(
+          util::CheckNumber(absl::StrCat("points[", i, "].time"), p.time(), 0, kMaxUnixSeconds));
+      // The value is a measurement: a diverged run's loss may be NaN or infinite.
     }
     ASSIGN_OR_RETURN(const int n, d_.ingest->ReportMetrics(*req));
     d_.metrics->MetricPoints(n);
@@ -223,9 +376,11 @@ grpc::Status WorkerServiceImpl::PutCheckpoint(grpc::ServerContext* ctx,
     const int attempt = header.attempt();
     const std::string lease_token = header.lease_token();
     const int64_t cap = d_.options->max_checkpoint_bytes;
-    if (!IsSha256Hex(ref.sha256()) || ref.size_bytes() < 0 || ref.step() < 0) {
+    if (!IsSha256Hex(ref.sha256()) || ref.size_bytes() < 0 || ref.step() < 0 ||
+        ref.step() > kMaxStep) {
       return absl::InvalidArgumentError(
-          "checkpoint: header ref needs step >= 0, size_bytes >= 0 and a 64-hex-digit sha256");
+          absl::StrCat("checkpoint: header ref needs step from 0 to ", kMaxStep,
+                       ", size_bytes >= 0 and a 64-hex-digit sha256"));
     }
     if (ref.size_bytes() > cap) {
       return absl::InvalidArgumentError(
@@ -305,6 +460,7 @@ grpc::Status WorkerServiceImpl::Complete(grpc::ServerContext* ctx, const v1::Com
     RETURN_IF_ERROR(util::CheckText("error", req->error()));
     RETURN_IF_ERROR(
         util::CheckText("result.device", req->result().device(), util::kMaxNameBytes * 2));
+    RETURN_IF_ERROR(CheckResultNumbers(req->result(), d_.options->max_final_probes));
     for (const auto& [name, value] : req->result().final_probes()) {
       RETURN_IF_ERROR(util::CheckText("result.final_probes key", name, util::kMaxNameBytes));
     }
@@ -346,9 +502,9 @@ grpc::Status WorkerServiceImpl::ReportLogs(grpc::ServerContext* ctx,
       const auto& l = req->lines(i);
       RETURN_IF_ERROR(
           util::CheckText(absl::StrCat("lines[", i, "].text"), l.text(), kMaxLogLineBytes));
-      if (l.step() < 0 || !std::isfinite(l.time())) {
+      if (l.step() < 0 || l.step() > kMaxStep || !std::isfinite(l.time())) {
         return absl::InvalidArgumentError(
-            absl::StrCat("lines[", i, "]: step must be >= 0 and time finite"));
+            absl::StrCat("lines[", i, "]: step must be from 0 to ", kMaxStep, " and time finite"));
       }
     }
     ASSIGN_OR_RETURN(const int n, d_.ingest->ReportLogs(*req));

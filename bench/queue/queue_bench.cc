@@ -630,6 +630,8 @@ int main(int argc, char** argv) {
   o.metrics_listen = "";
   o.store_dir = (std::filesystem::temp_directory_path() / "ablate-bench-store").string();
   o.max_long_poll_seconds = 60;
+  // The benchmark's workers (64 leasing, 1,000 idle long-polls, the reporters) share one token.
+  o.max_worker_names = 100000;
   auto srv = server::Server::Start(o);
   if (!srv.ok()) {
     std::fprintf(stderr, "queue_bench: %s\n", srv.status().ToString().c_str());

@@ -756,6 +756,8 @@ int main(int argc, char** argv) {
   o.max_long_poll_seconds = 900;
   o.lease_seconds = 3600;  // the held runs stay held without heartbeats
   o.max_grid = std::max<int64_t>(o.max_grid, runs);
+  // Every parked Lease is a worker of its own, all of one token (--max-worker-names).
+  o.max_worker_names = std::max(o.max_worker_names, waiters + 16);
   auto srv = server::Server::Start(o);
   if (!srv.ok()) {
     std::fprintf(stderr, "scale_bench: %s\n", srv.status().ToString().c_str());

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 
@@ -55,6 +56,50 @@ inline std::string LayerMetric(const char* probe, size_t layer) {
 // match `<probe>.` with the dot.)
 inline std::string HeadMetric(const char* probe, size_t layer, size_t head) {
   return absl::StrCat(LayerMetric(probe, layer), ".h", head);
+}
+
+// Whether the trainer reports points named `name`: one of the names above, or a per-layer
+// (`<probe>.l<i>`) or per-head (`<probe>.l<i>.h<j>`) name of a probe. What tells a metric a run
+// has not reported yet from a misspelt one (`ablate metrics RUN --name val_los`).
+inline bool IsReported(std::string_view name) {
+  static constexpr std::string_view kNames[] = {kTrainLoss,
+                                                kTrainLossEma,
+                                                kLr,
+                                                kGradNorm,
+                                                kTokensPerSecond,
+                                                kValLoss,
+                                                kValPpl,
+                                                kAttnEntropy,
+                                                kAttnEntropyMinHead,
+                                                kMaxAttnLogit,
+                                                kQRms,
+                                                kKRms,
+                                                kQRmsPre,
+                                                kKRmsPre,
+                                                kKurtosis,
+                                                kKurtosisChannel,
+                                                kParamNorm,
+                                                kOutputLogitMax};
+  auto digits = [](std::string_view* s) {
+    size_t n = 0;
+    while (n < s->size() && (*s)[n] >= '0' && (*s)[n] <= '9') ++n;
+    s->remove_prefix(n);
+    return n > 0;
+  };
+  for (std::string_view base : kNames) {
+    if (name == base) return true;
+    if (!name.starts_with(base)) continue;
+    std::string_view rest = name.substr(base.size());
+    if (!rest.starts_with(".l")) continue;
+    rest.remove_prefix(2);
+    if (!digits(&rest)) continue;
+    if (rest.empty()) return true;
+    if (rest.starts_with(".h")) {
+      rest.remove_prefix(2);
+      if (digits(&rest) && rest.empty()) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace ablate::metric

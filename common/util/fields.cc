@@ -83,40 +83,80 @@ absl::Status CheckText(absl::string_view field, absl::string_view value, size_t 
   return absl::OkStatus();
 }
 
+namespace {
+
+// `value` onto `out` with control characters (C0, DEL, C1) and bytes that are not valid UTF-8
+// escaped; with `quotes`, '"' and '\\' too (inside LogQuote's quotes).
+void AppendEscaped(std::string* out, absl::string_view value, bool quotes) {
+  for (size_t i = 0; i < value.size();) {
+    const auto c = static_cast<uint8_t>(value[i]);
+    if (quotes && (c == '"' || c == '\\')) {
+      *out += '\\';
+      *out += value[i++];
+    } else if (c == '\n') {
+      *out += "\\n";
+      ++i;
+    } else if (c == '\r') {
+      *out += "\\r";
+      ++i;
+    } else if (c == '\t') {
+      *out += "\\t";
+      ++i;
+    } else if (c < 0x20 || c == 0x7F) {
+      absl::StrAppendFormat(out, "\\x%02x", c);
+      ++i;
+    } else if (c < 0x80) {
+      *out += value[i++];
+    } else if (const size_t n = Utf8Length(value, i); n > 0) {
+      // C1 controls (U+0080..U+009F, 0xC2 0x80..0x9F): CSI (U+009B) starts an escape sequence on
+      // many terminals, as ESC [ does.
+      const auto next = static_cast<uint8_t>(value[i + 1]);
+      if (n == 2 && c == 0xC2 && next < 0xA0) {
+        absl::StrAppendFormat(out, "\\u%04x", next);
+      } else {
+        out->append(value.data() + i, n);
+      }
+      i += n;
+    } else {
+      absl::StrAppendFormat(out, "\\x%02x", c);
+      ++i;
+    }
+  }
+}
+
+}  // namespace
+
 std::string LogQuote(absl::string_view value, size_t max_bytes) {
   std::string out = "\"";
   const bool cut = value.size() > max_bytes;
   if (cut) value = value.substr(0, max_bytes);
-  for (size_t i = 0; i < value.size();) {
-    const auto c = static_cast<uint8_t>(value[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += value[i++];
-    } else if (c == '\n') {
-      out += "\\n";
-      ++i;
-    } else if (c == '\r') {
-      out += "\\r";
-      ++i;
-    } else if (c == '\t') {
-      out += "\\t";
-      ++i;
-    } else if (c < 0x20 || c == 0x7F) {
-      absl::StrAppendFormat(&out, "\\x%02x", c);
-      ++i;
-    } else if (c < 0x80) {
-      out += value[i++];
-    } else if (const size_t n = Utf8Length(value, i); n > 0) {
-      out.append(value.data() + i, n);
-      i += n;
-    } else {
-      absl::StrAppendFormat(&out, "\\x%02x", c);
-      ++i;
-    }
-  }
+  AppendEscaped(&out, value, /*quotes=*/true);
   out += '"';
   if (cut) out += "...";
   return out;
+}
+
+std::string Printable(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  AppendEscaped(&out, value, /*quotes=*/false);
+  return out;
+}
+
+absl::Status CheckNumber(absl::string_view field, double value, double lo, double hi) {
+  if (!(value >= lo && value <= hi)) {  // NaN fails both
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be a finite number from ", lo,
+                                                   " to ", hi, " (got ", value, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckInteger(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo || value > hi) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be from ", lo, " to ", hi, " (got ", value, ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ablate::util

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,9 +26,20 @@ absl::Status CheckName(absl::string_view field, absl::string_view value,
 absl::Status CheckText(absl::string_view field, absl::string_view value,
                        size_t max_bytes = kMaxTextBytes);
 
-// `value` as it may appear in a log line: in double quotes, with control characters, quotes,
-// backslashes and bytes >= 0x80 that are not valid UTF-8 escaped, cut at `max_bytes` of input
-// with "..." appended. A newline in a worker name can never start a forged log line.
+// `value` as it may appear in a log line: in double quotes, with control characters (C0, DEL and
+// C1), quotes, backslashes and bytes >= 0x80 that are not valid UTF-8 escaped, cut at `max_bytes`
+// of input with "..." appended. A newline in a worker name can never start a forged log line.
 std::string LogQuote(absl::string_view value, size_t max_bytes = 200);
+
+// `value` as a terminal may show it: control characters (C0 such as ESC, BEL and newline, DEL, and
+// C1 such as CSI) and bytes that are not valid UTF-8 escaped ("\x1b", "\n", "\u009b"), the rest
+// as is. What the CLI prints of text a worker or user sent goes through this once, so an escape
+// sequence or a newline in it can neither drive the terminal nor forge a row.
+std::string Printable(absl::string_view value);
+
+// INVALID_ARGUMENT naming `field` unless `value` is finite and within [lo, hi] (NaN is neither).
+absl::Status CheckNumber(absl::string_view field, double value, double lo, double hi);
+// INVALID_ARGUMENT naming `field` unless lo <= `value` <= hi.
+absl::Status CheckInteger(absl::string_view field, int64_t value, int64_t lo, int64_t hi);
 
 }  // namespace ablate::util

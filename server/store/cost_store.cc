@@ -45,6 +45,13 @@ v1::SweepCost UsageFrom(const pqxx::result& r) {
 
 }  // namespace
 
+bool PlausibleBenchmark(const v1::DeviceBenchmark& b) {
+  auto within = [](double v, double lo, double hi) { return v >= lo && v <= hi; };  // NaN: no
+  return within(b.flops_per_second(), kMinBenchmarkFlops, kMaxBenchmarkFlops) &&
+         within(b.tokens_per_second(), 0, kMaxTokensPerSecond) &&
+         within(b.seconds(), 0, kMaxBenchmarkSeconds);
+}
+
 absl::StatusOr<std::vector<cost::FleetWorker>> CostStore::Fleet() {
   using Out = std::vector<cost::FleetWorker>;
   return db_->Tx<Out>("fleet", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
@@ -60,7 +67,9 @@ absl::StatusOr<std::vector<cost::FleetWorker>> CostStore::Fleet() {
       w.device_class = cost::DeviceClass(w.device_kind, info.device_name());
       w.slots = std::max(1, info.slots());
       w.price_per_hour = info.price_per_hour() > 0 ? info.price_per_hour() : 0;
-      w.benchmarks.assign(info.benchmarks().begin(), info.benchmarks().end());
+      for (const auto& b : info.benchmarks()) {
+        if (PlausibleBenchmark(b)) w.benchmarks.push_back(b);
+      }
       w.memory_bytes = info.device_memory_bytes();
       out.push_back(std::move(w));
     }

@@ -21,6 +21,16 @@ inline constexpr int kSpeedSamples = 500;
 // The queued runs (in queue order) the budget keeper prices each round.
 inline constexpr int kBudgetLookahead = 200;
 
+// What a startup benchmark (WorkerInfo.benchmarks) may claim: from a thousandth of a slow CPU
+// core to a thousand of today's fastest accelerators, tokens/s and seconds finite. Register
+// refuses anything else; Fleet() leaves out what older rows hold beyond it, so one absurd
+// figure (5e-324 FLOP/s) cannot make every estimate infinite.
+inline constexpr double kMinBenchmarkFlops = 1e6;
+inline constexpr double kMaxBenchmarkFlops = 1e18;
+inline constexpr double kMaxTokensPerSecond = 1e12;
+inline constexpr double kMaxBenchmarkSeconds = 7 * 86400;
+bool PlausibleBenchmark(const v1::DeviceBenchmark& b);
+
 struct RemainingWork {
   std::vector<cost::WorkShape> shapes;  // queued runs and the rest of running ones
   int64_t unknown_size = 0;             // unfinished runs submitted before sizes were recorded

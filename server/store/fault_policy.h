@@ -14,6 +14,12 @@ struct FaultPolicy {
   double bench_max_seconds = 3600;
   int run_fault_workers = 3;  // different workers a run may fail on for worker causes
   int max_preemptions = 10;   // lease expiries a run may have before it fails
+  // How long a run that faulted on a worker waits for another leasing worker before the one it
+  // faulted on may take it again (a fleet of one finishes it at once: no other worker leases).
+  double fault_hold_seconds = 600;
+  // Releases (hand-backs without a fault: a worker shutting down) a run may have before it fails;
+  // each is free, so without a bound a lease-and-release loop would never end.
+  int max_releases = 100;
 };
 
 }  // namespace ablate::server

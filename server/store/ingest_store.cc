@@ -30,12 +30,15 @@ struct IngestStore::Pending {
   std::string digest;  // of the lease token
   bool has_train = false, has_val = false, has_logit = false;
   double train = 0, val = 0, logit = 0;
+  int64_t train_step = -1, val_step = -1, logit_step = -1;  // where each was measured
   int64_t max_step = 0;
   std::string probes;                          // a JSON object
+  int64_t probes_step = -1;                    // the newest step among them
   std::vector<const v1::MetricPoint*> points;  // one per (name, step): the request's last
   // Set by the writer: whether the batch's fence let the request's points in, and else (or when
-  // the batch failed) why not.
+  // the batch failed) why not; `over` when it was refused for a bound (written without it).
   bool accepted = false;
+  bool over = false;
   absl::Status status;
   std::promise<void> done;
 };
@@ -54,7 +57,7 @@ std::string BoolArray(const std::vector<bool>& values) {
 // The fence of a batch (ingest_fence.sql): sets each accepted request's run's latest_* columns
 // and returns the sequence number of its points, by run.
 std::map<int64_t, int64_t> Fence(pqxx::work& tx, const std::vector<IngestStore::Pending*>& batch) {
-  std::vector<int64_t> ids, attempts, max_steps;
+  std::vector<int64_t> ids, attempts, max_steps, train_steps, val_steps, logit_steps, probe_steps;
   std::vector<std::string> digests, probes;
   std::vector<bool> has_train, has_val, has_logit;
   std::vector<double> train, val, logit;
@@ -70,12 +73,17 @@ std::map<int64_t, int64_t> Fence(pqxx::work& tx, const std::vector<IngestStore::
     logit.push_back(p->logit);
     max_steps.push_back(p->max_step);
     probes.push_back(p->probes);
+    train_steps.push_back(p->train_step);
+    val_steps.push_back(p->val_step);
+    logit_steps.push_back(p->logit_step);
+    probe_steps.push_back(p->probes_step);
   }
-  const pqxx::result fenced =
-      pg::Exec(tx, "ingest_fence", pg::Int64Array(ids), pg::Int64Array(attempts),
-               pg::TextArray(digests), BoolArray(has_train), pg::DoubleArray(train),
-               BoolArray(has_val), pg::DoubleArray(val), BoolArray(has_logit),
-               pg::DoubleArray(logit), pg::Int64Array(max_steps), pg::TextArray(probes));
+  const pqxx::result fenced = pg::Exec(
+      tx, "ingest_fence", pg::Int64Array(ids), pg::Int64Array(attempts), pg::TextArray(digests),
+      BoolArray(has_train), pg::DoubleArray(train), BoolArray(has_val), pg::DoubleArray(val),
+      BoolArray(has_logit), pg::DoubleArray(logit), pg::Int64Array(max_steps),
+      pg::TextArray(probes), pg::Int64Array(train_steps), pg::Int64Array(val_steps),
+      pg::Int64Array(logit_steps), pg::Int64Array(probe_steps));
   std::map<int64_t, int64_t> seq_of;
   const pg::ByName col(fenced);
   for (const auto& row : fenced) {
@@ -143,10 +151,49 @@ void Upsert(pqxx::work& tx, const std::vector<const IngestStore::Pending*>& acce
            pg::DoubleArray(values), pg::DoubleArray(times), pg::Int64Array(seqs));
 }
 
+// Per (run, name) of the accepted requests, the points each brings: what the bounds are checked
+// against (ingest_series_check.sql) and the counts add (ingest_series_add.sql).
+struct Series {
+  std::vector<int64_t> runs;
+  std::vector<std::string> names;
+  std::vector<int64_t> points;
+};
+
+Series CountSeries(const std::vector<const IngestStore::Pending*>& accepted) {
+  std::map<std::pair<int64_t, std::string_view>, int64_t> count;
+  for (const IngestStore::Pending* p : accepted) {
+    for (const v1::MetricPoint* point : p->points) ++count[{p->request->run_id(), point->name()}];
+  }
+  Series out;
+  for (const auto& [key, n] : count) {
+    out.runs.push_back(key.first);
+    out.names.emplace_back(key.second);
+    out.points.push_back(n);
+  }
+  return out;
+}
+
+// Why a report was refused for a bound: `points` in all, `names` and the largest series `top`
+// the run would hold with it.
+absl::Status OverBound(int64_t run, int64_t points, int64_t names, int64_t top,
+                       const IngestLimits& limits) {
+  std::string why;
+  if (names > limits.names_per_run) {
+    why = absl::StrCat(names, " metric names, over --max-metric-names ", limits.names_per_run);
+  } else if (top > limits.points_per_name) {
+    why = absl::StrCat(top, " points under one name, over --max-points-per-name ",
+                       limits.points_per_name);
+  } else {
+    why = absl::StrCat(points, " points, over --max-points-per-run ", limits.points_per_run);
+  }
+  return absl::OutOfRangeError(absl::StrCat("points: with this report run ", run, " would hold ",
+                                            why, " (the server keeps no more of its points)"));
+}
+
 }  // namespace
 
-IngestStore::IngestStore(Db* db, NotifyBatcher* notes, int writers)
-    : db_(db), notes_(notes), copy_db_(db->url(), std::max(1, writers)) {
+IngestStore::IngestStore(Db* db, NotifyBatcher* notes, IngestLimits limits, int writers)
+    : db_(db), notes_(notes), limits_(limits), copy_db_(db->url(), std::max(1, writers)) {
   for (int i = 0; i < std::max(1, writers); ++i) {
     threads_.emplace_back([this] {
       for (;;) {
@@ -159,12 +206,16 @@ IngestStore::IngestStore(Db* db, NotifyBatcher* notes, int writers)
   }
 }
 
-void IngestStore::Write(const std::vector<Pending*>& batch) {
+void IngestStore::Write(const std::vector<Pending*>& all) {
   // The points go by COPY. One that meets a stored point (a worker re-sending a report whose
   // answer it lost: rare) aborts the transaction, and the batch is written again with an upsert
-  // instead. No savepoint: a batch is four round trips (BEGIN, fence, COPY, COMMIT).
-  bool met_stored = false;
+  // instead. A request that would take its run past a bound (rarer) also aborts it, and the
+  // batch is written again without that request. No savepoint: a batch is six round trips
+  // (BEGIN, fence, check, COPY, count, COMMIT).
+  bool met_stored = false, met_bound = false;
+  std::vector<Pending*> batch = all;
   auto write = [&](pqxx::work& tx) -> absl::StatusOr<int> {
+    met_bound = false;
     const std::map<int64_t, int64_t> seq_of = Fence(tx, batch);
     std::vector<const Pending*> accepted;
     for (Pending* p : batch) {
@@ -173,19 +224,80 @@ void IngestStore::Write(const std::vector<Pending*>& batch) {
       if (p->accepted) accepted.push_back(p);
     }
     if (accepted.empty()) return 0;
+    const Series series = CountSeries(accepted);
+    // The fence holds the runs' rows, so their counts cannot move under this check. It counts
+    // every point of the batch as new; a run it finds over a bound is checked again counting
+    // only the points not stored yet (a re-sent report adds none), by an index probe per point,
+    // which only those runs pay.
+    pqxx::result over =
+        pg::Exec(tx, "ingest_series_check", pg::Int64Array(series.runs),
+                 pg::TextArray(series.names), pg::Int64Array(series.points), limits_.points_per_run,
+                 limits_.points_per_name, limits_.names_per_run);
+    if (!over.empty()) {
+      std::set<int64_t> suspects;
+      for (const auto& row : over) suspects.insert(row["run_id"].as<int64_t>());
+      std::vector<int64_t> runs, steps;
+      std::vector<std::string> names;
+      for (const Pending* p : accepted) {
+        if (!suspects.contains(p->request->run_id())) continue;
+        for (const v1::MetricPoint* point : p->points) {
+          runs.push_back(p->request->run_id());
+          names.push_back(point->name());
+          steps.push_back(point->step());
+        }
+      }
+      over = pg::Exec(tx, "ingest_series_check_new", pg::Int64Array(runs), pg::TextArray(names),
+                      pg::Int64Array(steps), limits_.points_per_run, limits_.points_per_name,
+                      limits_.names_per_run);
+    }
+    if (!over.empty()) {
+      const pg::ByName col(over);
+      for (const auto& row : over) {
+        const int64_t run = col(row, "run_id").as<int64_t>();
+        for (Pending* p : batch) {
+          if (p->request->run_id() != run) continue;
+          p->over = true;
+          p->accepted = false;
+          p->status =
+              OverBound(run, col(row, "points").as<int64_t>(), col(row, "names").as<int64_t>(),
+                        col(row, "top").as<int64_t>(), limits_);
+        }
+      }
+      met_bound = true;
+      return absl::AbortedError("over a bound");  // rolled back, written again without them
+    }
     if (met_stored) {
       Upsert(tx, accepted, seq_of);
+      // Some of the points were stored already: count the runs' series again.
+      std::vector<int64_t> runs;
+      for (const Pending* p : accepted) runs.push_back(p->request->run_id());
+      pg::Exec(tx, "metric_series_clear", pg::Int64Array(runs));
+      pg::Exec(tx, "metric_series_recount", pg::Int64Array(runs));
       return 0;
     }
+    int copied = 0;
     try {
-      return static_cast<int>(pg::Copy(tx, "ingest_copy", CopyRows(accepted, seq_of)));
+      copied = static_cast<int>(pg::Copy(tx, "ingest_copy", CopyRows(accepted, seq_of)));
     } catch (const pqxx::unique_violation&) {
       met_stored = true;
       return absl::AlreadyExistsError("points already stored");  // rolled back, written again
     }
+    pg::Exec(tx, "ingest_series_add", pg::Int64Array(series.runs), pg::TextArray(series.names),
+             pg::Int64Array(series.points));
+    return copied;
   };
-  absl::StatusOr<int> written = copy_db_.Tx<int>(kWhat, write);
-  if (met_stored) written = copy_db_.Tx<int>(kWhat, write);
+  absl::StatusOr<int> written = 0;
+  // At most: once, once more with the upsert, once more without the requests over a bound.
+  for (int tries = 0; tries < 3; ++tries) {
+    written = copy_db_.Tx<int>(kWhat, write);
+    if (met_bound) {
+      std::erase_if(batch, [](const Pending* p) { return p->over; });
+      if (batch.empty()) return;
+      continue;
+    }
+    if (!written.ok() && met_stored && absl::IsAlreadyExists(written.status())) continue;
+    break;
+  }
   if (written.ok()) return;
   for (Pending* p : batch) {
     p->accepted = false;
@@ -270,21 +382,28 @@ absl::StatusOr<int> IngestStore::ReportMetrics(const v1::ReportMetricsRequest& r
       newest[p->name()] = {p->step(), p->value()};
     }
   }
-  auto latest_of = [&](const char* name, bool* has, double* value) {
+  // The newest value of `name` in the request and its step (the fence keeps it only if no newer
+  // step set the column before).
+  auto latest_of = [&](const char* name, bool* has, double* value, int64_t* step) {
     auto it = newest.find(name);
     *has = it != newest.end();
     *value = *has ? it->second.second : 0.0;
+    *step = *has ? it->second.first : -1;
   };
-  latest_of(metric::kTrainLoss, &pending.has_train, &pending.train);
-  latest_of(metric::kValLoss, &pending.has_val, &pending.val);
-  latest_of(metric::kMaxAttnLogit, &pending.has_logit, &pending.logit);
+  latest_of(metric::kTrainLoss, &pending.has_train, &pending.train, &pending.train_step);
+  latest_of(metric::kValLoss, &pending.has_val, &pending.val, &pending.val_step);
+  latest_of(metric::kMaxAttnLogit, &pending.has_logit, &pending.logit, &pending.logit_step);
   // The aggregate probes a dashboard shows per run; per-layer ones stay in metric_points.
   nlohmann::json probes = nlohmann::json::object();
   for (const char* name : kExportedProbes) {
     bool has = false;
     double value = 0;
-    latest_of(name, &has, &value);
-    if (has && std::isfinite(value)) probes[name] = value;
+    int64_t step = -1;
+    latest_of(name, &has, &value, &step);
+    if (has && std::isfinite(value)) {
+      probes[name] = value;
+      pending.probes_step = std::max(pending.probes_step, step);
+    }
   }
   pending.probes = probes.dump();
 

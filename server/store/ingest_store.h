@@ -15,6 +15,13 @@
 // transaction back, and the batch is written again with an upsert instead (ingest_upsert.sql), so
 // each (run, name, step) is stored once, with its newest value. A batch never holds two requests
 // for one run, and a run is in at most one batch at a time.
+//
+// What a run stores is bounded (IngestLimits, docs/server.md#hostile-input): after the fence has
+// locked the batch's runs, the batch's new points are checked against each run's counted series
+// (run_metric_series, migration 0033); a request that would take its run past a bound is refused
+// (OUT_OF_RANGE, naming the flag), and the batch is written again without it, so its run's
+// latest values stay as they were. The rare case costs a rolled-back transaction; the common
+// one, two statements more (the check and the count).
 #pragma once
 
 #include <condition_variable>
@@ -45,19 +52,28 @@ inline constexpr int kIngestWriters = 2;
 // The most points one batch takes (a request larger than this is a batch of its own).
 inline constexpr int kMaxIngestBatchPoints = 50000;
 
+// What one run may store (the server's --max-points-per-run, --max-points-per-name,
+// --max-metric-names).
+struct IngestLimits {
+  int64_t points_per_run = 10'000'000;
+  int64_t points_per_name = 1'000'000;
+  int names_per_run = 4096;
+};
+
 class IngestStore {
  public:
   // `notes` wakes the run's watchers after commit (ablate_run; see NotifyBatcher). The metric
   // writers have a Db of their own on db->url(), `writers` connections opened lazily (and again
   // after PostgreSQL restarts).
-  IngestStore(Db* db, NotifyBatcher* notes, int writers = kIngestWriters);
+  IngestStore(Db* db, NotifyBatcher* notes, IngestLimits limits = {}, int writers = kIngestWriters);
   // Writes what is queued (or fails it, UNAVAILABLE, if the database is gone), then stops.
   ~IngestStore();
   IngestStore(const IngestStore&) = delete;
   IngestStore& operator=(const IngestStore&) = delete;
 
   // Stores points keyed (run, name, step) and the run's latest_* columns. Returns how many were
-  // stored. INVALID_ARGUMENT names a point past the run's last step.
+  // stored. INVALID_ARGUMENT names a point past the run's last step; OUT_OF_RANGE a report that
+  // would take the run past one of the limits.
   absl::StatusOr<int> ReportMetrics(const v1::ReportMetricsRequest& request);
 
   // Appends a run's progress lines and trims the run to its newest kMaxLogLinesPerRun lines.
@@ -80,6 +96,7 @@ class IngestStore {
 
   Db* db_;
   NotifyBatcher* notes_;
+  IngestLimits limits_;
   Db copy_db_;  // the metric writers' connections
   std::mutex mu_;
   std::condition_variable cv_;

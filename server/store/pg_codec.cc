@@ -284,6 +284,8 @@ v1::Sweep SweepFromRow(const ByName& col, const pqxx::row& row, const SweepHolds
     c->set_unfittable(static_cast<int>(holds->unfittable));
     c->set_preemptions(static_cast<int>(holds->preemptions));
     c->set_worker_faults(static_cast<int>(holds->worker_faults));
+    c->set_fault_held(static_cast<int>(holds->fault_held));
+    c->set_fault_held_until(holds->fault_held_until);
   }
   // ETA: the runs that can run times the mean duration of finished runs, divided by the runs in
   // flight on live workers (a proxy for the workers on this sweep). Crude while few runs have

@@ -56,13 +56,15 @@ absl::StatusOr<v1::Run> RunFromRow(const ByName& col, const pqxx::row& row, cons
 
 // What keeps a sweep's work from running (sweep_holds.sql, fleet_can_lease.sql).
 struct SweepHolds {
-  bool counted = false;        // the next three were read (GetSweep; ListSweeps leaves them 0)
-  int64_t unfittable = 0;      // queued runs no live worker's device memory can hold
-  int64_t preemptions = 0;     // attempts its runs lost to lease expiry
-  int64_t worker_faults = 0;   // attempts its runs lost to worker-side failures
-  int64_t lost_in_flight = 0;  // its leases held by lost (or stopped) workers
-  int64_t can_lease = -1;      // workers that may lease now; -1: not read
-  int64_t benched = 0;         // live workers benched now
+  bool counted = false;         // the next three were read (GetSweep; ListSweeps leaves them 0)
+  int64_t unfittable = 0;       // queued runs no live worker of their device kind can hold
+  int64_t preemptions = 0;      // attempts its runs lost to lease expiry
+  int64_t worker_faults = 0;    // attempts its runs lost to worker-side failures
+  int64_t lost_in_flight = 0;   // its leases held by lost (or stopped) workers
+  int64_t can_lease = -1;       // workers that may lease now; -1: not read
+  int64_t benched = 0;          // live workers benched now
+  int64_t fault_held = 0;       // queued runs waiting for a worker they did not fault on
+  double fault_held_until = 0;  // when the last of those holds ends (unix seconds)
 };
 
 // eta_basis of a sweep that cannot finish as things are ("held: budget reached"); its

@@ -164,13 +164,20 @@ absl::StatusOr<LeaseOutcome> RunTransitions::Lease(int64_t worker_id, int64_t to
           return absl::ResourceExhaustedError(absl::StrCat(
               "lease refused: worker ", worker_id, " already holds ", row["held"].as<int64_t>(),
               " run lease(s) (runs ", row["held_ids"].as<std::string>(), "), the ", slots,
-              " slot(s) it declared at Register; complete or release one first, or register "
-              "with more --slots"));
+              " slot(s) it declared at Register; complete or release one first (a restarted "
+              "worker's new process releases its old one's leases when it registers)"));
         }
         if (row["run_id"].is_null()) return result;
         v1::LeaseResponse out;
         out.set_has_run(true);
         const int64_t run_id = row["run_id"].as<int64_t>();
+        if (row["attempt"].as<int>() > 1) {
+          // The lease statement dropped the points after the resume step: the run's counted
+          // series (what ReportMetrics' bounds read) are counted again. A first attempt has none.
+          const std::string runs = pg::Int64Array({run_id});
+          pg::Exec(tx, "metric_series_clear", runs);
+          pg::Exec(tx, "metric_series_recount", runs);
+        }
         // The run's spec over its sweep's base, the one merge ListRuns and refinement use too.
         std::optional<v1::RunSpec> base;
         if (!row["spec_base"].is_null()) {
@@ -329,15 +336,27 @@ absl::Status RunTransitions::Release(const v1::ReleaseRequest& req) {
   }
   return Transition<bool>("release",
                           [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
-                            pqxx::result r = pg::Exec(tx, "release", req.run_id(), req.attempt(),
-                                                      SecretDigest(req.lease_token()));
+                            pqxx::result r =
+                                pg::Exec(tx, "release", req.run_id(), req.attempt(),
+                                         SecretDigest(req.lease_token()), faults_.max_releases);
                             if (r.empty()) return FenceError(tx, req.run_id(), req.attempt());
                             const pqxx::row released = r.front();
                             const pqxx::field worker = released["worker_id"];
-                            pg::Exec(tx, "release_event", req.run_id(), req.attempt(), req.reason(),
+                            const bool ended = released["ended"].as<bool>();
+                            pg::Exec(tx, "release_event", req.run_id(), req.attempt(),
+                                     ended ? absl::StrCat(req.reason(), "; the run failed: ",
+                                                          released["error"].as<std::string>())
+                                           : req.reason(),
                                      worker.is_null() ? 0 : worker.as<int64_t>());
-                            notices.Queue(released["device"].as<std::string>());
-                            notices.Sweep(released["sweep_id"].as<int64_t>());
+                            const int64_t sweep_id = released["sweep_id"].as<int64_t>();
+                            if (ended) {
+                              if (auto s = AfterRunsEnded(tx, {sweep_id}, notices); !s.ok()) {
+                                return s;
+                              }
+                            } else {
+                              notices.Queue(released["device"].as<std::string>());
+                              notices.Sweep(sweep_id);
+                            }
                             notices.Run(req.run_id());
                             return true;
                           })
@@ -354,10 +373,10 @@ absl::Status RunTransitions::AttemptFaulted(int64_t run_id, int attempt,
   return Transition<bool>(
              "attempt faulted",
              [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<bool> {
-               pqxx::result r =
-                   pg::Exec(tx, "attempt_faulted", run_id, attempt, digest, fault, error,
-                            pg::ToJson(result), result.steps_done(), faults_.run_fault_workers,
-                            faults_.bench_after, faults_.bench_seconds, faults_.bench_max_seconds);
+               pqxx::result r = pg::Exec(
+                   tx, "attempt_faulted", run_id, attempt, digest, fault, error, pg::ToJson(result),
+                   result.steps_done(), faults_.run_fault_workers, faults_.bench_after,
+                   faults_.bench_seconds, faults_.bench_max_seconds, faults_.fault_hold_seconds);
                if (r.empty()) {
                  // A retry whose reply was lost finds its attempt already handed back (queued,
                  // the token not yet replaced by a new lease) or ended.
@@ -389,13 +408,14 @@ absl::Status RunTransitions::AttemptFaulted(int64_t run_id, int attempt,
 
 // ---- leased/running -> queued | failed: Reap (lease expired) -----------------------------------
 
-absl::StatusOr<ReapResult> RunTransitions::Reap() {
+absl::StatusOr<ReapResult> RunTransitions::Reap() { return ReapLeases(0); }
+
+absl::StatusOr<ReapResult> RunTransitions::ReapLeases(int64_t worker_id) {
   return Transition<ReapResult>(
       "reap", [&](pqxx::work& tx, Notices& notices) -> absl::StatusOr<ReapResult> {
         // SKIP LOCKED: a run a worker is heartbeating right now is left for the next pass, and two
-        // replicas reaping at once split the expired runs between them instead of both touching
-        // each.
-        pqxx::result r = pg::Exec(tx, "reap", faults_.max_preemptions);
+        // replicas reaping at once split the expired runs between them.
+        pqxx::result r = pg::Exec(tx, "reap", faults_.max_preemptions, worker_id);
         const pg::ByName col(r);
         ReapResult out;
         std::set<int64_t> ended;  // sweeps with a run failed here
@@ -412,11 +432,39 @@ absl::StatusOr<ReapResult> RunTransitions::Reap() {
           notices.Run(col(row, "id").as<int64_t>());
         }
         if (auto s = AfterRunsEnded(tx, ended, notices); !s.ok()) return s;
+        if (worker_id != 0) return out;
         const std::vector<int64_t> finished = FinishSweepsWithNothingLeft(tx, std::nullopt);
         out.sweeps_finished = static_cast<int>(finished.size());
         for (int64_t s : finished) notices.Sweep(s);
         return out;
       });
+}
+
+// ---- leased/running -> queued | failed: a worker's new process (Register) ----------------------
+
+absl::StatusOr<RestartResult> RunTransitions::WorkerRestarted(
+    int64_t worker_id, const std::vector<v1::CrashedAttempt>& crashed) {
+  RestartResult out;
+  // What the dead process's work dir says ended each attempt: a worker-side failure, with its
+  // cause, as if the process had lived to say so (AttemptFaulted: requeued elsewhere, toward
+  // the worker's bench). The lease token proves the attempt was this worker's.
+  for (const auto& c : crashed) {
+    absl::Status s =
+        AttemptFaulted(c.run_id(), c.attempt(), c.lease_token(), "worker", c.cause(), {});
+    if (s.ok()) {
+      ++out.faulted;
+    } else if (absl::IsFailedPrecondition(s) || absl::IsNotFound(s)) {
+      // The lease ran out before the worker came back (reaped: a preemption), or the run is
+      // gone: nothing of the run's to change.
+      ++out.stale;
+    } else {
+      return s;
+    }
+  }
+  // Every other lease still held under this worker belongs to the dead process too.
+  ASSIGN_OR_RETURN(const ReapResult reaped, ReapLeases(worker_id));
+  out.released = reaped.requeued + reaped.failed;
+  return out;
 }
 
 // ---- unfinished -> cancelled: Cancel -----------------------------------------------------------

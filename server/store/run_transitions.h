@@ -55,6 +55,13 @@ struct ReapResult {
   int sweeps_finished = 0;
 };
 
+// What a worker's new process found at Register (RunTransitions::WorkerRestarted).
+struct RestartResult {
+  int faulted = 0;   // reported attempts counted as worker-side failures
+  int stale = 0;     // reported attempts whose lease had already ended (nothing changed)
+  int released = 0;  // other leases the dead process held, requeued as preemptions (or failed)
+};
+
 // The fence (docs/architecture.md#leases-and-fencing), shared with the fenced writes outside
 // this class (ingest_store.cc): every fenced statement asks the SQL function lease_held
 // (migrations/0018_lease_held.sql), the one definition of the condition.
@@ -111,6 +118,14 @@ class RunTransitions {
   // run in every replica at once (SKIP LOCKED; idempotent updates).
   absl::StatusOr<ReapResult> Reap();
 
+  // A worker registered as a new process (RegisterRequest.new_process): its old process is gone.
+  // Each attempt it reports `crashed` (with the lease token it held) is a worker-side failure
+  // with that cause, as Complete FAILED with FAULT_WORKER would be; every other lease the worker
+  // still holds is requeued as a preemption (failed past --max-preemptions), at once rather than
+  // when it expires, so the new process's slots are free.
+  absl::StatusOr<RestartResult> WorkerRestarted(int64_t worker_id,
+                                                const std::vector<v1::CrashedAttempt>& crashed);
+
   // unfinished -> cancelled. Returns how many runs were cancelled. Whole-sweep cancel (no
   // `run_ids`) marks the sweep cancelled; cancelling some runs may finish it.
   absl::StatusOr<int> Cancel(int64_t sweep_id, const std::vector<int64_t>& run_ids);
@@ -126,6 +141,9 @@ class RunTransitions {
   template <typename T>
   absl::StatusOr<T> Transition(const std::string& what,
                                const std::function<absl::StatusOr<T>(pqxx::work&, Notices&)>& fn);
+
+  // Reap (worker_id 0: expired leases) or the leases worker_id holds (WorkerRestarted).
+  absl::StatusOr<ReapResult> ReapLeases(int64_t worker_id);
 
   // leased/running -> queued | failed for an attempt that failed for a worker-side (`fault`
   // "worker") or unknown cause; counts toward benching the worker (attempt_faulted.sql).

@@ -119,6 +119,8 @@ absl::StatusOr<v1::Sweep> SweepReads::Get(int64_t sweep_id) {
     holds.preemptions = h["preemptions"].as<int64_t>();
     holds.worker_faults = h["worker_faults"].as<int64_t>();
     holds.lost_in_flight = h["lost_in_flight"].as<int64_t>();
+    holds.fault_held = h["fault_held"].as<int64_t>();
+    holds.fault_held_until = h["fault_held_until"].as<double>();
     return pg::SweepFromRow(pg::ByName(r), r.front(), &holds);
   });
 }
@@ -228,26 +230,63 @@ absl::StatusOr<v1::ListCellsResponse> SweepReads::CellsPage(int64_t sweep_id,
 
 absl::StatusOr<v1::GetRunMetricsResponse> SweepReads::Metrics(int64_t run_id,
                                                               const std::vector<std::string>& names,
-                                                              int64_t after_step, int64_t after_seq,
-                                                              int64_t* max_seq) {
+                                                              int64_t after_step, int limit,
+                                                              MetricsCursor* cursor, bool* more) {
   using Out = v1::GetRunMetricsResponse;
-  return db_->Tx<Out>("get run metrics", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+  MetricsCursor c = *cursor;
+  bool page_full = false;
+  auto out = db_->Tx<Out>("get run metrics", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    c = *cursor;
     pqxx::result run = pg::Exec(tx, "run_state", run_id);
     if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
     Out out;
     out.set_state(util::RunStateFromName(run[0]["state"].as<std::string>()));
-    pqxx::result r =
-        pg::Exec(tx, "run_metrics", run_id, after_step, pg::TextArray(names), after_seq);
-    const pg::ByName col(r);
-    *max_seq = after_seq;
-    for (const auto& row : r) {
-      auto* p = out.add_points();
-      p->set_step(col(row, "step").as<int64_t>());
-      p->set_name(col(row, "name").as<std::string>());
-      p->set_value(col(row, "value").as<double>());
-      p->set_time(col(row, "time").as<double>());
-      *max_seq = std::max(*max_seq, col(row, "seq").as<int64_t>());
+    if (c.seq_hi == 0) {
+      // A new pass: up to the newest change now (a run's batches commit in seq order, since each
+      // takes the run's row lock before its number).
+      c.seq_hi = pg::Exec1(tx, "run_metrics_newest", run_id)["seq"].as<int64_t>();
+      c.name.clear();
+      c.step = -1;
+      c.pass_saw_terminal = util::IsTerminal(out.state());
     }
+    if (c.seq_hi > c.seq_lo) {
+      pqxx::result r = pg::Exec(tx, "run_metrics", run_id, after_step, pg::TextArray(names),
+                                c.seq_lo, c.seq_hi, c.name, c.step, limit);
+      const pg::ByName col(r);
+      for (const auto& row : r) {
+        auto* p = out.add_points();
+        p->set_step(col(row, "step").as<int64_t>());
+        p->set_name(col(row, "name").as<std::string>());
+        p->set_value(col(row, "value").as<double>());
+        p->set_time(col(row, "time").as<double>());
+      }
+      page_full = static_cast<int>(r.size()) >= limit;
+    }
+    return out;
+  });
+  if (!out.ok()) return out;
+  if (page_full) {
+    c.name = out->points(out->points_size() - 1).name();
+    c.step = out->points(out->points_size() - 1).step();
+  } else {
+    c.seq_lo = std::max(c.seq_lo, c.seq_hi);
+    c.seq_hi = 0;
+  }
+  *more = page_full;
+  *cursor = c;
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> SweepReads::MetricNames(int64_t run_id,
+                                                                 v1::RunState* state) {
+  using Out = std::vector<std::string>;
+  return db_->Tx<Out>("list metric names", [&](pqxx::work& tx) -> absl::StatusOr<Out> {
+    pqxx::result run = pg::Exec(tx, "run_state", run_id);
+    if (run.empty()) return absl::NotFoundError(absl::StrCat("run ", run_id, " does not exist"));
+    *state = util::RunStateFromName(run[0]["state"].as<std::string>());
+    pqxx::result r = pg::Exec(tx, "run_metric_names", run_id);
+    Out out;
+    for (const auto& row : r) out.push_back(row["name"].as<std::string>());
     return out;
   });
 }
@@ -306,6 +345,12 @@ absl::StatusOr<v1::Worker> SweepReads::Unbench(const std::string& name) {
                      WorkersFromRows(pg::Exec(tx, "workers_list", lease_seconds_, true, 0.0,
                                               r[0]["id"].as<int64_t>())));
     if (w.empty()) return absl::InternalError(absl::StrCat("worker \"", name, "\" vanished"));
+    if (!r[0]["benched"].as<bool>()) {
+      // Nothing to lift: saying it was lifted would hide a misspelt or mistaken name.
+      return absl::FailedPreconditionError(
+          absl::StrCat("worker \"", name, "\" is not benched (it is ", w.front().state(),
+                       "); there is no bench to lift"));
+    }
     return w.front();
   });
 }

@@ -57,12 +57,25 @@ class SweepReads {
   absl::StatusOr<v1::ListCellsResponse> CellsPage(int64_t sweep_id, const std::string& after_cell,
                                                   int limit);
 
-  // Points with step > after_step and, when after_seq > 0, changed since after_seq (ordered by
-  // step). *max_seq receives the newest change seen: the next call's after_seq.
+  // Where GetRunMetrics is in a run's points: changes after `seq_lo` are still to send; within a
+  // pass (seq_hi > 0: up to that change) the points after (name, step) in (name, step) order.
+  struct MetricsCursor {
+    int64_t seq_lo = 0;
+    int64_t seq_hi = 0;  // 0: between passes
+    std::string name;
+    int64_t step = -1;
+    bool pass_saw_terminal = false;  // the run had ended when this pass began
+  };
+  // One page of at most `limit` points with step > after_step (of `names`, all when empty), from
+  // `*cursor`, which moves past them; *more is true while the pass has points left. A pass ends
+  // at the newest change there was when it began, so a follower's next pass sends what changed
+  // meanwhile (a resumed attempt's rewrites included).
   absl::StatusOr<v1::GetRunMetricsResponse> Metrics(int64_t run_id,
                                                     const std::vector<std::string>& names,
-                                                    int64_t after_step, int64_t after_seq,
-                                                    int64_t* max_seq);
+                                                    int64_t after_step, int limit,
+                                                    MetricsCursor* cursor, bool* more);
+  // The names run `run_id` has points under, in order, and its state (NOT_FOUND if no such run).
+  absl::StatusOr<std::vector<std::string>> MetricNames(int64_t run_id, v1::RunState* state);
   // The run's events with id > after_id, oldest first (NOT_FOUND if no such run); *max_id
   // receives the newest id read (after_id when none): the next call's after_id.
   absl::StatusOr<std::vector<v1::RunEvent>> Events(int64_t run_id, int64_t after_id = 0,

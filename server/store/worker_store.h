@@ -19,10 +19,16 @@ class WorkerStore {
 
   double lease_seconds() const { return lease_seconds_; }
 
-  // Registers (or re-registers, by name) a worker; returns its id. `token_id` is the bearer
-  // token calling (0 with --auth none): the same token takes its row over (a restarted worker);
-  // another token gets ALREADY_EXISTS while the name was seen within the lease period.
-  absl::StatusOr<int64_t> Register(const v1::WorkerInfo& info, int64_t token_id);
+  struct Registered {
+    int64_t id = 0;
+    std::string inherited_from;  // the name whose bench it took over (same box, new name), if any
+  };
+  // Registers (or re-registers, by name) a worker. `token_id` is the bearer token calling (0
+  // with --auth none): the same token takes its row over (a restarted worker); another token
+  // gets ALREADY_EXISTS while the name was seen within the lease period. A token with
+  // `max_names` other live workers gets RESOURCE_EXHAUSTED for a new name. A worker whose
+  // info.host_key is that of a benched worker of the same token inherits its bench.
+  absl::StatusOr<Registered> Register(const v1::WorkerInfo& info, int64_t token_id, int max_names);
   // The worker is stopping cleanly: offline from now on (until it registers again). NotFound
   // unless `token_id` registered it.
   absl::Status Deregister(int64_t worker_id, int64_t token_id);

@@ -41,34 +41,17 @@ class FaultsTest : public ServerFixture {
 
   grpc::Status Fail(const v1::LeaseResponse& l, v1::FaultClass fault, const std::string& error) {
     v1::CompleteRequest req;
-    req.set_run_id(l.lease().run_id());
-    req.set_attempt(l.lease().attempt());
-    req.set_lease_token(l.lease().token());
     req.set_state(v1::FAILED);
     req.set_fault(fault);
     req.set_error(error);
     req.mutable_result()->set_peak_memory_bytes(int64_t{3} << 30);
-    v1::CompleteResponse resp;
-    return WorkerStub()->Complete(Ctx().get(), req, &resp);
+    return CompleteLease(l, req);
   }
 
   grpc::Status Succeed(const v1::LeaseResponse& l) {
     v1::CompleteRequest req;
-    req.set_run_id(l.lease().run_id());
-    req.set_attempt(l.lease().attempt());
-    req.set_lease_token(l.lease().token());
     req.set_state(v1::SUCCEEDED);
-    v1::CompleteResponse resp;
-    return WorkerStub()->Complete(Ctx().get(), req, &resp);
-  }
-
-  v1::Run RunOf(int64_t sweep, int64_t run) {
-    const v1::GetSweepResponse got = GetSweep(sweep);
-    for (const auto& r : got.runs()) {
-      if (r.id() == run) return r;
-    }
-    ADD_FAILURE() << "no run " << run;
-    return v1::Run();
+    return CompleteLease(l, req);
   }
 };
 
@@ -93,7 +76,9 @@ TEST_F(FaultsTest, AWorkerSideFailureRequeuesTheRunOnAnotherWorker) {
   }
   EXPECT_TRUE(faulted) << "the failure is an event on the run, naming the worker and the cause";
 
-  // The faulty worker gets the other run, not this one, while a healthy one is live...
+  // The faulty worker gets the other run, not this one, while a healthy one is live and leasing
+  // (it asked Lease a moment ago: only such a worker holds the run back)...
+  Sql(absl::StrCat("UPDATE workers SET last_lease_at = now() WHERE id = ", good));
   auto next = Lease(bad);
   ASSERT_TRUE(next.has_run());
   EXPECT_NE(next.lease().run_id(), run);
@@ -205,6 +190,9 @@ TEST_F(FaultsTest, ARunSideFailureEndsTheRunAtOnceWithoutBlamingTheWorker) {
 TEST_F(FaultsTest, ARunFailsForWorkerSideCausesOnlyOnEnoughDifferentWorkers) {
   const int64_t sweep = Submit(SweepYaml("everywhere", 1, 1)).sweep().id();
   const std::vector<int64_t> workers = {Register("w1"), Register("w2"), Register("w3")};
+  // Every one of them is leasing (asked Lease a moment ago), so each holds the run back from the
+  // workers it failed on.
+  Sql("UPDATE workers SET last_lease_at = now()");
   int64_t run = 0;
   for (size_t i = 0; i < workers.size(); ++i) {
     auto l = Lease(workers[i]);
@@ -237,6 +225,7 @@ TEST_F(FaultsTest, AnUnknownFailureSpendsAnAttempt) {
   const int64_t sweep = Submit(SweepYaml("unknown", 1, 1, "", "max_attempts: 2\n")).sweep().id();
   const int64_t a = Register("a");
   const int64_t b = Register("b");
+  Sql(absl::StrCat("UPDATE workers SET last_lease_at = now() WHERE id = ", b));  // b leases
   auto l1 = Lease(a);
   ASSERT_TRUE(Fail(l1, v1::FAULT_CLASS_UNSPECIFIED, "terminate called").ok());
   EXPECT_EQ(RunOf(sweep, l1.lease().run_id()).state(), v1::QUEUED);

@@ -270,6 +270,14 @@ std::string ServerFixture::LeaseToken(int64_t run_id, int attempt) {
   return it == lease_tokens_.end() ? "" : it->second;
 }
 
+grpc::Status ServerFixture::CompleteLease(const v1::LeaseResponse& l, v1::CompleteRequest req) {
+  req.set_run_id(l.lease().run_id());
+  req.set_attempt(l.lease().attempt());
+  req.set_lease_token(l.lease().token());
+  v1::CompleteResponse resp;
+  return WorkerStub()->Complete(Ctx().get(), req, &resp);
+}
+
 v1::GetSweepResponse ServerFixture::GetSweep(int64_t sweep_id, bool runs) {
   v1::GetSweepRequest req;
   req.mutable_sweep()->set_id(sweep_id);
@@ -278,6 +286,15 @@ v1::GetSweepResponse ServerFixture::GetSweep(int64_t sweep_id, bool runs) {
   auto s = SweepStub()->GetSweep(Ctx().get(), req, &resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
   return resp;
+}
+
+v1::Run ServerFixture::RunOf(int64_t sweep, int64_t run) {
+  const v1::GetSweepResponse got = GetSweep(sweep);
+  for (const auto& r : got.runs()) {
+    if (r.id() == run) return r;
+  }
+  ADD_FAILURE() << "no run " << run;
+  return v1::Run();
 }
 
 std::string ServerFixture::Sql(const std::string& sql) {

@@ -58,7 +58,11 @@ class ServerFixture : public ::testing::Test {
   v1::LeaseResponse Lease(int64_t worker_id, double wait = 0, int replica = 0,
                           const std::string& token = "");
   std::string LeaseToken(int64_t run_id, int attempt);
+  // Complete of the attempt `l` leased: `req` as given, with its run, attempt and lease token.
+  grpc::Status CompleteLease(const v1::LeaseResponse& l, v1::CompleteRequest req);
   v1::GetSweepResponse GetSweep(int64_t sweep_id, bool runs = true);
+  // Run `run` of sweep `sweep` as GetSweep lists it (a test failure when it is not there).
+  v1::Run RunOf(int64_t sweep, int64_t run);
   std::vector<v1::MetricPoint> Points(int64_t run_id);
   // The run's events (ListRunEvents), oldest first.
   std::vector<v1::RunEvent> Events(int64_t run_id);

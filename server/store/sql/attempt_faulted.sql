@@ -4,7 +4,7 @@
 -- memory), steps $7.
 -- docs/server.md#failures:
 -- - the worker joins the run's faulted_workers (it does not lease the run again while another
---   worker can);
+--   leasing worker can, for at most $12 seconds: fault_hold_until, migration 0030);
 -- - 'worker': the run goes back to the queue, the attempt not spent (max_attempts + 1), unless it
 --   has now failed on $8 different workers: then it ends failed;
 -- - 'unknown': the attempt is spent; requeued while attempts are left, else failed;
@@ -33,7 +33,9 @@ upd AS (
       'failed for worker-side causes on %s different workers; last: %s', cardinality(dec.fw), $5::text)
       ELSE format('failed on attempt %s of %s (cause unknown): %s', dec.attempt,
         dec.max_attempts, $5::text) END,
-    lease_expires_at = NULL, step = greatest(r.step, $7::bigint)
+    lease_expires_at = NULL, step = greatest(r.step, $7::bigint),
+    fault_hold_until = CASE WHEN dec.ended THEN NULL
+      ELSE now() + make_interval(secs => $12::float8) END
   FROM dec WHERE r.id = dec.id
   RETURNING r.sweep_id, r.device, r.worker_id, dec.ended),
 w AS (

@@ -1,9 +1,10 @@
 -- Lease, after lease_worker: the next queued run for worker $1 if it holds fewer than $4 leases,
 -- leased for $2 seconds under the token digest $3. Only a run that fits its device memory per
 -- slot $5 (0: not reported, any run), and not one whose attempt failed on this worker for a
--- worker-side or unknown cause while another live, unbenched worker (seen within the lease
--- period) could take it (docs/server.md#failures). Without a checkpoint the attempt starts over
--- and every earlier point goes (step > -1); with one, the points after its step go.
+-- worker-side or unknown cause while its hold lasts (fault_hold_until, migration 0030) and
+-- another leasing, unbenched worker (one that asked Lease within the lease period) could take it
+-- (docs/server.md#failures). Without a checkpoint the attempt starts over and every earlier
+-- point goes (step > -1); with one, the points after its step go.
 -- A sweep with a budget leases only while its budget_runs_left is above 0 (migration 0009).
 -- Returns one row: device kind, then run id, sweep id, attempt, expiry, the run's spec as stored
 -- (its sweep's base, its delta, or its whole spec from before migration 0014: pg::MergeRunSpec
@@ -23,9 +24,9 @@ next AS (
     WHERE r.state = 'queued' AND r.device = d.dev
     AND (SELECT n FROM held) < $4
     AND ($5::bigint <= 0 OR r.memory_bytes <= $5::bigint)
-    AND NOT (r.faulted_workers @> ARRAY[$1::bigint] AND EXISTS (
+    AND NOT (r.faulted_workers @> ARRAY[$1::bigint] AND r.fault_hold_until > now() AND EXISTS (
       SELECT 1 FROM workers o WHERE o.id <> $1 AND NOT o.id = ANY(r.faulted_workers)
-      AND o.stopped_at IS NULL AND o.last_seen_at >= now() - make_interval(secs => $2)
+      AND o.stopped_at IS NULL AND o.last_lease_at >= now() - make_interval(secs => $2)
       AND coalesce(o.benched_until <= now(), true) AND NOT o.self_check_due
       AND (r.device = 'auto' OR o.device_kind = r.device)
       AND (o.memory_per_slot <= 0 OR r.memory_bytes <= o.memory_per_slot)))
@@ -47,7 +48,9 @@ upd AS (
   UPDATE runs r SET state = 'leased', attempt = r.attempt + 1, worker_id = $1,
     lease_expires_at = now() + make_interval(secs => $2),
     started_at = coalesce(r.started_at, now()), error = '',
-    step = coalesce((SELECT step FROM ck), 0), lease_token_sha256 = $3
+    step = coalesce((SELECT step FROM ck), 0), lease_token_sha256 = $3,
+    latest_train_step = -1, latest_val_step = -1, latest_logit_step = -1,
+    latest_probes_step = -1
   FROM ok WHERE r.id = ok.id
   RETURNING r.id, r.sweep_id, r.attempt, r.lease_expires_at),
 d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd)
@@ -55,7 +58,7 @@ d AS (DELETE FROM metric_points WHERE run_id = (SELECT id FROM upd)
 e AS (INSERT INTO run_events (run_id, kind, attempt, worker, message)
   SELECT id, 'leased', attempt, (SELECT name FROM w),
     coalesce('resume from step ' || (SELECT step FROM ck), '') FROM upd),
-wu AS (UPDATE workers SET last_seen_at = now(),
+wu AS (UPDATE workers SET last_seen_at = now(), last_lease_at = now(),
   current_run_id = (SELECT id FROM upd) WHERE id = $1)
 SELECT (SELECT device_kind FROM w) AS device_kind, upd.id AS run_id, upd.sweep_id, upd.attempt,
   extract(epoch from upd.lease_expires_at) AS expires_at,
