@@ -19,14 +19,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/cost/flops.h"
+#include "common/cost/memory.h"
 #include "common/util/backoff.h"
 #include "common/util/fields.h"
 #include "common/util/log.h"
 #include "common/util/net.h"
 #include "common/util/threads.h"
+#include "worker/crash_record.h"
 #include "worker/failure_class.h"
 #include "worker/fleet_data.h"
+#include "worker/host.h"
 #include "worker/run_session.h"
+#include "worker/self_check.h"
 #include "worker/server_client.h"
 #include "worker/slots.h"
 #include "worker/train/device_benchmark.h"
@@ -81,12 +86,14 @@ void LogRetry(const absl::Status& s, std::chrono::milliseconds wait) {
 }
 
 // Registers, retrying while the server is unreachable. Permanent errors (bad token) end the daemon.
-absl::StatusOr<v1::RegisterResponse> RegisterWithRetry(ServerClient* c,
-                                                       const v1::WorkerInfo& info) {
+// `previous`: the process's first Register (ServerClient::Register).
+absl::StatusOr<v1::RegisterResponse> RegisterWithRetry(
+    ServerClient* c, const v1::WorkerInfo& info,
+    const std::vector<v1::CrashedAttempt>* previous = nullptr) {
   if (g_shutdown) return absl::CancelledError("shutting down");
   auto resp = util::Retry(
-      util::kDaemonBackoff, [&] { return c->Register(info); }, rpc::IsTransient, ShuttingDown,
-      LogRetry);
+      util::kDaemonBackoff, [&] { return c->Register(info, previous); }, rpc::IsTransient,
+      ShuttingDown, LogRetry);
   if (!resp.ok() && rpc::IsTransient(resp.status()) && g_shutdown) {
     return absl::CancelledError("shutting down");
   }
@@ -152,6 +159,8 @@ struct Worker {
   // The server has benched this worker (LeaseResponse.benched_until, self_check_due): exported
   // as ablate_worker_benched.
   std::atomic<bool> benched{false};
+  // The runs this process holds, and how the one before it ended (worker/crash_record.h).
+  std::unique_ptr<CrashRecord> crash;
 };
 
 // Whether `count` threads can run at once. Under a tight memory cap LibTorch's thread pool
@@ -211,6 +220,25 @@ std::optional<int> StartUp(const DaemonOptions& options, Worker* w) {
     spdlog::error("--work-dir {}: {}", options.work_dir, ec.message());
     return 2;
   }
+  // A CPU's (or Apple GPU's unified) memory is this process's to the extent its cgroup or ulimit
+  // lets it: the server routes runs by what is registered here, so a capped worker registers its
+  // cap, not the machine's RAM, and is not handed runs that can only be killed by the OOM killer.
+  if (info.device_kind() == "cpu" || info.device_kind() == "mps") {
+    if (const auto cap = MemoryLimitBytes(); cap && *cap < info.device_memory_bytes()) {
+      spdlog::info("memory limit {} (cgroup or ulimit) registered instead of the machine's {}",
+                   cost::FormatBytes(*cap), cost::FormatBytes(info.device_memory_bytes()));
+      info.set_device_memory_bytes(*cap);
+    }
+  }
+  info.set_host_key(HostKey(options.work_dir));
+  // What the last process on this work dir left, and this one's record from now on.
+  auto crash = CrashRecord::Open(options.work_dir);
+  if (!crash.ok()) {
+    spdlog::error("{}", crash.status().message());
+    return 2;
+  }
+  w->crash = *std::move(crash);
+  if (!w->crash->previous_note().empty()) spdlog::warn("{}", w->crash->previous_note());
   // Threads first, before gRPC starts its own (which would hang the exit if they could not all
   // start) and LibTorch its pool: the slot's share, and a margin for the threads the worker and
   // gRPC start later (heartbeat, sender, a slot's). Checked by CheckDaemonOptions.
@@ -476,9 +504,11 @@ class LeaseLoop {
     spdlog::info("no longer benched");
   }
 
-  // The bench is over and the server asks for the self-check: the device benchmark, measured
-  // afresh; when it passes, Register again with its figures (which clears self_check_due). When
-  // it fails the worker stays benched and tries again after a back-off that grows.
+  // The bench is over and the server asks for the self-check: the work dir written and read back,
+  // the memory the last run that failed for lack of it needs, and the device benchmark measured
+  // afresh (worker/self_check.h): the check of what failed, whatever it was. When it passes,
+  // Register again with the figures (which clears self_check_due). When it fails the worker stays
+  // benched and tries again after a back-off that grows.
   void SelfCheck() {
     w_->benched = true;
     if (const auto now = Clock::now(); now < next_self_check_) {
@@ -489,8 +519,27 @@ class LeaseLoop {
                         ShuttingDown);
       return;
     }
-    spdlog::info("bench over: running the self-check (the device benchmark, measured afresh)");
-    auto result = MeasureDevice(options_, *w_, /*self_check=*/true);
+    FaultArea area;
+    int64_t memory_need;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      area = last_fault_area_;
+      memory_need = last_memory_need_;
+    }
+    spdlog::info(
+        "bench over: running the self-check (the work dir, {}the device benchmark measured "
+        "afresh; the last worker-side failure pointed at: {})",
+        area == FaultArea::kMemory && memory_need > 0 ? "the memory the run that failed needs, "
+                                                      : "",
+        FaultAreaName(area));
+    absl::Status checked = CheckWorkDir(options_.work_dir);
+    const std::string& kind = w_->info.device_kind();
+    if (checked.ok() && area == FaultArea::kMemory && (kind == "cpu" || kind == "mps")) {
+      checked = CheckMemory(memory_need);
+    }
+    const absl::StatusOr<train::DeviceBenchmarkResult> result =
+        checked.ok() ? MeasureDevice(options_, *w_, /*self_check=*/true)
+                     : absl::StatusOr<train::DeviceBenchmarkResult>(checked);
     if (g_shutdown) return;
     if (!result.ok()) {
       const auto wait = self_check_backoff_.Next();
@@ -524,10 +573,13 @@ class LeaseLoop {
     if (t.joinable()) t.join();  // its run has ended: Release came last
     // Kept apart: std::thread's constructor takes the lease even when it cannot start the thread.
     const RunLease held(lease.lease());
+    // On disk while held: if this process dies, the next one reports the attempt (crash_record.h).
+    w_->crash->Hold(held);
     try {
       t = std::thread(&LeaseLoop::RunInSlot, this, slot, w_->worker_id.load(), std::move(lease));
     } catch (const std::system_error& e) {
       ReleaseUnstarted(held, absl::StrCat("cannot start a thread for the run: ", e.what()));
+      w_->crash->Drop(held);
       {
         std::lock_guard<std::mutex> lock(mu_);
         slots_.Release(slot);
@@ -557,17 +609,17 @@ class LeaseLoop {
     } catch (const std::exception& e) {
       ReleaseUnstarted(RunLease(lease.lease()),
                        absl::StrCat("the run's session failed: ", e.what()));
-      out = {SessionEnd::kWorkerFault,
-             absl::StrCat("session failed: ", e.what()),
-             0,
-             0,
-             {},
-             Clock::now()};
+      out.end = SessionEnd::kWorkerFault;
+      out.detail = absl::StrCat("session failed: ", e.what());
+      out.ended = Clock::now();
     } catch (...) {
       ReleaseUnstarted(RunLease(lease.lease()),
                        "the run's session failed: an exception of unknown type");
-      out = {SessionEnd::kWorkerFault, "session failed", 0, 0, {}, Clock::now()};
+      out.end = SessionEnd::kWorkerFault;
+      out.detail = "session failed";
+      out.ended = Clock::now();
     }
+    w_->crash->Drop(RunLease(lease.lease()));
     const double wall = out.train_seconds + out.overhead_seconds;
     Clock::time_point& last = last_end_[static_cast<size_t>(slot)];
     std::string gap;
@@ -584,6 +636,14 @@ class LeaseLoop {
     {
       std::lock_guard<std::mutex> lock(mu_);
       slots_.Release(slot);
+      // What the self-check tests again if this failure is one of those that bench the worker.
+      if (out.area != FaultArea::kOther) {
+        last_fault_area_ = out.area;
+        last_memory_need_ =
+            out.area == FaultArea::kMemory
+                ? cost::RunMemoryBytes(lease.spec().config(), cost::VocabOf(lease.spec().data()))
+                : 0;
+      }
     }
     slot_freed_.notify_all();
   }
@@ -598,6 +658,7 @@ class LeaseLoop {
     if (auto s = c_->Deregister(w_->worker_id); !s.ok()) {
       spdlog::warn("could not tell the server this worker is stopping: {}", s.message());
     }
+    w_->crash->Close();  // a clean stop: nothing held, nothing for the next process to report
     spdlog::info("ablate-worker stopping after starting {} run(s)", slots_.started());
     return exit_code_;
   }
@@ -621,7 +682,10 @@ class LeaseLoop {
       util::BackoffPolicy{std::chrono::seconds(15), std::chrono::minutes(10)}};
   std::mutex mu_;
   std::condition_variable slot_freed_;
-  SlotScheduler slots_;                      // guarded by mu_
+  SlotScheduler slots_;  // guarded by mu_
+  // The last worker-side failure's area and, for memory, what its run needs (guarded by mu_).
+  FaultArea last_fault_area_ = FaultArea::kOther;
+  int64_t last_memory_need_ = 0;
   std::vector<std::thread> slot_threads_;    // this thread's
   std::vector<Clock::time_point> last_end_;  // each slot's thread's own entry
 };
@@ -644,12 +708,19 @@ int Daemon(const DaemonOptions& options) {
     spdlog::info("stopped during start-up");
     return 0;
   }
-  auto reg = RegisterWithRetry(w.client.get(), w.info);
+  // The first Register of this process: the leases an earlier process left are released, and
+  // those it held when it died count against this worker with their cause (crash_record.h).
+  auto reg = RegisterWithRetry(w.client.get(), w.info, &w.crash->previous());
   if (!reg.ok()) {
     if (absl::IsCancelled(reg.status())) return 0;
     spdlog::error("{}", reg.status().message());
     return ExitCodeFor(reg.status());
   }
+  if (!w.crash->previous().empty()) {
+    spdlog::info("reported {} attempt(s) the previous process held when it died",
+                 w.crash->previous().size());
+  }
+  w.crash->Reported();
   w.worker_id = reg->worker_id();
   // From here a signal is answered by the lease loop: each run checkpointed and handed back.
   g_starting = false;

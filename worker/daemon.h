@@ -33,8 +33,9 @@ struct DaemonOptions {
   double min_step_seconds = 0;
   // Hidden --test-fault-file PATH (the e2e and soak tests' broken worker): while the file exists,
   // every attempt fails at step 0 with its contents as the error, the worker's fault (or the
-  // run's, for contents starting `run:`), and the self-check of a benched worker fails too;
-  // removing the file heals the worker. worker/failure_class.h, InjectedFault. Empty: off.
+  // run's, for contents starting `run:`; or, for `crash:`, the whole process dies in training by
+  // std::terminate, for the next process to report), and the self-check of a benched worker fails
+  // too; removing the file heals the worker. worker/failure_class.h, InjectedFault. Empty: off.
   std::string fault_file;
 };
 

@@ -103,6 +103,64 @@ v1::FaultClass ClassifyFailure(const absl::Status& status, FaultStage stage) {
   }
 }
 
+FaultArea AreaOf(const absl::Status& status, FaultStage stage) {
+  switch (stage) {
+    case FaultStage::kSpool:
+    case FaultStage::kRunDir:
+      return FaultArea::kDisk;
+    case FaultStage::kThread:
+      return FaultArea::kMemory;  // no thread left: the process's memory limit, most often
+    case FaultStage::kFetchInputs:
+    case FaultStage::kTrain:
+      break;
+  }
+  struct Area {
+    absl::string_view text;  // matched case-insensitively anywhere in the message
+    FaultArea area;
+  };
+  // Memory first: "CUDA out of memory" is the device's memory, which the self-check's device
+  // benchmark measures again too.
+  static constexpr Area kAreas[] = {
+      {"out of memory", FaultArea::kMemory},
+      {"bad_alloc", FaultArea::kMemory},
+      {"Cannot allocate memory", FaultArea::kMemory},
+      {"Resource temporarily unavailable", FaultArea::kMemory},
+      {"spool:", FaultArea::kDisk},
+      {"No space left", FaultArea::kDisk},
+      {"Disk quota exceeded", FaultArea::kDisk},
+      {"Read-only file system", FaultArea::kDisk},
+      {"Input/output error", FaultArea::kDisk},
+      {"Permission denied", FaultArea::kDisk},
+      {"Operation not permitted", FaultArea::kDisk},
+      {"Too many open files", FaultArea::kDisk},
+      {"CUDA", FaultArea::kDevice},
+      {"cuDNN", FaultArea::kDevice},
+      {"CUBLAS_STATUS", FaultArea::kDevice},
+      {"NCCL", FaultArea::kDevice},
+      {"MPS backend", FaultArea::kDevice},
+      {"MTLCommandBuffer", FaultArea::kDevice},
+  };
+  const std::string message = absl::AsciiStrToLower(status.message());
+  for (const Area& a : kAreas) {
+    if (absl::StrContains(message, absl::AsciiStrToLower(a.text))) return a.area;
+  }
+  return FaultArea::kOther;
+}
+
+const char* FaultAreaName(FaultArea area) {
+  switch (area) {
+    case FaultArea::kDisk:
+      return "disk";
+    case FaultArea::kMemory:
+      return "memory";
+    case FaultArea::kDevice:
+      return "device";
+    case FaultArea::kOther:
+      break;
+  }
+  return "other";
+}
+
 absl::Status WithFault(absl::Status status, v1::FaultClass fault) {
   if (!status.ok()) status.SetPayload(kFaultPayload, absl::Cord(std::to_string(int(fault))));
   return status;
@@ -136,6 +194,13 @@ std::optional<absl::Status> InjectedFault(const std::string& path) {
   return WithFault(
       absl::InternalError(message.empty() ? kDefaultInjectedFault : std::string(message)),
       v1::FAULT_WORKER);
+}
+
+bool InjectedCrash(const std::string& path) {
+  if (path.empty()) return false;
+  std::ifstream in(path);
+  std::string head;
+  return in && std::getline(in, head) && absl::StartsWith(head, "crash:");
 }
 
 }  // namespace ablate::worker

@@ -45,6 +45,14 @@ enum class FaultStage {
 // The class of what ended an attempt; FAULT_UNKNOWN for OK (no failure to attribute).
 v1::FaultClass ClassifyFailure(const absl::Status& status, FaultStage stage);
 
+// What part of the machine a worker-side failure points at: what a benched worker's self-check
+// tests again before it registers (worker/self_check.h). The work dir's disk (the spool, the run
+// dir, a full or read-only disk, files it may not write), memory (out of memory on the device or
+// the host, a thread it could not start), the device's runtime, or none of them.
+enum class FaultArea { kOther, kDisk, kMemory, kDevice };
+FaultArea AreaOf(const absl::Status& status, FaultStage stage);
+const char* FaultAreaName(FaultArea area);  // "disk", "memory", "device", "other"
+
 // `status` with `fault` attached, for a source that knows whose fault it is (rule 1). Survives
 // being returned through RETURN_IF_ERROR, not a rewrite of the message.
 absl::Status WithFault(absl::Status status, v1::FaultClass fault);
@@ -60,5 +68,10 @@ const char* FaultClassName(v1::FaultClass fault);
 inline constexpr char kDefaultInjectedFault[] =
     "CUDA error: an illegal memory access was encountered (injected)";
 std::optional<absl::Status> InjectedFault(const std::string& path);
+// Whether the fault file says `crash:`: the attempt does not fail, the whole worker process dies
+// in training (std::terminate, as "terminate called without an active exception" did under a
+// memory cap), for the tests of what its next process reports (worker/crash_record.h). The
+// self-check fails meanwhile, as for any injected worker-side fault.
+bool InjectedCrash(const std::string& path);
 
 }  // namespace ablate::worker

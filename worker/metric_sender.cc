@@ -66,6 +66,21 @@ absl::Status MetricSender::SendBatch() {
   }
   if (batch->empty()) return absl::OkStatus();
   auto s = c_->ReportMetrics(lease_, *batch);
+  if (absl::IsOutOfRange(s)) {
+    // The run holds as many points as the server keeps for one run (its --max-points-per-run,
+    // --max-points-per-name, --max-metric-names): these will never be stored. Dropped, so the
+    // spool drains and the run trains on and completes; said once.
+    if (!over_bound_) {
+      spdlog::warn(
+          "run {}: the server keeps no more of this run's metric points ({}); dropping "
+          "the points it refuses",
+          lease_.run_id(), s.message());
+      over_bound_ = true;
+    }
+    spool_->Ack(batch->size());
+    *spooled_points_ = spool_->pending();
+    return absl::OkStatus();
+  }
   if (!s.ok()) {
     session_.refused(s);
     if (rpc::IsTransient(s) && !unreachable_) {

@@ -122,6 +122,8 @@ class MetricSender {
   std::atomic<bool> reachable_again_{false};
   // The last send failed transiently (sender thread, then the drain after it is joined).
   bool unreachable_ = false;
+  // The server refused points for the run's bounds (OUT_OF_RANGE) and that was logged.
+  bool over_bound_ = false;
 };
 
 }  // namespace ablate::worker

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -70,7 +71,10 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }
 
 SessionOutcome Ended(SessionEnd end, std::string detail) {
-  return {end, std::move(detail), 0, 0, {}, {}};
+  SessionOutcome out;
+  out.end = end;
+  out.detail = std::move(detail);
+  return out;
 }
 
 // How a session ends, decided once from what training returned and what the server said
@@ -227,6 +231,8 @@ class Session : public train::TrainObserver {
   std::optional<Clock::time_point> paused_since_;
   // Where the attempt is (training thread): what an error it returns is classified under.
   FaultStage stage_ = FaultStage::kFetchInputs;
+  // What a worker-side or unknown failure of the attempt points at (SessionOutcome::area).
+  FaultArea area_ = FaultArea::kOther;
   // NoteWorkerFault's cause (guarded by fault_mu_) and whether there is one.
   mutable std::mutex fault_mu_;
   absl::Status worker_fault_;
@@ -412,6 +418,13 @@ absl::StatusOr<train::TrainResult> Session::FetchAndTrain(const v1::LeaseRespons
 
 absl::StatusOr<train::TrainResult> Session::CallTrainer(const v1::RunSpec& spec,
                                                         const train::TrainOptions& topts) {
+  if (InjectedCrash(opts_.fault_file)) {
+    spdlog::error(
+        "run {}: the worker process dies in training while {} says crash: "
+        "(--test-fault-file)",
+        lease_.run_id(), opts_.fault_file);
+    std::terminate();
+  }
   if (auto injected = InjectedFault(opts_.fault_file)) {
     spdlog::warn("run {}: failing at step 0 while {} exists (--test-fault-file)", lease_.run_id(),
                  opts_.fault_file);
@@ -463,6 +476,7 @@ SessionOutcome Session::End(const absl::StatusOr<train::TrainResult>& trained) {
 SessionOutcome Session::EndWorkerFault() {
   const absl::Status cause = WorkerFault();
   const std::string reason(cause.message());
+  area_ = AreaOf(cause, stage_);
   const auto deadline = Clock::now() + kReleaseDeadline;
   const absl::Status s = util::Retry(
       util::kRunCallBackoff, [&] { return c_->Release(lease_, reason, v1::FAULT_WORKER); },
@@ -526,6 +540,7 @@ SessionOutcome Session::EndComplete(const absl::StatusOr<train::TrainResult>& tr
     *complete.mutable_result() = trained->result;
   } else {
     const v1::FaultClass fault = ClassifyFailure(trained.status(), stage_);
+    if (fault != v1::FAULT_RUN) area_ = AreaOf(trained.status(), stage_);
     complete.set_state(v1::FAILED);
     complete.set_error(std::string(trained.status().message()));
     complete.set_fault(fault);
@@ -587,6 +602,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
     NoteWorkerFault(
         absl::Status(spool.status().code(), absl::StrCat("spool: ", spool.status().message())));
     SessionOutcome out = EndWorkerFault();
+    out.area = FaultArea::kDisk;  // the spool is in the work dir
     out.ended = Clock::now();
     out.overhead_seconds = Seconds(t_start, out.ended);
     return out;
@@ -610,6 +626,7 @@ SessionOutcome Session::Run(const v1::LeaseResponse& leased) {
         absl::StrCat("cannot start the heartbeat thread: ", e.what())));
   }
   SessionOutcome out = has_worker_fault_ ? EndWorkerFault() : End(FetchAndTrain(leased));
+  out.area = area_;
   {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;

@@ -16,6 +16,7 @@
 
 #include "ablate/v1/ablate.pb.h"
 #include "absl/status/statusor.h"
+#include "worker/failure_class.h"
 #include "worker/run_client.h"
 #include "worker/train/trainer.h"
 
@@ -88,6 +89,9 @@ enum class SessionEnd {
 struct SessionOutcome {
   SessionEnd end;
   std::string detail;
+  // For an attempt that ended with a worker-side or unknown failure: what it points at, which a
+  // benched worker's self-check tests again (worker/self_check.h). kOther otherwise.
+  FaultArea area = FaultArea::kOther;
   double train_seconds = 0;     // inside the trainer
   double overhead_seconds = 0;  // everything else the worker spent on this run
   std::chrono::steady_clock::time_point train_started;  // zero if training never started

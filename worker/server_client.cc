@@ -96,11 +96,16 @@ void ServerClient::Prepare(grpc::ClientContext* context, double deadline_seconds
                         std::chrono::milliseconds(static_cast<int64_t>(deadline_seconds * 1000)));
 }
 
-absl::StatusOr<v1::RegisterResponse> ServerClient::Register(const v1::WorkerInfo& info) {
+absl::StatusOr<v1::RegisterResponse> ServerClient::Register(
+    const v1::WorkerInfo& info, const std::vector<v1::CrashedAttempt>* previous) {
   grpc::ClientContext ctx;
   Prepare(&ctx, kCallDeadlineSeconds);
   v1::RegisterRequest req;
   *req.mutable_info() = info;
+  if (previous != nullptr) {
+    req.set_new_process(true);
+    for (const auto& c : *previous) *req.add_crashed() = c;
+  }
   v1::RegisterResponse resp;
   auto s = rpc::ToAbsl(stub_->Register(&ctx, req, &resp), "register", config_.server, "worker");
   if (!s.ok()) return s;

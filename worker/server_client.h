@@ -23,7 +23,11 @@ class ServerClient : public RunClient {
  public:
   static absl::StatusOr<std::unique_ptr<ServerClient>> Connect(const rpc::ClientConfig& config);
 
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::WorkerInfo& info);
+  // `previous`: this process's first Register, with what its work dir says of the process before
+  // (RegisterRequest.new_process and crashed); nullptr for any later one (the self-check, a
+  // server that forgot the worker), which must leave the leases this process holds alone.
+  absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::WorkerInfo& info, const std::vector<v1::CrashedAttempt>* previous = nullptr);
   // Long-polls up to `wait_seconds`. Cancel() from another thread ends the wait early.
   absl::StatusOr<v1::LeaseResponse> Lease(int64_t worker_id, double wait_seconds);
   // The fenced calls: each stamps `lease` into its request (RunLease::Stamp) and nothing else

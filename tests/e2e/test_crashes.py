@@ -4,6 +4,7 @@
 stays whole."""
 import hashlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -94,6 +95,82 @@ class WorkerKilled(CrashFaults):
         self.assertEqual(r["worker"], "w2")
         self.assertGreaterEqual(int(r["attempt"]), 2)
         self.assertRegex(s.log("w2"), r"resuming at step [1-9]00\b")
+
+
+class WorkerKilledAndRestarted(E2E):
+    """SIGKILL in training (what the kernel's OOM killer sends) and a restart on the same work dir,
+    as a supervisor does it: the new process reports how the old one ended, so the attempt is a
+    worker fault with its cause rather than a preemption, and the run is taken again at once
+    instead of when its lease expires (the third hostile round, item 3)."""
+    lease_seconds = 30  # far longer than the restart: only the report can requeue the run now
+
+    def test_the_restart_reports_the_kill_and_takes_the_run_again(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-killed", {"seed": "[0]"}, steps=600, ckpt=100,
+                                            eval_every=300))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        wait_for(lambda: self.run_step(run_id)[0] >= 150, 300, "the run to pass step 150")
+        s.stop("w1", signal.SIGKILL)
+        s.start_worker("w1")
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(runs[0]["state"], "succeeded")
+        self.assertEqual(int(runs[0]["attempt"]), 2)
+        ended = s.sql(f"SELECT kind || '|' || fault || '|' || message FROM run_events WHERE run_id = "
+                      f"{run_id} AND attempt = 1 AND kind IN ('faulted', 'preempted')")
+        self.assertRegex(ended, r"^faulted\|worker\|the worker process ended without a trace: killed "
+                                r"by SIGKILL", "a worker fault with its cause, not a preemption")
+        log = s.log("w1")
+        self.assertIn("died holding 1 run(s)", log)
+        self.assertNotIn("already holds", log)
+        self.assertRegex(log, r"resuming at step [1-9]00\b")
+        self.assertEqual(s.cli_json("workers")[0]["runs_faulted"], 1)
+
+
+class WorkerAbortsInTraining(E2E):
+    """A worker that aborts in training (std::terminate: "terminate called without an active
+    exception", as under a tight memory cap) and is restarted each time: every crash is a worker
+    fault its next process reports, the crash loop is benched after the usual streak, and its own
+    dead lease never refuses the next process (the third hostile round, item 3)."""
+    lease_seconds = 30
+
+    def setUp(self):
+        # No core dumps of the crashing worker (children inherit this process's limit).
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        super().setUp()
+
+    def test_a_crash_loop_is_reported_and_benched_then_heals(self):
+        s = self.stack
+        s.start_server(extra=["--bench-seconds", "2"])
+        fault = os.path.join(s.dir, "w1.fault")
+        with open(fault, "w") as f:
+            f.write("crash: terminate called without an active exception\n")
+        extra = ["--test-fault-file", fault]
+        s.start_worker("w1", extra=extra)
+        self.sweep_id = s.submit(sweep_file(s, "e2e-abort", {"seed": "[0]"}, steps=100, ckpt=50,
+                                            eval_every=50))
+        # A supervisor's loop: every time the worker dies, start it again.
+        for i in range(3):
+            wait_for(lambda: s.procs["w1"].poll() is not None, 180, f"crash {i + 1}")
+            self.assertEqual(s.procs["w1"].returncode, -signal.SIGABRT, s.log("w1")[-2000:])
+            s.start_worker("w1", extra=extra)
+
+        def benched():
+            w = s.cli_json("workers")
+            return w[0] if w and w[0]["state"] == "benched" else None
+        w = wait_for(benched, 120, "the crash loop to be benched")
+        self.assertGreaterEqual(int(w["runs_faulted"]), 3)
+        self.assertIn("SIGABRT", w["bench_reason"])
+        self.assertIn("std::terminate", w["bench_reason"])
+        os.remove(fault)  # healed: the self-check passes once the bench ends
+        runs = s.wait_sweep_done(self.sweep_id, 300)
+        self.assertEqual(runs[0]["state"], "succeeded")
+        self.assertGreaterEqual(int(runs[0]["worker_faults"]), 3)
+        log = s.log("w1")
+        self.assertIn("terminate called", log)
+        self.assertNotIn("already holds", log)
+        self.assertIn("self-check passed", log)
 
 
 class NetworkCut(E2E):
