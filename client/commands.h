@@ -2,12 +2,14 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "client/config.h"
 #include "client/context.h"
 #include "client/seed_plan.h"
+#include "common/util/backoff.h"
 
 namespace ablate::cli {
 
@@ -39,7 +41,7 @@ struct PilotNoise {
 };
 absl::StatusOr<PilotNoise> MeasurePilot(Context& ctx, const std::string& pilot);
 // `ablate budget SWEEP [--raise N]`: shows the budget, or raises it (in its unit).
-int Budget(Context& ctx, const std::string& sweep, double raise);
+int Budget(Context& ctx, const std::string& sweep, std::optional<double> raise);
 // `wide` (-o wide): every count and the whole name; else a table that fits 80 columns.
 int ListSweeps(Context& ctx, bool active_only, int limit, bool wide);
 int Status(Context& ctx, const std::string& sweep);
@@ -113,6 +115,13 @@ inline constexpr int kCellsPerPage = 1000;
 // ListRuns a page at a time).
 absl::StatusOr<v1::GetSweepResponse> FetchSweep(Context& ctx, const std::string& sweep);
 int Fail(const absl::Status& status);  // prints "ablate: <message>" and returns ExitCode
+// A follow stream (`watch`, `logs -f`) that ended with `status`: when the server went away
+// (UNAVAILABLE, or cancelled by a server going down), says so on stderr, waits out the back-off
+// and returns true (open the stream again); else false. FollowResumed, on the first message of
+// a stream opened again, says it is back and resets the back-off.
+bool FollowAgain(const char* what, const grpc::Status& status, util::Backoff* backoff,
+                 bool* reconnecting);
+void FollowResumed(const char* what, util::Backoff* backoff, bool* reconnecting);
 // Printed by Fail after an unreachable-server error (exit 5): how to configure a server, set
 // when none is (first run).
 void SetUnreachableHint(std::string hint);

@@ -13,16 +13,19 @@
 
 namespace ablate::cli {
 
-int Budget(Context& ctx, const std::string& sweep_ref, double raise) {
+int Budget(Context& ctx, const std::string& sweep_ref, std::optional<double> raise) {
   v1::Sweep sweep;
-  if (raise != 0) {
-    if (!(raise > 0) || !std::isfinite(raise)) {
-      return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "--raise: must be a finite number above 0 (in the budget's unit), not ", raise)));
+  if (raise.has_value()) {
+    // A raise of 0 would change nothing: refused like any other amount that is not above 0,
+    // rather than printing the budget as if it had been raised.
+    if (!(*raise > 0) || !std::isfinite(*raise)) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--raise: must be a finite number above 0 (in the budget's unit), not ",
+                       *raise, *raise == 0 ? ": raising by 0 changes nothing" : "")));
     }
     v1::SetBudgetRequest req;
     *req.mutable_sweep() = ParseSweepRef(sweep_ref);
-    req.set_raise(raise);
+    req.set_raise(*raise);
     auto resp = ctx.Call("raise budget", &v1::SweepService::Stub::SetBudget, req);
     if (!resp.ok()) return Fail(resp.status());
     sweep = resp->sweep();

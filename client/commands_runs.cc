@@ -4,6 +4,7 @@
 #include <ctime>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -11,6 +12,7 @@
 #include "client/render.h"
 #include "common/run/run_state.h"
 #include "common/sweep/sweep.h"
+#include "common/util/fields.h"
 
 namespace ablate::cli {
 namespace {
@@ -184,7 +186,8 @@ std::string EventLine(const v1::RunEvent& e) {
   std::string out = absl::StrCat("-- ", when, " ", e.kind(), "  try ", e.attempt());
   if (!e.worker().empty()) absl::StrAppend(&out, "  ", e.worker());
   if (!e.message().empty()) absl::StrAppend(&out, "  ", e.message());
-  return out;
+  // A worker's error text is part of the message: shown, never obeyed (util::Printable).
+  return util::Printable(out);
 }
 
 }  // namespace
@@ -193,8 +196,6 @@ int Logs(Context& ctx, int64_t run, bool follow) {
   // Events (leased, started, expired, fenced, completed, ...) and the progress lines the worker
   // printed, from one stream: the server sends each message's events and lines so that merging
   // them by time puts them in order.
-  grpc::ClientContext gctx;
-  ctx.Prepare(&gctx, follow ? -1 : 0);
   v1::GetRunMetricsRequest lreq;
   lreq.set_run_id(run);
   lreq.set_after_step(-1);
@@ -202,25 +203,47 @@ int Logs(Context& ctx, int64_t run, bool follow) {
   lreq.set_include_logs(true);
   lreq.set_include_events(true);
   lreq.set_skip_points(true);
-  auto reader = ctx.stub->GetRunMetrics(&gctx, lreq);
   v1::GetRunMetricsResponse chunk;
   v1::RunState state = v1::RUN_STATE_UNSPECIFIED;
-  while (reader->Read(&chunk)) {
-    state = chunk.state();
-    int e = 0, l = 0;
-    const int ne = chunk.events_size(), nl = chunk.log_lines_size();
-    while (e < ne || l < nl) {
-      // At equal times the event first: "started" precedes the first line it caused.
-      const bool event = l >= nl || (e < ne && chunk.events(e).time() <= chunk.log_lines(l).time());
-      if (ctx.json) {
-        std::cout << (event ? ToJson(chunk.events(e++)) : ToJson(chunk.log_lines(l++))) << "\n";
-      } else {
-        std::cout << (event ? EventLine(chunk.events(e++)) : chunk.log_lines(l++).text()) << "\n";
+  // A stream opened again (the server went away meanwhile) starts from the run's first event and
+  // line: what was printed before is recognised and not printed twice.
+  std::set<std::string> printed;
+  auto first_time = [&](const google::protobuf::Message& m) {
+    return !follow || printed.insert(m.SerializeAsString()).second;
+  };
+  util::Backoff backoff(util::kFollowBackoff);
+  bool reconnecting = false;
+  grpc::Status end;
+  do {
+    grpc::ClientContext gctx;
+    ctx.Prepare(&gctx, follow ? -1 : 0);
+    auto reader = ctx.stub->GetRunMetrics(&gctx, lreq);
+    while (reader->Read(&chunk)) {
+      FollowResumed("logs", &backoff, &reconnecting);
+      state = chunk.state();
+      int e = 0, l = 0;
+      const int ne = chunk.events_size(), nl = chunk.log_lines_size();
+      while (e < ne || l < nl) {
+        // At equal times the event first: "started" precedes the first line it caused.
+        const bool event =
+            l >= nl || (e < ne && chunk.events(e).time() <= chunk.log_lines(l).time());
+        const google::protobuf::Message& m =
+            event ? static_cast<const google::protobuf::Message&>(chunk.events(e++))
+                  : chunk.log_lines(l++);
+        if (!first_time(m)) continue;
+        if (ctx.json) {
+          std::cout << ToJson(m) << "\n";
+        } else if (event) {
+          std::cout << EventLine(static_cast<const v1::RunEvent&>(m)) << "\n";
+        } else {
+          std::cout << util::Printable(static_cast<const v1::LogLine&>(m).text()) << "\n";
+        }
       }
+      std::cout.flush();
     }
-    std::cout.flush();
-  }
-  absl::Status s = rpc::ToAbsl(reader->Finish(), "logs", ctx.conn.server);
+    end = reader->Finish();
+  } while (follow && !end.ok() && FollowAgain("logs", end, &backoff, &reconnecting));
+  absl::Status s = rpc::ToAbsl(end, "logs", ctx.conn.server);
   if (!s.ok()) return Fail(s);
   if (follow && !ctx.json) std::cout << "run " << run << ": " << StateName(state) << "\n";
   return 0;
@@ -266,7 +289,7 @@ std::string WorkerNote(const v1::Worker& w) {
     }
     if (!w.bench_reason().empty()) absl::StrAppend(&out, ": ", w.bench_reason());
     absl::StrAppend(&out, "; lift it with `ablate workers unbench ", name, "`");
-    return out;
+    return util::Printable(out);  // the reason quotes an error a worker sent
   }
   if (w.state() == "lost") {
     return absl::StrCat(name, ": lost (no heartbeat for ", Duration(Now() - w.last_seen_at()), ")",

@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <iostream>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/render.h"
+#include "common/util/backoff.h"
+#include "common/util/fields.h"
 
 namespace ablate::cli {
 
@@ -180,64 +183,107 @@ double EstimateEta(const v1::SweepUpdate& update) {
 
 }  // namespace
 
+namespace {
+
+// A follow stream (watch, logs -f) that ended this way lost the server, not its answer: the
+// connection dropped or the server stopped (UNAVAILABLE), or the server cancelled the call on its
+// way down (this CLI never cancels its own). Reconnected with back-off, saying so on stderr.
+bool ServerWentAway(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         s.error_code() == grpc::StatusCode::CANCELLED;
+}
+
+}  // namespace
+
+bool FollowAgain(const char* what, const grpc::Status& status, util::Backoff* backoff,
+                 bool* reconnecting) {
+  if (!ServerWentAway(status)) return false;
+  const auto wait = backoff->Next();
+  std::cerr << "ablate: " << what << ": lost the server ("
+            << util::Printable(status.error_message()) << "); reconnecting in "
+            << Duration(double(wait.count()) / 1000) << "\n";
+  *reconnecting = true;
+  std::this_thread::sleep_for(wait);
+  return true;
+}
+
+void FollowResumed(const char* what, util::Backoff* backoff, bool* reconnecting) {
+  if (!*reconnecting) return;
+  std::cerr << "ablate: " << what << ": reconnected\n";
+  *reconnecting = false;
+  backoff->Reset();
+}
+
 int Watch(Context& ctx, const std::string& sweep_ref, double interval) {
   const bool tty = isatty(STDOUT_FILENO) != 0 && !ctx.json;
   const bool color = tty && UseColor();
-  grpc::ClientContext gctx;
-  ctx.Prepare(&gctx, -1);  // a watch lasts as long as the sweep
   v1::WatchSweepRequest req;
   *req.mutable_sweep() = ParseSweepRef(sweep_ref);
   req.set_min_interval_seconds(interval);
-  auto reader = ctx.stub->WatchSweep(&gctx, req);
   v1::SweepUpdate update;
   int lines_drawn = 0;
   double last_plain = 0;
   std::string last_plain_line;
   bool finished = false;
   bool any_failed = false;
-  while (reader->Read(&update)) {
-    const auto& s = update.sweep();
-    const auto& c = s.counts();
-    finished = update.finished();
-    any_failed = c.failed() > 0 || c.cancelled() > 0;
-    if (ctx.json) {
-      std::cout << ToJson(update) << std::endl;
-      continue;
-    }
-    const std::string held = finished ? "" : HeldReason(s);
-    const double eta = finished || !held.empty() ? -1 : EstimateEta(update);
-    const std::string eta_text =
-        !held.empty() ? absl::StrCat("held: ", held)
-        : eta < 0
-            ? ""
-            : absl::StrCat(
-                  "ETA ", Duration(eta),
-                  s.eta_basis() == "throughput" && eta == s.eta_seconds() ? " (fleet speed)" : "");
-    if (!tty) {
-      // Logs and CI: a line when something changed or every 10 s, never a redraw.
-      std::string line =
-          absl::StrCat("sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),
-                       s.budget().reached() && held != "budget reached" ? ", budget reached" : "");
-      for (const auto& fleet : FleetLines(c)) absl::StrAppend(&line, "; ", fleet);
-      if (finished || line != last_plain_line || Now() - last_plain >= 10) {
-        std::cout << line << (eta_text.empty() ? "" : ", " + eta_text) << std::endl;
-        last_plain = Now();
-        last_plain_line = line;
+  util::Backoff backoff(util::kFollowBackoff);
+  bool reconnecting = false;
+  grpc::Status end;
+  do {
+    grpc::ClientContext gctx;
+    ctx.Prepare(&gctx, -1);  // a watch lasts as long as the sweep
+    auto reader = ctx.stub->WatchSweep(&gctx, req);
+    while (reader->Read(&update)) {
+      FollowResumed("watch", &backoff, &reconnecting);
+      const auto& s = update.sweep();
+      // By id from the first update on: a name might meanwhile resolve to a newer sweep.
+      req.mutable_sweep()->Clear();
+      req.mutable_sweep()->set_id(s.id());
+      const auto& c = s.counts();
+      finished = update.finished();
+      any_failed = c.failed() > 0 || c.cancelled() > 0;
+      if (ctx.json) {
+        std::cout << ToJson(update) << std::endl;
+        continue;
       }
-      continue;
+      const std::string held = finished ? "" : HeldReason(s);
+      const double eta = finished || !held.empty() ? -1 : EstimateEta(update);
+      const std::string eta_text =
+          !held.empty() ? absl::StrCat("held: ", held)
+          : eta < 0     ? ""
+                        : absl::StrCat("ETA ", Duration(eta),
+                                   s.eta_basis() == "throughput" && eta == s.eta_seconds()
+                                           ? " (fleet speed)"
+                                           : "");
+      if (!tty) {
+        // Logs and CI: a line when something changed or every 10 s, never a redraw.
+        std::string line = absl::StrCat(
+            "sweep ", s.id(), " ", s.name(), ": ", CountsLine(c),
+            s.budget().reached() && held != "budget reached" ? ", budget reached" : "");
+        for (const auto& fleet : FleetLines(c)) absl::StrAppend(&line, "; ", fleet);
+        if (finished || line != last_plain_line || Now() - last_plain >= 10) {
+          std::cout << line << (eta_text.empty() ? "" : ", " + eta_text) << std::endl;
+          last_plain = Now();
+          last_plain_line = line;
+        }
+        continue;
+      }
+      // One frame, every line within the terminal's width (a wrapped line would break the
+      // cursor-up redraw and leave copies behind), at most a screenful tall for the same reason.
+      const auto [width, height] = TerminalSize();
+      const std::vector<std::string> lines = WatchFrame(update, eta_text, width, height, color);
+      std::string frame;
+      // Back to the first line of the previous frame, and clear from there down.
+      if (lines_drawn > 0) absl::StrAppend(&frame, "\r\033[", lines_drawn, "A\033[J");
+      for (const auto& l : lines) absl::StrAppend(&frame, l, "\n");
+      std::cout << frame << std::flush;
+      lines_drawn = static_cast<int>(lines.size());
     }
-    // One frame, every line within the terminal's width (a wrapped line would break the
-    // cursor-up redraw and leave copies behind), at most a screenful tall for the same reason.
-    const auto [width, height] = TerminalSize();
-    const std::vector<std::string> lines = WatchFrame(update, eta_text, width, height, color);
-    std::string frame;
-    // Back to the first line of the previous frame, and clear from there down.
-    if (lines_drawn > 0) absl::StrAppend(&frame, "\r\033[", lines_drawn, "A\033[J");
-    for (const auto& l : lines) absl::StrAppend(&frame, l, "\n");
-    std::cout << frame << std::flush;
-    lines_drawn = static_cast<int>(lines.size());
-  }
-  absl::Status s = rpc::ToAbsl(reader->Finish(), "watch", ctx.conn.server);
+    end = reader->Finish();
+    // What went to stderr now sits below the frame: the next frame starts afresh.
+    if (!end.ok() && !finished) lines_drawn = 0;
+  } while (!end.ok() && !finished && FollowAgain("watch", end, &backoff, &reconnecting));
+  absl::Status s = rpc::ToAbsl(end, "watch", ctx.conn.server);
   if (!s.ok()) return Fail(s);
   if (!finished) return Fail(absl::UnavailableError("watch ended before the sweep finished"));
   if (!ctx.json) {

@@ -1,6 +1,7 @@
 // ablate: the command line for sweeps. Talks to ablate-server over gRPC; never links torch.
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -332,7 +333,11 @@ int main(int argc, char** argv) {
 
   if (*c_submit) return Submit(ctx, submit);
   if (*c_estimate) return Estimate(ctx, estimate);
-  if (*c_budget) return Budget(ctx, sweep, raise);
+  if (*c_budget) {
+    return Budget(
+        ctx, sweep,
+        c_budget->get_option("--raise")->count() > 0 ? std::optional<double>(raise) : std::nullopt);
+  }
   if (*c_ls) return ListSweeps(ctx, active_only, limit, output == "wide");
   if (*c_status) return Status(ctx, sweep);
   if (*c_watch) return Watch(ctx, sweep, interval);

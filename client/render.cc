@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/run/run_state.h"
+#include "common/util/fields.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -40,9 +41,17 @@ bool LooksNumeric(const std::string& s) {
 }  // namespace
 
 std::string Table::Render() const {
+  // Every cell as the terminal may show it (util::Printable): a device name or an error text
+  // a worker sent cannot move the cursor, recolour the screen or forge a row with a newline.
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(rows_.size());
+  for (const auto& r : rows_) {
+    rows.emplace_back();
+    for (const auto& c : r) rows.back().push_back(util::Printable(c));
+  }
   std::vector<size_t> width(header_.size(), 0);
   for (size_t i = 0; i < header_.size(); ++i) width[i] = header_[i].size();
-  for (const auto& r : rows_) {
+  for (const auto& r : rows) {
     for (size_t i = 0; i < r.size() && i < width.size(); ++i)
       width[i] = std::max(width[i], r[i].size());
   }
@@ -61,7 +70,7 @@ std::string Table::Render() const {
     out += '\n';
   };
   line(header_, true);
-  for (const auto& r : rows_) line(r, false);
+  for (const auto& r : rows) line(r, false);
   return out;
 }
 
@@ -250,9 +259,18 @@ std::map<std::string, std::string> GridOf(const v1::Run& r) {
 std::vector<std::string> FleetLines(const v1::SweepCounts& c) {
   std::vector<std::string> out;
   if (c.unfittable() > 0) {
-    out.push_back(absl::StrCat(c.unfittable(),
-                               c.unfittable() == 1 ? " queued run fits" : " queued runs fit",
-                               " no live worker (they wait for a device with more memory)"));
+    out.push_back(absl::StrCat(
+        c.unfittable(), c.unfittable() == 1 ? " queued run fits" : " queued runs fit",
+        " no live worker (they wait for a worker of their device kind with the memory)"));
+  }
+  if (c.fault_held() > 0) {
+    out.push_back(absl::StrCat(
+        "held: ", c.fault_held(),
+        c.fault_held() == 1 ? " queued run waits for a worker it has not failed on"
+                            : " queued runs wait for a worker they have not failed on",
+        c.fault_held_until() > Now()
+            ? absl::StrCat(" (at most ", Duration(c.fault_held_until() - Now()), " more)")
+            : ""));
   }
   std::vector<std::string> faults;
   if (c.preemptions() > 0) faults.push_back(absl::StrCat("preempted ", c.preemptions()));
@@ -400,7 +418,9 @@ std::vector<std::string> WatchFrame(const v1::SweepUpdate& update, const std::st
     const std::string head = facts(r, active[i].second, bar);
     const int room = std::max(16, fit - VisibleWidth(head) - 2);
     lines.push_back(FitWidth(
-        absl::StrCat(head, "  ", MiddleCut(r.worker().empty() ? "-" : r.worker(), room)), fit));
+        absl::StrCat(head, "  ",
+                     MiddleCut(r.worker().empty() ? "-" : util::Printable(r.worker()), room)),
+        fit));
   }
   return lines;
 }

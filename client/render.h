@@ -15,7 +15,8 @@ class Table {
  public:
   explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
   void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-  // Columns padded to their widest cell; numeric-looking cells right-aligned.
+  // Columns padded to their widest cell; numeric-looking cells right-aligned. Control characters
+  // in a cell are escaped (util::Printable), so no cell can drive the terminal or add a row.
   std::string Render() const;
   bool empty() const { return rows_.empty(); }
 
@@ -65,8 +66,9 @@ using util::IsTerminal;
 // progress is a short bar and done/total. `wide`: the whole name and every count.
 std::string SweepsTable(const std::vector<v1::Sweep>& sweeps, bool wide);
 // What the fleet does to a sweep's runs, when anything: "3 queued runs fit no live worker (they
-// wait for a device with more memory)", "preempted 2, worker faults 5 (requeued)". Empty when
-// the counts are all 0.
+// wait for a device with more memory)", "held: 1 queued run waits for a worker it has not failed
+// on (at most 9m50s more)", "preempted 2, worker faults 5 (requeued)". Empty when the counts are
+// all 0.
 std::vector<std::string> FleetLines(const v1::SweepCounts& counts);
 // A grid value short enough to read at a glance: a non-integer number with more than `digits`
 // significant digits is cut to `digits` ("0.0316228" -> "0.0316", "0.001" stays); anything else

@@ -1,6 +1,7 @@
 // Retrying with capped exponential back-off: the one policy the worker's loops share (a run's
-// calls while the server is away, the metric sender, the daemon's register and lease loops), and
-// the server's LISTEN connection when it reconnects (server/store/notifier.cc).
+// calls while the server is away, the metric sender, the daemon's register and lease loops), the
+// server's LISTEN connection when it reconnects (server/store/notifier.cc), and the CLI's
+// streams that follow a sweep or run.
 // Each caller names its policy, so a cadence is read in one place rather than in a loop body.
 #pragma once
 
@@ -40,6 +41,11 @@ inline constexpr BackoffPolicy kSenderBackoff{std::chrono::milliseconds(500),
 // off further and loads a recovering server less.
 inline constexpr BackoffPolicy kDaemonBackoff{std::chrono::milliseconds(500),
                                               std::chrono::seconds(30)};
+
+// The CLI following a sweep or a run (`ablate watch`, `ablate logs -f`) while the server is away
+// (restarted, or a replica gone): try again soon, never more than 10 s apart.
+inline constexpr BackoffPolicy kFollowBackoff{std::chrono::milliseconds(500),
+                                              std::chrono::seconds(10)};
 
 // A fenced write's follow-up heartbeat: the server answered a moment ago, so a transient failure
 // is brief; a few quick tries, then the fence is taken at its word.

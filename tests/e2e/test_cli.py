@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -546,6 +547,13 @@ class NoSilentNoOps(E2E):
         expect(4, "retry", sid, "--run", "999")
         # Nothing to retry is refused as nothing to cancel is (issue #24 item 7).
         expect(6, "retry", sid, needles=["nothing to retry"])
+        # A metric name that matches nothing names what there is; an unbench that lifts nothing
+        # and a raise of 0 say so (the third hostile round, item 15).
+        expect(4, "metrics", str(done), "--name", "val_los",
+               needles=['has no metric "val_los"', "did you mean 'val_loss'?", "train_loss"])
+        self.assertIn("val_loss", expect(0, "metrics", str(done), "--name", "val_loss").stdout)
+        expect(6, "workers", "unbench", "w1", needles=['"w1" is not benched'])
+        expect(2, "budget", sid, "--raise", "0", needles=["raising by 0 changes nothing"])
         self.assertEqual({r["state"] for r in s.runs(self.sweep_id)}, {"succeeded"}, "nothing was requeued")
 
         # Output: report -o json and --format json are one document, the same (issue #24 item 6);
@@ -586,6 +594,53 @@ class NoSilentNoOps(E2E):
             for r in exported:
                 f.write(json.dumps(dict(r, state=r["state"].upper())) + "\n")
         self.assertEqual(expect(0, "report", "--from", out, "--format", "json").stdout, report)
+
+
+class FollowThroughRestarts(E2E):
+    """`ablate watch` and `ablate logs -f` outlive a server restart: they say on stderr that the
+    server went away, reconnect with back-off, and end as they would have (the third hostile
+    round, item 5; before, watch exited 5 with "Socket closed")."""
+    lease_seconds = 30  # the run keeps its lease through the restart: one attempt to follow
+
+    def test_watch_and_logs_follow_reconnect_through_a_server_restart(self):
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        self.sweep_id = s.submit(sweep_file(s, "e2e-follow", {"seed": "[0]"}, steps=1000, ckpt=250,
+                                            eval_every=500))
+        run_id = int(wait_for(self.first_running, 120, "the run to start")["id"])
+        argv = [CLI, "--server", s.server_addr, "--token", s.user_token]
+        files = {}
+        procs = {}
+        for name, args in (("watch", ["watch", str(self.sweep_id), "--interval", "0.5"]),
+                           ("logs", ["logs", str(run_id), "-f"])):
+            out = open(os.path.join(s.dir, f"{name}.out"), "w")
+            err = open(os.path.join(s.dir, f"{name}.err"), "w")
+            files[name] = (out.name, err.name)
+            procs[name] = subprocess.Popen(argv + args, stdout=out, stderr=err, text=True)
+            out.close()
+            err.close()
+
+        def read(name, which):
+            with open(files[name][which]) as f:
+                return f.read()
+
+        wait_for(lambda: read("watch", 0) and read("logs", 0), 60, "watch and logs to print")
+        s.stop("server", signal.SIGKILL)
+        for name in procs:
+            wait_for(lambda: "lost the server" in read(name, 1), 60, f"{name} to say so")
+            self.assertIsNone(procs[name].poll(), f"{name} gave up: {read(name, 1)}")
+        s.start_server()
+        runs = s.wait_sweep_done(self.sweep_id, 600)
+        self.assertEqual(runs[0]["state"], "succeeded")
+        for name in procs:
+            self.assertEqual(procs[name].wait(120), 0, read(name, 1))
+            self.assertIn("reconnected", read(name, 1))
+        self.assertIn("sweep finished", read("watch", 0))
+        logs = read("logs", 0)
+        self.assertTrue(logs.rstrip().endswith(f"run {run_id}: succeeded"), logs[-300:])
+        # What was printed before the restart is not printed again.
+        self.assertEqual(len(re.findall(r"(?m)^-- \S+ leased  try 1 ", logs)), 1, logs[:2000])
 
 
 class RunsPages(E2E):

@@ -5,6 +5,7 @@ shows why and until when, `ablate workers unbench NAME` lifts the bench (and nam
 worker), and shell completion offers live workers' names."""
 
 import os
+import resource
 import re
 import signal
 import sys
@@ -107,6 +108,47 @@ class WorkersCli(E2E):
         self.assertIn("1/3 +1 preempted", line, table)
         self.assertEqual((row(self.workers(), "w1") or {}).get("STATE"), "busy")
         s.cli("cancel", str(self.sweep_id))
+
+    def test_text_a_worker_sent_is_shown_escaped_never_obeyed(self):
+        """A device name or an error text (which becomes a bench reason) with an escape sequence,
+        a bell and a newline: `ablate workers` prints them escaped, so no row is forged and the
+        terminal is not driven (the third hostile round, item 12)."""
+        s = self.stack
+        s.start_server()
+        s.start_worker("w1")
+        wait_for(lambda: row(self.workers(), "w1"), 60, "w1 to register")
+        evil = "\x1b]0;owned\x07\x1b[2J\n99  forged  idle"
+        s.sql("UPDATE workers SET info = jsonb_set(info, '{device_name}', to_jsonb("
+              f"E'{evil.encode('unicode_escape').decode()}'::text)), "
+              "benched_until = now() + interval '300 seconds', self_check_due = true, "
+              f"bench_reason = E'CUDA error: {evil.encode('unicode_escape').decode()}' "
+              "WHERE name = 'w1'")
+        out = self.workers()
+        for bad in ("\x1b", "\x07"):
+            self.assertNotIn(bad, out)
+        self.assertNotIn("\n99  forged", out)
+        self.assertIn("\\x1b]0;owned\\x07\\x1b[2J\\n99  forged  idle", out)
+        self.assertEqual(len([l for l in out.splitlines() if l.strip()]), 3, out)
+
+    def test_a_worker_under_a_memory_limit_registers_the_limit(self):
+        """A cpu worker whose memory is capped (here RLIMIT_DATA, as `ulimit -d` sets it; a
+        container's cgroup works the same) registers the cap, not the machine's RAM, so the
+        server does not hand it runs it can only be killed for (the third hostile round, item 3)."""
+        s = self.stack
+        s.start_server()
+        with open("/proc/meminfo") as f:
+            total = next(int(l.split()[1]) * 1024 for l in f if l.startswith("MemTotal:"))
+        cap = min(total // 2, 3 << 30)
+        previous = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (cap, previous[1]))
+        try:
+            s.start_worker("capped")  # inherits the limit
+        finally:
+            resource.setrlimit(resource.RLIMIT_DATA, previous)
+        w = wait_for(lambda: s.cli_json("workers"), 120, "the capped worker to register")[0]
+        self.assertLessEqual(int(w["info"]["device_memory_bytes"]), cap)
+        self.assertIn("memory limit", s.log("capped"))
+
 
 if __name__ == "__main__":
     unittest.main()

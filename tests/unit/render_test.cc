@@ -265,6 +265,33 @@ TEST(FleetLines, UnfittableRunsPreemptionsAndWorkerFaultsOnlyWhenThereAreAny) {
   EXPECT_THAT(all, HasSubstr("preempted 2 (requeued)"));
 }
 
+// A worker's device name or an error text (a bench reason) reaches the tables: its control
+// characters are shown escaped, once, and cannot forge a row or drive the terminal.
+TEST(Table, EscapesControlCharactersInEveryCell) {
+  Table t({"ID", "NAME", "DEVICE"});
+  t.Add({"1", "w1", "cpu (\x1b]0;owned\x07\x1b[2J)\n2  forged  row"});
+  t.Add({"2", "w2",
+         "cpu (\xc2\x9b"
+         "31mCSI)"});
+  const std::string out = t.Render();
+  EXPECT_EQ(Lines(out).size(), 3u) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  EXPECT_EQ(out.find('\x07'), std::string::npos) << out;
+  EXPECT_EQ(out.find("\xc2\x9b"), std::string::npos) << out;
+  EXPECT_THAT(out, HasSubstr("cpu (\\x1b]0;owned\\x07\\x1b[2J)\\n2  forged  row"));
+  EXPECT_THAT(out, HasSubstr("cpu (\\u009b31mCSI)"));
+}
+
+TEST(FleetLines, ARunHeldForItsFaultsSaysSoAndForHowLong) {
+  v1::SweepCounts c;
+  c.set_fault_held(2);
+  c.set_fault_held_until(Now() + 590);
+  EXPECT_THAT(FleetLines(c),
+              testing::ElementsAre(testing::MatchesRegex(
+                  "held: 2 queued runs wait for a worker they have not failed on \\(at most "
+                  "9m[45][0-9]s more\\)")));
+}
+
 TEST(WatchFrame, NeverTallerThanTheScreen) {
   const auto frame = WatchFrame(AnUpdate(1, 3), "", 80, 6, /*color=*/false);
   EXPECT_LE(frame.size(), 6u);
