@@ -119,6 +119,13 @@ absl::Status CheckRanges(const ServerOptions& o) {
            InRange("max_points_per_report", o.max_points_per_report, 1, 10000000),
            InRange("reap_interval_seconds", o.reap_interval_seconds, 0.0, 3600.0),
            InRange("stats_interval_seconds", o.stats_interval_seconds, 0.01, 3600.0),
+           InRange("--fault-hold-seconds", o.faults.fault_hold_seconds, 0.0, 604800.0),
+           InRange("--max-releases", o.faults.max_releases, 1, 100000),
+           InRange("--max-points-per-run", o.max_points_per_run, int64_t{1}, int64_t{1} << 40),
+           InRange("--max-points-per-name", o.max_points_per_name, int64_t{1}, int64_t{1} << 40),
+           InRange("--max-metric-names", o.max_metric_names, 1, 1000000),
+           InRange("--max-final-probes", o.max_final_probes, 1, 100000),
+           InRange("--max-worker-names", o.max_worker_names, 1, 100000),
        }) {
     if (!s.ok()) return s;
   }
