@@ -7,7 +7,9 @@ ones (refine: optimum), and ones whose runs the soak cancels mid-run and retries
 --fault-every seconds (at random within the range) one fault, chosen at random:
 
   kill_server   SIGKILL of a server replica; restarted on the same port after a delay
-  kill_worker   SIGKILL of a worker; restarted with the same name and work dir after a delay
+  kill_worker   SIGKILL of a worker in training (as the kernel's OOM killer does); restarted with
+                the same name and work dir after a short delay, its new process reports how the
+                old one died, and the attempts it held count as worker faults with that cause
   pg_crash      PostgreSQL stopped in immediate mode (a crash), started again after a delay
   net_cut       a worker's proxy cut (connections dropped, no new ones), restored after a delay
   worker_full   a worker's work dir (a small tmpfs) filled to the last byte, emptied after a delay
@@ -31,6 +33,8 @@ At the end, with every fault healed and every run ended, it asserts:
               run's final checkpoint downloads (ablate artifacts get) with its SHA-256
   leases      every run a killed worker held was re-leased or ended within a lease period (plus
               the reaper's) of the kill, and at the end no lease is held
+  crashes     every killed worker's restart reported the attempts it held, and each one still
+              held when it registered became a worker fault naming SIGKILL
   rss         each server replica that lived 600 s past its warm-up grew its RSS by <= 10 % (a
               soak too short for any to qualify prints the figure as N/A, not asserted)
   tables      PostgreSQL's table sizes per row are within bounds and no table holds rows it
@@ -63,8 +67,9 @@ from harness import Proxy, Stack, wait_for, write_sweep  # noqa: E402
 KINDS = ["kill_server", "kill_worker", "pg_crash", "net_cut", "worker_full", "store_full",
          "worker_breaks"]
 # Every replica's flags: a short first bench, so a worker that broke and healed leases again
-# within the soak.
-SERVER_EXTRA = ["--bench-seconds", "5"]
+# within the soak; and runs that may fault on every worker of the small fleet (a killed worker's
+# attempts count as worker faults now), since the faults here are injected, not the runs'.
+SERVER_EXTRA = ["--bench-seconds", "5", "--run-fault-workers", "8"]
 DISK_KINDS = {"worker_full", "store_full"}
 # The smallest model the trainer takes (tests/e2e/harness.py's SMALLEST): ~2 ms a step on one
 # core, paced to PACE_MS a step so a run lasts in wall time while costing little CPU.
@@ -102,7 +107,9 @@ def make_schedule(rng, kinds, start, end, lo, hi, workers, replicas):
     healed before the next one starts; the first len(kinds) faults are every kind once."""
     # Heal delays: a kill is restarted after a few seconds; a cut may outlast the lease (the run is
     # then requeued and resumed elsewhere); a full disk stays full long enough for writes to fail.
-    delays = {"kill_server": (2, 8), "kill_worker": (2, 8), "pg_crash": (3, 10),
+    # A killed worker comes back within its lease (10 s), as a supervisor restarts it, so its new
+    # process's report finds the attempts still held.
+    delays = {"kill_server": (2, 8), "kill_worker": (0.5, 2), "pg_crash": (3, 10),
               "net_cut": (3, 2 * LEASE_SECONDS), "worker_full": (8, 30), "store_full": (8, 30),
               # A break outlasts the runs its slots hold (24 s in e2e.soak), so it fails the
               # attempts it starts next and is benched.
@@ -162,6 +169,7 @@ class Soak:
         self.lease_checks = []  # (deadline, worker, [(run, attempt)])
         self.lease_failures = []
         self.lease_checks_done = []
+        self.kills = []  # (worker, time killed, [(run, attempt)] held in training)
         self.rss = collections.defaultdict(list)  # (name, pid) -> [(t, kB)]
         self.started = {}  # (name, pid) -> start time
         self.errors = []
@@ -316,11 +324,19 @@ class Soak:
         if kind == "kill_server":
             s.stop(target, signal.SIGKILL)
         elif kind == "kill_worker":
+            # One in training, when one is: what the OOM killer picks.
+            training = self.try_sql(
+                "SELECT w.name FROM runs r JOIN workers w ON w.id = r.worker_id WHERE "
+                "r.state = 'running' AND r.step > 0 AND w.name LIKE 'w%' ORDER BY random() LIMIT 1")
+            if training:
+                target = training
             held = self.try_sql(
                 "SELECT r.id || ':' || r.attempt FROM runs r JOIN workers w ON w.id = r.worker_id "
                 f"WHERE w.name = '{target}' AND r.state IN ('leased','running')")
             s.stop(target, signal.SIGKILL)
             runs = [tuple(int(x) for x in l.split(":")) for l in (held or "").splitlines() if l]
+            self.kills.append((target, time.time(), runs))
+            self.killed_target = target
             # The reaper runs every min(5 s, lease/4) in each replica; a lease lasts LEASE_SECONDS
             # from the last heartbeat. Past that (and a margin for a loaded machine) no run may
             # still be held by the dead process's attempt.
@@ -343,7 +359,7 @@ class Soak:
         if kind == "kill_server":
             self.restart_server(target)
         elif kind == "kill_worker":
-            self.start_worker(target)
+            self.start_worker(getattr(self, "killed_target", target))
         elif kind == "pg_crash":
             s.start_postgres()
         elif kind == "net_cut":
@@ -584,6 +600,30 @@ class Soak:
                f"{sum(len(c[2]) for c in self.lease_checks_done)} runs of killed workers followed, "
                f"{len(self.lease_failures)} runs held by a killed worker past the lease; {held} leases left"
                + ("; " + "; ".join(self.lease_failures[:5]) if self.lease_failures else ""))
+
+        # Crashes: a killed worker's next process found what it held and the server counted each
+        # attempt as a worker fault with the cause, unless the reaper had requeued it first (the
+        # restart outlived the lease on a loaded machine: a preemption, as before the report).
+        crash_bad, reported, late = [], 0, 0
+        for worker, _, runs in self.kills:
+            if runs and "died holding" not in s.log(worker):
+                crash_bad.append(f"{worker}'s restart did not find the {len(runs)} run(s) it held")
+            for run, attempt in runs:
+                events = self.sql(
+                    "SELECT kind || ':' || fault || ':' || message FROM run_events WHERE run_id = "
+                    f"{run} AND attempt = {attempt} AND kind IN ('faulted', 'preempted') ORDER BY id")
+                first = events.splitlines()[0] if events else ""
+                if first.startswith("faulted:worker:") and ("SIGKILL" in first or "OOM" in first):
+                    reported += 1
+                elif first.startswith("preempted:"):
+                    late += 1
+                else:
+                    crash_bad.append(f"run {run} attempt {attempt} (killed {worker}): {first or 'no event'}")
+        record("crashes", not crash_bad,
+               f"{len(self.kills)} workers killed in training, {reported} attempts reported as worker "
+               f"faults naming SIGKILL (or the OOM killer), {late} requeued by lease expiry before the restart registered"
+               + ("; " + "; ".join(crash_bad[:5]) if crash_bad else ""))
+        figures.append(("killed attempts reported / requeued by expiry first", f"{reported} / {late}"))
 
         # RSS: per process, from its first sample after warm-up to its last.
         measured, rss_rows = [], []
